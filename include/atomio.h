@@ -1,0 +1,139 @@
+/*
+ * atomio: atomic write groups for Linux files.
+ *
+ * A store is one redo log plus the data files registered with it.  A group
+ * ("transaction", atomio_tx) collects writes and size changes to any number of
+ * ranges in any number of registered files; atomio_tx_commit makes the whole
+ * group durable with one sequential log write and one device wait, then writes
+ * it in place.  After a crash, atomio_open replays every committed group whole,
+ * in commit order, and never a part of one.
+ *
+ * Conventions (as liburing): every function returns 0, or a non-negative count,
+ * on success and a negative errno on failure.  atomio's own conditions use the
+ * ATOMIO_E* codes below (also negative); atomio_strerror() names them all.
+ * Nothing is reported through errno.
+ *
+ * Thread safety: a store may be used from many threads at once; a tx belongs
+ * to the thread that began it until it is committed or aborted.
+ *
+ * See docs/API.md for the full reference with every error of every function,
+ * and docs/FORMAT.md for the on-disk format.
+ */
+#ifndef ATOMIO_H
+#define ATOMIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATOMIO_VERSION_MAJOR 0
+#define ATOMIO_VERSION_MINOR 1
+
+typedef struct atomio atomio;       /* a store: one log + its registered data files */
+typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") */
+
+/* --- options ----------------------------------------------------------- */
+
+/* Create the log if it does not exist. */
+#define ATOMIO_CREATE 0x1u
+/* Accept a log file that users other than its owner may write (refused by
+ * default with ATOMIO_EUNSAFE: whoever can write the log can steer recovery). */
+#define ATOMIO_ALLOW_SHARED_LOG 0x2u
+/* Recovery: replay into the recorded paths even when a data file's identity
+ * (device, inode) no longer matches the one recorded at registration.  Only
+ * for an operator who has checked the files by hand (atomio recover --force-paths). */
+#define ATOMIO_FORCE_PATHS 0x4u
+
+struct atomio_options {
+	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 64 MiB */
+	uint32_t flags;    /* ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS */
+	uint32_t reserved0;
+	/* Optional: on failure of atomio_open (and later calls on the store),
+	 * a one-line explanation naming the file or field at fault is written
+	 * here, NUL-terminated.  May be NULL. */
+	char *errbuf;
+	size_t errbuf_size;
+	uint64_t reserved[4]; /* must be zero */
+};
+
+/* --- errors of atomio's own (negative, outside the errno range) -------- */
+
+#define ATOMIO_EBASE 7000
+#define ATOMIO_ENOTLOG (-7001)  /* the file is not an atomio log (no magic) */
+#define ATOMIO_EVERSION (-7002) /* an atomio log of a format version this library does not read */
+#define ATOMIO_ECORRUPT (-7003) /* log damaged: no valid superblock or catalog, or a
+				   checksummed record whose content is impossible */
+#define ATOMIO_EFAILED (-7004)  /* an earlier I/O error left the store's state unknown;
+				   close and reopen it to recover */
+#define ATOMIO_EIDENTITY (-7005) /* a data file is no longer the file registered
+				    (replaced, renamed over, symlink, not a regular file) */
+#define ATOMIO_EBADPATH (-7006) /* a path recorded in the log breaks the path rules */
+#define ATOMIO_EUNSAFE (-7007)  /* the log is writable by other users */
+#define ATOMIO_ELAST 7007
+
+/* --- store ---------------------------------------------------------------- */
+
+int atomio_open(const char *log_path, const struct atomio_options *opts, atomio **out);
+int atomio_close(atomio *st);
+
+/* --- data files ------------------------------------------------------------- */
+
+int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode);
+int atomio_file_fd(atomio *st, int file);
+
+/* --- groups ------------------------------------------------------------------ */
+
+int atomio_tx_begin(atomio *st, atomio_tx **out);
+int atomio_tx_write(atomio_tx *tx, int file, const void *buf, size_t len, off_t off);
+int atomio_tx_writev(atomio_tx *tx, int file, const struct iovec *iov, int iovcnt, off_t off);
+int atomio_tx_truncate(atomio_tx *tx, int file, off_t size);
+int atomio_tx_commit(atomio_tx *tx);
+void atomio_tx_abort(atomio_tx *tx);
+
+/* O_ATOMIC-style single calls: one group of one range; return len on success. */
+ssize_t atomio_pwrite(atomio *st, int file, const void *buf, size_t len, off_t off);
+ssize_t atomio_pwritev(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
+
+int atomio_checkpoint(atomio *st);
+
+/* --- limits and counters ------------------------------------------------------ */
+
+struct atomio_caps {
+	uint64_t max_group_bytes;   /* largest single-range group this store accepts */
+	uint32_t max_segments;      /* most ranges (writes + truncates) in one group */
+	uint32_t segment_overhead;  /* log bytes each range costs on top of its data */
+	uint64_t log_size;          /* bytes of the record area */
+	uint32_t log_block;         /* alignment of log writes (bytes) */
+	uint32_t dio_offset_align;  /* O_DIRECT files: offset/length alignment (0 = buffered) */
+	uint32_t dio_mem_align;     /* O_DIRECT files: buffer alignment (0 = buffered) */
+	uint32_t reserved0;
+	uint64_t reserved[8];
+};
+
+struct atomio_stats {
+	uint64_t commits;          /* groups committed (acknowledged) */
+	uint64_t bytes_logged;     /* bytes written to the log by commits (records + padding) */
+	uint64_t bytes_home;       /* bytes written in place to data files */
+	uint64_t log_syncs;        /* device waits spent on commits (durable log writes) */
+	uint64_t data_syncs;       /* fsync/fdatasync calls on data files */
+	uint64_t checkpoints;      /* checkpoints completed */
+	uint64_t groups_recovered; /* groups replayed by recovery when this store was opened */
+	uint64_t batches;          /* log writes that carried one or more groups (group commit) */
+	uint64_t log_full_waits;   /* commits that had to wait for a checkpoint to free log space */
+	uint64_t reserved[7];
+};
+
+int atomio_caps(atomio *st, int file, struct atomio_caps *caps);
+int atomio_stats(atomio *st, struct atomio_stats *stats);
+
+const char *atomio_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,508 @@
+/*
+ * files.c: data-file registration and the catalog (see format.h).
+ *
+ * Path rules (also in the README's security section):
+ *  - atomio_file_open resolves the caller's path like open(2) (relative to the
+ *    working directory, symlinks followed) to a canonical absolute path.
+ *  - The catalog stores that path relative to the log's directory when the file
+ *    lies below it (so a store directory can be moved whole), else absolute.
+ *  - A recorded path never has empty, "." or ".." components, nor a trailing
+ *    "/"; recovery refuses one that does (ATOMIO_EBADPATH).
+ *  - Recovery opens the recorded path with O_NOFOLLOW and checks that it is a
+ *    regular file with the recorded identity (inode, and device or filesystem
+ *    id); otherwise it replays nothing (ATOMIO_EIDENTITY).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct afile *file_get(atomio *st, int id)
+{
+	if (id < 0 || (unsigned)id >= MAX_FILES)
+		return NULL;
+	struct afile *f = atomic_load_explicit(&st->files[id], memory_order_acquire);
+	return f && __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0 ? f : NULL;
+}
+
+int file_check_path(const char *path, uint16_t flags)
+{
+	size_t n = strnlen(path, PATH_MAX);
+	if (n == 0 || n >= PATH_MAX)
+		return ATOMIO_EBADPATH;
+	bool rel = flags & CAT_F_RELATIVE;
+	if (rel == (path[0] == '/'))
+		return ATOMIO_EBADPATH;
+	const char *p = rel ? path : path + 1;
+	if (!*p)
+		return ATOMIO_EBADPATH; /* "/" itself is no file */
+	for (;;) {
+		const char *e = strchr(p, '/');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return ATOMIO_EBADPATH;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
+
+int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz)
+{
+	int n;
+	if (f->cat_flags & CAT_F_RELATIVE)
+		n = snprintf(out, outsz, "%s%s%s", st->log_dir,
+			     strcmp(st->log_dir, "/") ? "/" : "", f->path);
+	else
+		n = snprintf(out, outsz, "%s", f->path);
+	return n < 0 || (size_t)n >= outsz ? -ENAMETOOLONG : 0;
+}
+
+int file_identity(int fd, uint64_t *dev, uint64_t *ino, uint64_t *fsid)
+{
+	struct stat sb;
+	struct statfs sfs;
+	int r = atomio_sys->fstat(fd, &sb);
+	if (r < 0)
+		return r;
+	*dev = sb.st_dev;
+	*ino = sb.st_ino;
+	*fsid = 0;
+	if (atomio_sys->fstatfs(fd, &sfs) == 0) {
+		uint32_t v[2];
+		memcpy(v, &sfs.f_fsid, sizeof(v));
+		*fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
+	}
+	return 0;
+}
+
+/* --- catalog ---------------------------------------------------------------- */
+
+static int cat_parse(atomio *st, const char *buf, uint64_t size, struct cat_hdr_disk *h_out)
+{
+	struct cat_hdr_disk h;
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != CAT_MAGIC || h.store_id != st->store_id || h.used < CAT_HDR || h.used > size ||
+	    h.count > MAX_FILES)
+		return ATOMIO_ECORRUPT;
+	if (fmt_csum(buf, h.used, st->store_id, offsetof(struct cat_hdr_disk, csum)) != h.csum)
+		return ATOMIO_ECORRUPT;
+	*h_out = h;
+	return 0;
+}
+
+static void afile_free(struct afile *f)
+{
+	if (f) {
+		free(f->path);
+		free(f);
+	}
+}
+
+int cat_load(atomio *st)
+{
+	char *buf = malloc(2 * st->cat_size);
+	if (!buf)
+		return -ENOMEM;
+	int r = log_read(st, st->cat_off, buf, 2 * st->cat_size);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	struct cat_hdr_disk h[2];
+	bool ok[2];
+	for (int i = 0; i < 2; i++)
+		ok[i] = cat_parse(st, buf + i * st->cat_size, st->cat_size, &h[i]) == 0;
+	int pick = ok[0] && ok[1] ? (h[1].generation > h[0].generation) : ok[1] ? 1 : ok[0] ? 0 : -1;
+	if (pick < 0) {
+		free(buf);
+		st_err(st, "%s: no valid file catalog", st->log_path);
+		return ATOMIO_ECORRUPT;
+	}
+	const char *c = buf + (size_t)pick * st->cat_size;
+	uint64_t pos = CAT_HDR, used = h[pick].used;
+	r = 0;
+	for (uint32_t i = 0; i < h[pick].count; i++) {
+		struct cat_entry_disk e;
+		if (pos + CAT_ENTRY_HDR > used) {
+			r = ATOMIO_ECORRUPT;
+			break;
+		}
+		memcpy(&e, c + pos, sizeof(e));
+		if (e.id >= MAX_FILES || e.path_len == 0 || e.path_len >= PATH_MAX ||
+		    pos + CAT_ENTRY_HDR + e.path_len > used || (e.flags & ~CAT_F_RELATIVE) ||
+		    atomic_load(&st->files[e.id])) {
+			r = ATOMIO_ECORRUPT;
+			break;
+		}
+		struct afile *f = calloc(1, sizeof(*f));
+		char *p = f ? strndup(c + pos + CAT_ENTRY_HDR, e.path_len) : NULL;
+		if (!p) {
+			free(f);
+			r = -ENOMEM;
+			break;
+		}
+		f->path = p;
+		if (strlen(p) != e.path_len) {
+			afile_free(f);
+			r = ATOMIO_ECORRUPT;
+			break;
+		}
+		r = file_check_path(p, e.flags);
+		if (r < 0) {
+			st_err(st, "%s: catalog path '%s' breaks the path rules", st->log_path, p);
+			afile_free(f);
+			break;
+		}
+		f->id = e.id;
+		f->cat_flags = e.flags;
+		f->dev = e.dev;
+		f->ino = e.ino;
+		f->fsid = e.fsid;
+		f->fd = -1;
+		atomic_store(&st->files[e.id], f);
+		pos = align_up(pos + CAT_ENTRY_HDR + e.path_len, 8);
+	}
+	if (r == ATOMIO_ECORRUPT)
+		st_err(st, "%s: file catalog entry is malformed", st->log_path);
+	if (r == 0) {
+		st->nfiles_cat = h[pick].count;
+		st->cat_gen = h[pick].generation;
+	}
+	free(buf);
+	return r;
+}
+
+static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uint32_t *count_out)
+{
+	size_t pos = CAT_HDR;
+	uint32_t count = 0;
+	for (uint32_t id = 0; id < MAX_FILES; id++) {
+		struct afile *f = atomic_load(&st->files[id]);
+		if (!f)
+			continue;
+		size_t pl = strlen(f->path);
+		size_t need = align_up(CAT_ENTRY_HDR + pl, 8);
+		if (pos + need > cap)
+			return 0;
+		struct cat_entry_disk e = {.id = f->id, .path_len = (uint16_t)pl, .flags = f->cat_flags,
+					   .dev = f->dev, .ino = f->ino, .fsid = f->fsid};
+		memcpy(buf + pos, &e, sizeof(e));
+		memcpy(buf + pos + CAT_ENTRY_HDR, f->path, pl);
+		pos += need;
+		count++;
+	}
+	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = count, .store_id = st->store_id,
+				 .generation = gen, .used = pos};
+	memcpy(buf, &h, sizeof(h));
+	h.csum = fmt_csum(buf, pos, st->store_id, offsetof(struct cat_hdr_disk, csum));
+	memcpy(buf, &h, sizeof(h));
+	*count_out = count;
+	return pos;
+}
+
+/* Write the whole catalog to the older copy, durably.  Caller holds cat_lock. */
+static int cat_write(atomio *st)
+{
+	char *buf = aligned_alloc_zero(4096, st->cat_size);
+	if (!buf)
+		return -ENOMEM;
+	uint64_t gen = st->cat_gen + 1;
+	uint32_t count;
+	size_t used = cat_serialize(st, buf, st->cat_size, gen, &count);
+	if (!used) {
+		free(buf);
+		st_err(st, "%s: the file catalog is full", st->log_path);
+		return -ENOSPC;
+	}
+	/* RWF_DSYNC: the entry must be durable before the file id is handed
+	 * out, or a record could name a file recovery does not know.  The
+	 * other copy stays valid until this one is. */
+	size_t len = align_up(used, st->block);
+	int r = sys_pwrite_full(st->log_fd, buf, len, (off_t)(st->cat_off + (gen % 2) * st->cat_size),
+				RWF_DSYNC);
+	free(buf);
+	if (r < 0) {
+		st_err(st, "writing the catalog of %s: %s", st->log_path, strerror(-r));
+		return r;
+	}
+	st->cat_gen = gen;
+	st->nfiles_cat = count;
+	return 0;
+}
+
+int cat_write_initial(int fd, uint64_t cat_off, uint64_t cat_size, uint64_t store_id)
+{
+	char *buf = aligned_alloc_zero(4096, 4096);
+	if (!buf)
+		return -ENOMEM;
+	(void)cat_size;
+	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = 0, .store_id = store_id,
+				 .generation = 0, .used = CAT_HDR};
+	memcpy(buf, &h, sizeof(h));
+	h.csum = fmt_csum(buf, CAT_HDR, store_id, offsetof(struct cat_hdr_disk, csum));
+	memcpy(buf, &h, sizeof(h));
+	int r = sys_pwrite_full(fd, buf, 4096, (off_t)cat_off, 0); /* copy 0, generation 0 */
+	free(buf);
+	return r;
+}
+
+/* --- registration ------------------------------------------------------------- */
+
+#define ALLOWED_OPEN_FLAGS                                                                      \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC | O_NOATIME | O_DSYNC | O_SYNC |   \
+	 O_LARGEFILE | O_NOFOLLOW | O_NOCTTY)
+
+static int canonical_path(const char *path, bool may_create, char *out)
+{
+	int r = atomio_sys->realpath(path, out);
+	if (r != -ENOENT || !may_create)
+		return r;
+	/* Not there yet: canonicalise the directory, keep the final name. */
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return -EINVAL;
+	char dir[PATH_MAX];
+	if (!slash) {
+		strcpy(dir, ".");
+	} else if (slash == path) {
+		strcpy(dir, "/");
+	} else {
+		if ((size_t)(slash - path) >= sizeof(dir))
+			return -ENAMETOOLONG;
+		memcpy(dir, path, (size_t)(slash - path));
+		dir[slash - path] = 0;
+	}
+	char cdir[PATH_MAX];
+	r = atomio_sys->realpath(dir, cdir);
+	if (r < 0)
+		return r;
+	int n = snprintf(out, PATH_MAX, "%s%s%s", cdir, strcmp(cdir, "/") ? "/" : "", base);
+	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+static struct afile *cat_find(atomio *st, const char *path, uint16_t flags)
+{
+	for (uint32_t id = 0; id < MAX_FILES; id++) {
+		struct afile *f = atomic_load(&st->files[id]);
+		if (f && f->cat_flags == flags && !strcmp(f->path, path))
+			return f;
+	}
+	return NULL;
+}
+
+static uint32_t cat_free_id(atomio *st)
+{
+	for (uint32_t id = 0; id < MAX_FILES; id++)
+		if (!atomic_load(&st->files[id]))
+			return id;
+	return MAX_FILES;
+}
+
+static int open_data(const char *canon, int flags, mode_t mode, bool *created)
+{
+	int base = (flags & ~(O_ACCMODE | O_CREAT | O_EXCL)) | O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+	*created = false;
+	if ((flags & O_CREAT) && (flags & O_EXCL)) {
+		int fd = atomio_sys->open(canon, base | O_CREAT | O_EXCL, mode);
+		*created = fd >= 0;
+		return fd;
+	}
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = atomio_sys->open(canon, base, 0);
+		if (fd != -ENOENT || !(flags & O_CREAT))
+			return fd;
+		fd = atomio_sys->open(canon, base | O_CREAT | O_EXCL, mode);
+		if (fd != -EEXIST) {
+			*created = fd >= 0;
+			return fd;
+		}
+	}
+	return -EAGAIN;
+}
+
+int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
+{
+	if (!st || !path || !*path || (open_flags & ~ALLOWED_OPEN_FLAGS))
+		return -EINVAL;
+	char canon[PATH_MAX];
+	int r = canonical_path(path, open_flags & O_CREAT, canon);
+	if (r < 0) {
+		st_err(st, "resolving %s: %s", path, strerror(-r));
+		return r;
+	}
+	/* Stored form: relative to the log's directory when below it. */
+	size_t dl = strlen(st->log_dir);
+	const char *stored = canon;
+	uint16_t cflags = 0;
+	if (strcmp(st->log_dir, "/") && !strncmp(canon, st->log_dir, dl) && canon[dl] == '/') {
+		stored = canon + dl + 1;
+		cflags = CAT_F_RELATIVE;
+	} else if (!strcmp(st->log_dir, "/") && canon[1]) {
+		stored = canon + 1;
+		cflags = CAT_F_RELATIVE;
+	}
+	if (file_check_path(stored, cflags) < 0)
+		return -EINVAL;
+
+	pthread_mutex_lock(&st->cat_lock);
+	bool created;
+	int fd = open_data(canon, open_flags, mode, &created);
+	if (fd < 0) {
+		r = fd;
+		st_err(st, "opening %s: %s", canon, strerror(-r));
+		goto out;
+	}
+	struct stat sb;
+	r = atomio_sys->fstat(fd, &sb);
+	if (r < 0)
+		goto out_close;
+	if (!S_ISREG(sb.st_mode)) {
+		r = -EINVAL;
+		st_err(st, "%s: not a regular file", canon);
+		goto out_close;
+	}
+	if (created) {
+		/* The new inode and its directory entry must be durable before
+		 * any group names the file: fsync the file, then its directory. */
+		do
+			r = atomio_sys->fsync(fd);
+		while (r == -EINTR);
+		if (r == 0) {
+			char *slash = strrchr(canon, '/');
+			char dir[PATH_MAX];
+			size_t n = slash == canon ? 1 : (size_t)(slash - canon);
+			memcpy(dir, canon, n);
+			dir[n] = 0;
+			r = sys_fsync_dir(dir);
+		}
+		if (r < 0) {
+			st_err(st, "syncing new file %s: %s", canon, strerror(-r));
+			goto out_close;
+		}
+	}
+	uint64_t dev, ino, fsid;
+	r = file_identity(fd, &dev, &ino, &fsid);
+	if (r < 0)
+		goto out_close;
+
+	bool direct = open_flags & O_DIRECT;
+	struct afile *f = cat_find(st, stored, cflags);
+	if (f && f->fd >= 0) {
+		/* Already open in this session: one id per file. */
+		atomio_sys->close(fd);
+		if (f->ino != ino || f->dev != dev) {
+			st_err(st, "%s: replaced while open in the store", canon);
+			r = ATOMIO_EIDENTITY;
+		} else if (f->direct != direct) {
+			st_err(st, "%s: already open with%s O_DIRECT", canon, f->direct ? "" : "out");
+			r = -EINVAL;
+		} else {
+			r = (int)f->id;
+		}
+		goto out;
+	}
+	uint32_t dio_mem = 0, dio_off = 0;
+	if (direct) {
+		struct atomio_statx stx;
+		if (atomio_sys->statx(fd, "", AT_EMPTY_PATH, ATOMIO_STATX_DIOALIGN, &stx) == 0 &&
+		    (stx.stx_mask & ATOMIO_STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+			dio_mem = stx.stx_dio_mem_align;
+			dio_off = stx.stx_dio_offset_align;
+		} else {
+			dio_mem = dio_off = 4096; /* unknown: the safe common value */
+		}
+		if (dio_mem < 8)
+			dio_mem = 8;
+	}
+	if (f) {
+		/* Known path, not open yet this session.  The log holds no
+		 * record for it (recovery emptied the log at open, and records
+		 * of this session name only files opened in it), so a changed
+		 * identity is simply recorded anew. */
+		if (f->ino != ino || f->dev != dev || f->fsid != fsid) {
+			uint64_t o[3] = {f->dev, f->ino, f->fsid};
+			f->dev = dev;
+			f->ino = ino;
+			f->fsid = fsid;
+			r = cat_write(st);
+			if (r < 0) {
+				f->dev = o[0];
+				f->ino = o[1];
+				f->fsid = o[2];
+				goto out_close;
+			}
+		}
+	} else {
+		uint32_t id = cat_free_id(st);
+		if (id >= MAX_FILES) {
+			r = -ENOSPC;
+			st_err(st, "%s: no free file id", st->log_path);
+			goto out_close;
+		}
+		f = calloc(1, sizeof(*f));
+		if (!f || !(f->path = strdup(stored))) {
+			free(f);
+			r = -ENOMEM;
+			goto out_close;
+		}
+		f->id = id;
+		f->cat_flags = cflags;
+		f->dev = dev;
+		f->ino = ino;
+		f->fsid = fsid;
+		f->fd = -1;
+		atomic_store(&st->files[id], f);
+		r = cat_write(st);
+		if (r < 0) {
+			atomic_store(&st->files[id], NULL);
+			afile_free(f);
+			goto out_close;
+		}
+	}
+	f->open_flags = open_flags;
+	f->direct = direct;
+	f->dio_mem_align = dio_mem;
+	f->dio_off_align = dio_off;
+	f->dirty = f->resized = false;
+	/* Publish: the fd is set last; file_get() tests it. */
+	atomic_store_explicit(&st->files[f->id], f, memory_order_release);
+	__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
+	r = (int)f->id;
+	goto out;
+out_close:
+	atomio_sys->close(fd);
+out:
+	pthread_mutex_unlock(&st->cat_lock);
+	return r;
+}
+
+int atomio_file_fd(atomio *st, int file)
+{
+	if (!st)
+		return -EINVAL;
+	struct afile *f = file_get(st, file);
+	return f ? f->fd : -EINVAL;
+}
+
+void files_close_all(atomio *st)
+{
+	if (!st->files)
+		return;
+	for (uint32_t id = 0; id < MAX_FILES; id++) {
+		struct afile *f = atomic_load(&st->files[id]);
+		if (!f)
+			continue;
+		if (f->fd >= 0)
+			atomio_sys->close(f->fd);
+		afile_free(f);
+		st->files[id] = NULL;
+	}
+}

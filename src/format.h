@@ -1,0 +1,263 @@
+/*
+ * format.h: the atomio log format, version 1.  Mirrored in docs/FORMAT.md;
+ * a change here is a change there.
+ *
+ * All integers are little-endian.  Checksums are XXH3-64 (libxxhash).
+ *
+ * LOG FILE LAYOUT
+ *
+ *   offset 0            superblock slot 0   (SB_SLOT bytes = 4096)
+ *   offset 4096         superblock slot 1
+ *   offset 8192         catalog copy 0      (catalog_size bytes)
+ *   8192+catalog_size   catalog copy 1
+ *   area_off            record area         (area_size bytes, block-aligned)
+ *
+ *   area_off and area_size are multiples of the log block (the larger of the
+ *   device's physical sector, the file's direct-I/O alignment and 512; 4096
+ *   when the sector size cannot be read).  Every log write starts on a block
+ *   boundary and is a whole number of blocks, so a write never shares a
+ *   physical sector with durable data written earlier: a torn write can only
+ *   damage itself (no read-modify-write of an acknowledged record).
+ *
+ *   The whole file is written with zeros when the log is created, so record
+ *   writes are overwrites of allocated blocks: an O_DIRECT + RWF_DSYNC write
+ *   then needs no metadata journal commit and costs one device wait.
+ *
+ * SUPERBLOCK (in each slot; SB_SIZE = 256 bytes used, rest zero)
+ *
+ *    0  u8[8]  magic "ATOMIOLG"
+ *    8  u32    byte-order mark 0x01020304 (reads 0x04030201 on a foreign-endian host)
+ *   12  u32    format version (1)
+ *   16  u64    store id: random at creation; seeds every record and catalog checksum,
+ *              so that bytes of another store (or an earlier log at this path) never validate
+ *   24  u64    generation: +1 on every superblock write; the valid slot with the
+ *              highest generation is current.  Generation g is written to slot g % 2.
+ *   32  u64    epoch: +1 every time the store is opened; records carry it
+ *   40  u64    head offset (relative to area_off) of the first live record
+ *   48  u64    head sequence number: the seq the record at the head must carry
+ *   56  u64    area_off
+ *   64  u64    area_size
+ *   72  u32    log block size
+ *   76  u32    flags (0)
+ *   80  u64    catalog_off (of copy 0)
+ *   88  u64    catalog_size (of each copy)
+ *   96  u64    creation time, ns since the epoch (informational)
+ *  104  u8[144] reserved, zero
+ *  248  u64    checksum: XXH3-64 of bytes [0,248) with seed SB_SEED
+ *
+ *   A slot is valid when magic, byte-order mark, version and checksum are
+ *   right and the geometry is consistent (area inside the file, aligned).
+ *
+ * CATALOG (each copy; registered data files)
+ *
+ *    0  u32    magic "ACAT"
+ *    4  u32    entry count
+ *    8  u64    store id
+ *   16  u64    generation (the valid copy with the highest generation is current;
+ *              generation g is written to copy g % 2)
+ *   24  u64    used bytes (header + entries), <= catalog_size
+ *   32  u8[24] reserved, zero
+ *   56  u64    checksum: XXH3-64 of bytes [0,used) with this field zero, seed store id
+ *   64  entries, each 8-aligned:
+ *        0  u32  file id (unique in the catalog, < MAX_FILES)
+ *        4  u16  path length (1..PATH_MAX-1, no NUL inside)
+ *        6  u16  flags: bit 0 = path is relative to the log's directory
+ *        8  u64  st_dev at registration
+ *       16  u64  st_ino at registration
+ *       24  u64  filesystem id (statfs f_fsid) at registration
+ *       32  path bytes, zero-padded to 8
+ *
+ * RECORD (one committed group) at an 8-aligned offset in the record area
+ *
+ *    0  u32    magic "AREC"
+ *    4  u16    type: 1 = group
+ *    6  u16    flags: bit 0 = LAST: the record ends a log write; the next record
+ *              starts at the next block boundary (else at this record's end)
+ *    8  u64    seq: head seq for the first record after the head, +1 for each next
+ *   16  u64    epoch: equals the superblock's epoch
+ *   24  u64    rec_len: bytes of this record, header included, multiple of 8
+ *   32  u64    data_len: bytes of the data section
+ *   40  u32    nsegs: number of segment descriptors (1..MAX_SEGMENTS)
+ *   44  u32    reserved, zero
+ *   48  u64    raw_len: data bytes before compression (= data_len: version 1
+ *              stores data uncompressed)
+ *   56  u64    checksum: XXH3-64 of bytes [0,rec_len) with this field zero,
+ *              seed = store id
+ *   64  nsegs segment descriptors of 32 bytes:
+ *        0  u32  file id (present in the catalog)
+ *        4  u16  kind: 1 = write, 2 = set size (truncate or extend)
+ *        6  u16  reserved, zero
+ *        8  u64  file offset (write) or new file size (set size), < 2^62
+ *       16  u64  length of the write's data (0 for set size); offset + length <= 2^62
+ *       24  u64  offset of the data inside the data section; + length <= data_len
+ *   64 + 32*nsegs: data section (data_len bytes), then zero padding to rec_len
+ *
+ *   rec_len == align8(64 + 32*nsegs + data_len).  The segments are applied in
+ *   order; a later segment overrides an earlier one it overlaps.
+ *
+ * VALIDITY AND RECOVERY
+ *
+ *   Recovery starts at the head offset expecting the head seq.  At offset p it
+ *   accepts a record when magic, type, seq (the expected one), epoch (the
+ *   superblock's), lengths (rec_len fits the area from p and matches nsegs and
+ *   data_len) and checksum are right.  When p is a block boundary and no valid
+ *   record is at p, it also looks at offset 0 (the writer wraps to the area's
+ *   start when a write does not fit before its end).  The first offset with no
+ *   valid record ends the log: a torn or absent tail is the normal end, not an
+ *   error.  A record that passes its checksum but whose descriptors are
+ *   impossible (unknown file id, bad kind, range out of bounds) is corruption
+ *   (ATOMIO_ECORRUPT): recovery replays nothing at all in that case.
+ *
+ *   Why a stale record can never be taken for a live one: a record from
+ *   another store fails the seeded checksum; one from an earlier lap of this
+ *   epoch carries a lower seq than any expected one; one from an earlier
+ *   epoch fails the epoch check.  The epoch is bumped, durably, at every open,
+ *   before any new record is written, because a crash can leave valid records
+ *   of the old epoch *after* a torn one (two log writes in flight), whose seqs
+ *   the new epoch will reuse.
+ *
+ * SYNC ORDER
+ *
+ *   commit:     records -> log, O_DIRECT + RWF_DSYNC (one device wait; or write
+ *               + fdatasync where O_DIRECT is refused).  Only then are the home
+ *               (in-place) writes issued, without a flush: a home write can never
+ *               reach the media before the record that can redo it.
+ *   checkpoint: fdatasync every data file written since the last checkpoint
+ *               (fsync where its size changed), THEN write the superblock with
+ *               head = 0, head seq = next seq, to the older slot with RWF_DSYNC.
+ *               Only after that may the record area be overwritten.
+ *   open:       recovery replays the log, fsyncs the files it wrote, then writes
+ *               the superblock with epoch + 1 and an empty log (head 0), durably,
+ *               before the first new record.
+ *   register:   a created data file is fsynced, and its directory, then the new
+ *               catalog copy is written with RWF_DSYNC, all before the file id is
+ *               returned, so no record can name a file recovery cannot find.
+ *   create:     the log is built under a temporary name, fsynced, renamed into
+ *               place (no replace) and its directory fsynced: a crash leaves
+ *               either no log or a whole one.
+ */
+#ifndef ATOMIO_FORMAT_H
+#define ATOMIO_FORMAT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define FMT_VERSION 1u
+
+#define SB_SLOT 4096u
+#define SB_SIZE 256u
+#define SB_CSUM_OFF 248u
+#define SB_MAGIC "ATOMIOLG"
+#define SB_BOM 0x01020304u
+#define SB_SEED 0x61746f6d696f5342ull /* "atomioSB" */
+#define CAT_OFF (2u * SB_SLOT)
+#define CAT_MAGIC 0x54414341u /* "ACAT" */
+#define CAT_HDR 64u
+#define CAT_ENTRY_HDR 32u
+#define CAT_DEFAULT_SIZE (1024u * 1024u)
+
+#define REC_MAGIC 0x43455241u /* "AREC" */
+#define REC_HDR 64u
+#define REC_DESC 32u
+#define REC_TYPE_GROUP 1u
+#define REC_F_LAST 0x1u
+#define SEG_WRITE 1u
+#define SEG_SETSIZE 2u
+
+#define MAX_SEGMENTS 65536u
+#define MAX_FILES 65536u
+#define MAX_OFFSET (1ull << 62) /* no write ends, and no size lies, beyond 2^62 */
+
+#define DEFAULT_LOG_SIZE (64ull << 20)
+#define MIN_LOG_BLOCKS 16u
+
+struct sb_disk {
+	char magic[8];
+	uint32_t bom;
+	uint32_t version;
+	uint64_t store_id;
+	uint64_t generation;
+	uint64_t epoch;
+	uint64_t head_off;
+	uint64_t head_seq;
+	uint64_t area_off;
+	uint64_t area_size;
+	uint32_t block;
+	uint32_t flags;
+	uint64_t cat_off;
+	uint64_t cat_size;
+	uint64_t ctime_ns;
+	uint8_t reserved[144];
+	uint64_t csum;
+};
+_Static_assert(sizeof(struct sb_disk) == SB_SIZE, "superblock size");
+_Static_assert(__builtin_offsetof(struct sb_disk, csum) == SB_CSUM_OFF, "sb csum");
+_Static_assert(__builtin_offsetof(struct sb_disk, cat_off) == 80, "sb layout");
+
+struct cat_hdr_disk {
+	uint32_t magic;
+	uint32_t count;
+	uint64_t store_id;
+	uint64_t generation;
+	uint64_t used;
+	uint8_t reserved[24];
+	uint64_t csum;
+};
+_Static_assert(sizeof(struct cat_hdr_disk) == CAT_HDR, "catalog header size");
+
+struct cat_entry_disk {
+	uint32_t id;
+	uint16_t path_len;
+	uint16_t flags;
+	uint64_t dev;
+	uint64_t ino;
+	uint64_t fsid;
+	/* path follows */
+};
+_Static_assert(sizeof(struct cat_entry_disk) == CAT_ENTRY_HDR, "catalog entry size");
+#define CAT_F_RELATIVE 0x1u
+
+struct rec_hdr_disk {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t flags;
+	uint64_t seq;
+	uint64_t epoch;
+	uint64_t rec_len;
+	uint64_t data_len;
+	uint32_t nsegs;
+	uint32_t reserved;
+	uint64_t raw_len;
+	uint64_t csum;
+};
+_Static_assert(sizeof(struct rec_hdr_disk) == REC_HDR, "record header size");
+_Static_assert(__builtin_offsetof(struct rec_hdr_disk, csum) == 56, "record csum offset");
+
+struct seg_disk {
+	uint32_t file;
+	uint16_t kind;
+	uint16_t reserved;
+	uint64_t off;
+	uint64_t len;
+	uint64_t data_off;
+};
+_Static_assert(sizeof(struct seg_disk) == REC_DESC, "descriptor size");
+
+/* The structs above are the little-endian images; atomio builds only on
+ * little-endian hosts (checked here), and the byte-order mark in the
+ * superblock makes a log carried to a big-endian host fail cleanly. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "atomio's on-disk structs are little-endian images; port format.h first"
+#endif
+
+static inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* Bytes a record with nsegs descriptors and data_len data bytes takes. */
+static inline uint64_t rec_len_for(uint64_t nsegs, uint64_t data_len)
+{
+	return align_up(REC_HDR + REC_DESC * nsegs + data_len, 8);
+}
+
+uint64_t fmt_csum(const void *buf, size_t len, uint64_t seed, size_t csum_off);
+
+#endif

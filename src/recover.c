@@ -1,0 +1,320 @@
+/*
+ * recover.c: replay the log at open (format.h, VALIDITY AND RECOVERY).
+ *
+ * Three passes over the live records, none of which trusts the log:
+ *   1. scan: find the valid prefix (magic, seq, epoch, lengths, checksum) and
+ *      check every descriptor of every record in it; a checksummed record
+ *      with an impossible descriptor stops everything (ATOMIO_ECORRUPT);
+ *   2. open every data file the prefix names, without following a final
+ *      symlink, and check it is the registered file (ATOMIO_EIDENTITY);
+ *   3. replay the prefix in order, then fsync the files written.
+ * Only then is the superblock rewritten: head reset, epoch + 1.  A crash
+ * anywhere before that replays the same prefix again, which is idempotent:
+ * the prefix is applied whole, in order, from the same starting point.
+ *
+ * Memory is bounded whatever the log says: records are streamed through a
+ * fixed buffer; descriptors are at most MAX_SEGMENTS * 32 bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#include "internal.h"
+
+#define CHUNK (1u << 20)
+
+struct rec {
+	uint64_t pos; /* area offset */
+	struct rec_hdr_disk h;
+	struct seg_disk *segs;
+};
+
+struct rcv {
+	atomio *st;
+	char *buf; /* CHUNK bytes, aligned */
+	uint64_t epoch;
+	int *fds;         /* by file id, -1 = not open */
+	uint8_t *needed;  /* bitmap by file id */
+};
+
+static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
+{
+	return log_read(rc->st, rc->st->area_off + pos, buf, len);
+}
+
+/* Read and check the record at pos expecting seq.  1 = valid (rec filled,
+ * segs allocated), 0 = no valid record here, < 0 = error. */
+static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *rec)
+{
+	atomio *st = rc->st;
+	if (pos % 8 || pos + REC_HDR > st->area_size)
+		return 0;
+	struct rec_hdr_disk h;
+	int r = area_read(rc, pos, &h, sizeof(h));
+	if (r < 0)
+		return r;
+	if (h.magic != REC_MAGIC || h.type != REC_TYPE_GROUP || (h.flags & ~REC_F_LAST) ||
+	    h.seq != seq || h.epoch != rc->epoch || h.reserved || h.nsegs == 0 ||
+	    h.nsegs > MAX_SEGMENTS || h.data_len > st->area_size || h.raw_len != h.data_len ||
+	    h.rec_len != rec_len_for(h.nsegs, h.data_len) || h.rec_len > st->area_size - pos)
+		return 0;
+
+	/* Checksum, streamed. */
+	XXH3_state_t xs;
+	XXH3_64bits_reset_withSeed(&xs, st->store_id);
+	for (uint64_t done = 0; done < h.rec_len;) {
+		size_t n = h.rec_len - done < CHUNK ? (size_t)(h.rec_len - done) : CHUNK;
+		r = area_read(rc, pos + done, rc->buf, n);
+		if (r < 0)
+			return r;
+		if (done == 0)
+			memset(rc->buf + offsetof(struct rec_hdr_disk, csum), 0, 8);
+		XXH3_64bits_update(&xs, rc->buf, n);
+		done += n;
+	}
+	if (XXH3_64bits_digest(&xs) != h.csum)
+		return 0; /* torn or stale: the end of the log */
+
+	size_t dlen = (size_t)h.nsegs * REC_DESC;
+	struct seg_disk *segs = malloc(dlen);
+	if (!segs)
+		return -ENOMEM;
+	r = area_read(rc, pos + REC_HDR, segs, dlen);
+	if (r < 0) {
+		free(segs);
+		return r;
+	}
+	rec->pos = pos;
+	rec->h = h;
+	rec->segs = segs;
+	return 1;
+}
+
+/* A record with a right checksum must also make sense; if not, the log was
+ * written by something that is not atomio (or atomio has a bug): refuse. */
+static int check_segs(struct rcv *rc, const struct rec *rec)
+{
+	atomio *st = rc->st;
+	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
+		const struct seg_disk *d = &rec->segs[i];
+		const char *why = NULL;
+		if (d->file >= MAX_FILES || !atomic_load(&st->files[d->file]))
+			why = "names a file the store never registered";
+		else if (d->reserved)
+			why = "has a nonzero reserved field";
+		else if (d->kind == SEG_WRITE) {
+			if (d->len == 0 || d->off > MAX_OFFSET || d->len > MAX_OFFSET - d->off)
+				why = "writes beyond the largest offset atomio allows (2^62)";
+			else if (d->data_off > rec->h.data_len || d->len > rec->h.data_len - d->data_off)
+				why = "points outside its own data";
+		} else if (d->kind == SEG_SETSIZE) {
+			if (d->len || d->data_off || d->off > MAX_OFFSET)
+				why = "sets an impossible file size";
+		} else {
+			why = "has an unknown range kind";
+		}
+		if (why) {
+			st_err(st, "%s: record seq %llu range %u %s", st->log_path,
+			       (unsigned long long)rec->h.seq, i, why);
+			return ATOMIO_ECORRUPT;
+		}
+		rc->needed[d->file / 8] |= (uint8_t)(1u << (d->file % 8));
+	}
+	return 0;
+}
+
+static uint64_t next_pos(atomio *st, const struct rec *rec)
+{
+	uint64_t end = rec->pos + rec->h.rec_len;
+	return rec->h.flags & REC_F_LAST ? align_up(end, st->block) : end;
+}
+
+/* Walk the valid prefix; for each record call fn (pass 1: check, pass 3:
+ * apply).  Returns the number of records, and the seq after the last. */
+static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uint64_t *count,
+		uint64_t *seq_end)
+{
+	atomio *st = rc->st;
+	uint64_t pos = st->sb.head_off, seq = st->sb.head_seq, n = 0;
+	for (;;) {
+		struct rec rec;
+		int r = read_record(rc, pos, seq, &rec);
+		if (r == 0 && pos % st->block == 0 && pos != 0)
+			r = read_record(rc, pos = 0, seq, &rec); /* a writer's wrap */
+		if (r < 0)
+			return r;
+		if (r == 0)
+			break;
+		r = fn(rc, &rec);
+		free(rec.segs);
+		if (r < 0)
+			return r;
+		n++;
+		seq++;
+		pos = next_pos(st, &rec);
+		if (n > st->area_size / (REC_HDR + REC_DESC))
+			return ATOMIO_ECORRUPT; /* cannot happen: records do not overlap */
+	}
+	*count = n;
+	*seq_end = seq;
+	return 0;
+}
+
+static int open_checked(struct rcv *rc, struct afile *f)
+{
+	atomio *st = rc->st;
+	char path[PATH_MAX];
+	int r = file_check_path(f->path, f->cat_flags);
+	if (r == 0)
+		r = file_resolve_path(st, f, path, sizeof(path));
+	if (r < 0) {
+		st_err(st, "%s: recorded path '%s' of file %u breaks the path rules", st->log_path,
+		       f->path, f->id);
+		return ATOMIO_EBADPATH;
+	}
+	/* O_NOFOLLOW: a symlink planted at the path is refused, not followed.
+	 * O_NONBLOCK: opening a FIFO planted there must not hang recovery. */
+	int fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd == -ELOOP) {
+		st_err(st, "%s: data file %s is now a symbolic link; nothing replayed", st->log_path,
+		       path);
+		return ATOMIO_EIDENTITY;
+	}
+	if (fd < 0) {
+		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
+		       st->log_path, path, strerror(-fd));
+		return fd == -ENOENT ? ATOMIO_EIDENTITY : fd;
+	}
+	struct stat sb;
+	uint64_t dev, ino, fsid;
+	r = atomio_sys->fstat(fd, &sb);
+	if (r == 0)
+		r = file_identity(fd, &dev, &ino, &fsid);
+	if (r < 0) {
+		atomio_sys->close(fd);
+		return r;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		atomio_sys->close(fd);
+		st_err(st, "%s: data file %s is no longer a regular file; nothing replayed",
+		       st->log_path, path);
+		return ATOMIO_EIDENTITY;
+	}
+	/* Same inode on the same filesystem (the device number may change
+	 * across boots; the filesystem id usually does not). */
+	bool same = ino == f->ino && (dev == f->dev || (fsid && fsid == f->fsid));
+	if (!same && !(st->flags & ATOMIO_FORCE_PATHS)) {
+		atomio_sys->close(fd);
+		st_err(st, "%s: data file %s was replaced since it was registered (inode %llu, "
+			   "recorded %llu); nothing replayed; check it and reopen with "
+			   "ATOMIO_FORCE_PATHS (atomio recover --force-paths) to replay into it",
+		       st->log_path, path, (unsigned long long)ino, (unsigned long long)f->ino);
+		return ATOMIO_EIDENTITY;
+	}
+	rc->fds[f->id] = fd;
+	return 0;
+}
+
+static int apply_record(struct rcv *rc, const struct rec *rec)
+{
+	atomio *st = rc->st;
+	uint64_t data = rec->pos + REC_HDR + (uint64_t)REC_DESC * rec->h.nsegs;
+	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
+		const struct seg_disk *d = &rec->segs[i];
+		int fd = rc->fds[d->file];
+		int r = 0;
+		if (d->kind == SEG_SETSIZE) {
+			do
+				r = atomio_sys->ftruncate(fd, (off_t)d->off);
+			while (r == -EINTR);
+		}
+		for (uint64_t done = 0; d->kind == SEG_WRITE && done < d->len && r == 0;) {
+			size_t n = d->len - done < CHUNK ? (size_t)(d->len - done) : CHUNK;
+			r = area_read(rc, data + d->data_off + done, rc->buf, n);
+			if (r == 0)
+				r = sys_pwrite_full(fd, rc->buf, n, (off_t)(d->off + done), 0);
+			done += n;
+		}
+		if (r < 0) {
+			st_err(st, "%s: replaying record seq %llu into file %u: %s", st->log_path,
+			       (unsigned long long)rec->h.seq, d->file, strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int check_record(struct rcv *rc, const struct rec *rec) { return check_segs(rc, rec); }
+
+int recover(atomio *st)
+{
+	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
+	int r = -ENOMEM;
+	rc.buf = aligned_alloc_zero(4096, CHUNK);
+	rc.fds = malloc(sizeof(int) * MAX_FILES);
+	rc.needed = calloc(MAX_FILES / 8, 1);
+	if (!rc.buf || !rc.fds || !rc.needed)
+		goto out;
+	for (uint32_t i = 0; i < MAX_FILES; i++)
+		rc.fds[i] = -1;
+
+	uint64_t count = 0, seq_end = st->sb.head_seq;
+	r = walk(&rc, check_record, &count, &seq_end);
+	if (r < 0)
+		goto out;
+	for (uint32_t id = 0; id < MAX_FILES && count; id++) {
+		if (!(rc.needed[id / 8] & (1u << (id % 8))))
+			continue;
+		r = open_checked(&rc, atomic_load(&st->files[id]));
+		if (r < 0)
+			goto out;
+	}
+	if (count) {
+		uint64_t c2, s2;
+		r = walk(&rc, apply_record, &c2, &s2);
+		if (r < 0)
+			goto out;
+		if (c2 != count || s2 != seq_end) {
+			/* The log changed under us although we hold its lock. */
+			r = ATOMIO_ECORRUPT;
+			goto out;
+		}
+		/* fsync (sizes may have changed): the replayed data must be
+		 * durable before the superblock gives up the records. */
+		for (uint32_t id = 0; id < MAX_FILES; id++) {
+			if (rc.fds[id] < 0)
+				continue;
+			do
+				r = atomio_sys->fsync(rc.fds[id]);
+			while (r == -EINTR);
+			atomic_fetch_add(&st->stats.data_syncs, 1);
+			if (r < 0) {
+				st_err(st, "%s: syncing replayed file %u: %s", st->log_path, id,
+				       strerror(-r));
+				goto out;
+			}
+		}
+	}
+	/* New epoch, empty log, durably, before any new record: stale records
+	 * of the old epoch can never be mistaken for new ones. */
+	r = st_write_sb(st, 0, seq_end, st->sb.epoch + 1);
+	if (r < 0)
+		goto out;
+	st->next_seq = seq_end;
+	st->tail = 0;
+	atomic_store(&st->stats.groups_recovered, count);
+out:
+	if (rc.fds)
+		for (uint32_t i = 0; i < MAX_FILES; i++)
+			if (rc.fds[i] >= 0)
+				atomio_sys->close(rc.fds[i]);
+	free(rc.fds);
+	free(rc.needed);
+	free(rc.buf);
+	return r;
+}

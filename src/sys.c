@@ -1,0 +1,202 @@
+/*
+ * sys.c: the default (Linux) system-call table and the EINTR / short-I/O
+ * helpers.  This is the single choke point where libc's "-1 and errno"
+ * becomes atomio's "negative errno".
+ */
+#include "sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#define NEG(expr) ((expr) < 0 ? -errno : 0)
+
+static int lx_open(const char *path, int flags, mode_t mode)
+{
+	int fd = open(path, flags, mode);
+	return fd < 0 ? -errno : fd;
+}
+
+static int lx_close(int fd)
+{
+	/* Linux always releases the descriptor, even when close reports EINTR;
+	 * retrying could close a descriptor another thread just got. */
+	return NEG(close(fd));
+}
+
+static ssize_t lx_pread(int fd, void *buf, size_t len, off_t off)
+{
+	ssize_t n = pread(fd, buf, len, off);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t lx_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf)
+{
+	ssize_t n = pwritev2(fd, iov, iovcnt, off, rwf);
+	return n < 0 ? -errno : n;
+}
+
+static int lx_fsync(int fd) { return NEG(fsync(fd)); }
+static int lx_fdatasync(int fd) { return NEG(fdatasync(fd)); }
+static int lx_ftruncate(int fd, off_t size) { return NEG(ftruncate(fd, size)); }
+static int lx_fstat(int fd, struct stat *st) { return NEG(fstat(fd, st)); }
+static int lx_lstat(const char *path, struct stat *st) { return NEG(lstat(path, st)); }
+static int lx_fstatfs(int fd, struct statfs *sfs) { return NEG(fstatfs(fd, sfs)); }
+
+static int lx_statx(int dirfd, const char *path, int flags, unsigned mask, struct atomio_statx *stx)
+{
+	memset(stx, 0, sizeof(*stx));
+	return NEG(syscall(SYS_statx, dirfd, path, flags, mask, stx));
+}
+
+static int lx_flock(int fd, int op) { return NEG(flock(fd, op)); }
+
+static int lx_rename_noreplace(const char *from, const char *to)
+{
+	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* Filesystem without RENAME_NOREPLACE: link() refuses an existing
+	 * target just the same. */
+	if (link(from, to) < 0)
+		return -errno;
+	return NEG(unlink(from));
+}
+
+static int lx_unlink(const char *path) { return NEG(unlink(path)); }
+
+static int lx_getrandom(void *buf, size_t len)
+{
+	ssize_t n = getrandom(buf, len, 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int lx_realpath(const char *path, char *out)
+{
+	return realpath(path, out) ? 0 : -errno;
+}
+
+const struct atomio_sysops atomio_sys_linux = {
+	.name = "linux",
+	.open = lx_open,
+	.close = lx_close,
+	.pread = lx_pread,
+	.pwritev = lx_pwritev,
+	.fsync = lx_fsync,
+	.fdatasync = lx_fdatasync,
+	.ftruncate = lx_ftruncate,
+	.fstat = lx_fstat,
+	.lstat = lx_lstat,
+	.fstatfs = lx_fstatfs,
+	.statx = lx_statx,
+	.flock = lx_flock,
+	.rename_noreplace = lx_rename_noreplace,
+	.unlink = lx_unlink,
+	.getrandom = lx_getrandom,
+	.realpath = lx_realpath,
+};
+
+const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
+
+const struct atomio_sysops *atomio_sys_set(const struct atomio_sysops *ops)
+{
+	const struct atomio_sysops *old = atomio_sys;
+	atomio_sys = ops ? ops : &atomio_sys_linux;
+	return old;
+}
+
+ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = atomio_sys->pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+		if (n == -EINTR)
+			continue;
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break; /* end of file */
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+#define IOV_STACK 16
+
+int sys_pwritev_full(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf)
+{
+	struct iovec stack[IOV_STACK], *v = stack;
+	int cnt = iovcnt, ret = 0;
+
+	if (iovcnt > IOV_STACK) {
+		v = malloc(sizeof(*v) * (size_t)iovcnt);
+		if (!v)
+			return -ENOMEM;
+	}
+	memcpy(v, iov, sizeof(*v) * (size_t)iovcnt);
+	struct iovec *cur = v;
+	while (cnt > 0) {
+		if (cur->iov_len == 0) {
+			cur++;
+			cnt--;
+			continue;
+		}
+		ssize_t n = atomio_sys->pwritev(fd, cur, cnt, off, rwf);
+		if (n == -EINTR)
+			continue;
+		if (n < 0) {
+			ret = (int)n;
+			break;
+		}
+		if (n == 0) {
+			/* A write that makes no progress would loop forever. */
+			ret = -EIO;
+			break;
+		}
+		off += n;
+		size_t left = (size_t)n;
+		while (cnt > 0 && left >= cur->iov_len) {
+			left -= cur->iov_len;
+			cur++;
+			cnt--;
+		}
+		if (cnt > 0 && left) {
+			cur->iov_base = (char *)cur->iov_base + left;
+			cur->iov_len -= left;
+		}
+	}
+	if (v != stack)
+		free(v);
+	return ret;
+}
+
+int sys_pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	return sys_pwritev_full(fd, &iov, 1, off, rwf);
+}
+
+int sys_fsync_dir(const char *dir)
+{
+	int fd = atomio_sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fd;
+	int r;
+	do
+		r = atomio_sys->fsync(fd);
+	while (r == -EINTR);
+	atomio_sys->close(fd);
+	return r;
+}

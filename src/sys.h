@@ -1,0 +1,121 @@
+/*
+ * sys.h: the one door from atomio to the operating system.
+ *
+ * Every system call atomio makes goes through the table below (as SQLite's
+ * aSyscall[]), so that tests can record, fail, tear or "crash" any of them.
+ * Each entry returns a non-negative result or a negative errno; conversion
+ * from the libc convention (-1 + errno) happens once, in sys.c.  EINTR and
+ * short reads/writes are NOT retried by the entries: the helpers sys_pread_full
+ * and sys_pwritev_full do that, in one place, so fault injection exercises them.
+ *
+ * This header is internal; the test suite includes it to install a backend.
+ */
+#ifndef ATOMIO_SYS_H
+#define ATOMIO_SYS_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* statx layout as of Linux 6.16 (Debian 12's headers predate the atomic-write
+ * and dio fields, so atomio carries its own copy).  Offsets are part of the
+ * kernel ABI. */
+struct atomio_statx_ts {
+	int64_t tv_sec;
+	uint32_t tv_nsec;
+	int32_t reserved;
+};
+
+struct atomio_statx {
+	uint32_t stx_mask;                      /* 0x00 */
+	uint32_t stx_blksize;
+	uint64_t stx_attributes;
+	uint32_t stx_nlink;                     /* 0x10 */
+	uint32_t stx_uid;
+	uint32_t stx_gid;
+	uint16_t stx_mode;
+	uint16_t spare0;
+	uint64_t stx_ino;                       /* 0x20 */
+	uint64_t stx_size;
+	uint64_t stx_blocks;
+	uint64_t stx_attributes_mask;
+	struct atomio_statx_ts stx_atime;       /* 0x40 */
+	struct atomio_statx_ts stx_btime;
+	struct atomio_statx_ts stx_ctime;
+	struct atomio_statx_ts stx_mtime;
+	uint32_t stx_rdev_major;                /* 0x80 */
+	uint32_t stx_rdev_minor;
+	uint32_t stx_dev_major;
+	uint32_t stx_dev_minor;
+	uint64_t stx_mnt_id;                    /* 0x90 */
+	uint32_t stx_dio_mem_align;
+	uint32_t stx_dio_offset_align;
+	uint64_t stx_subvol;                    /* 0xa0 */
+	uint32_t stx_atomic_write_unit_min;
+	uint32_t stx_atomic_write_unit_max;
+	uint32_t stx_atomic_write_segments_max; /* 0xb0 */
+	uint32_t stx_dio_read_offset_align;
+	uint32_t stx_atomic_write_unit_max_opt;
+	uint32_t spare2;
+	uint64_t spare3[8];                     /* 0xc0 */
+};
+_Static_assert(sizeof(struct atomio_statx) == 0x100, "statx layout");
+
+#define ATOMIO_STATX_BASIC 0x07ffu
+#define ATOMIO_STATX_DIOALIGN 0x2000u
+#define ATOMIO_STATX_WRITE_ATOMIC 0x10000u
+#define ATOMIO_STATX_ATTR_WRITE_ATOMIC 0x400000ull
+
+#ifndef RWF_DSYNC
+#define RWF_DSYNC 0x2
+#endif
+#ifndef RWF_ATOMIC
+#define RWF_ATOMIC 0x40
+#endif
+
+struct statfs;
+
+struct atomio_sysops {
+	const char *name;
+	int (*open)(const char *path, int flags, mode_t mode);
+	int (*close)(int fd);
+	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
+	/* rwf: 0 or RWF_DSYNC (durable on return) or RWF_ATOMIC|RWF_DSYNC */
+	ssize_t (*pwritev)(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf);
+	int (*fsync)(int fd);
+	int (*fdatasync)(int fd);
+	int (*ftruncate)(int fd, off_t size);
+	int (*fstat)(int fd, struct stat *st);
+	int (*lstat)(const char *path, struct stat *st);
+	int (*fstatfs)(int fd, struct statfs *sfs);
+	int (*statx)(int dirfd, const char *path, int flags, unsigned mask, struct atomio_statx *stx);
+	int (*flock)(int fd, int op);
+	int (*rename_noreplace)(const char *from, const char *to);
+	int (*unlink)(const char *path);
+	int (*getrandom)(void *buf, size_t len);
+	/* Canonical absolute path (symlinks resolved) of an existing path, in out[PATH_MAX]. */
+	int (*realpath)(const char *path, char *out);
+};
+
+/* The table in use; the default is atomio_sys_linux. */
+extern const struct atomio_sysops *atomio_sys;
+extern const struct atomio_sysops atomio_sys_linux;
+
+/* Install a backend (tests).  NULL restores the default.  Returns the old one. */
+const struct atomio_sysops *atomio_sys_set(const struct atomio_sysops *ops);
+
+/* Read exactly len bytes at off, retrying EINTR and short reads.  Returns the
+ * bytes read (less than len only at end of file) or a negative errno. */
+ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off);
+
+/* Write the whole iovec at off, retrying EINTR and short writes.  With
+ * RWF_DSYNC each piece is durable when its call returns, so a retried
+ * remainder is durable too.  Returns 0 or a negative errno. */
+int sys_pwritev_full(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf);
+int sys_pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf);
+
+/* fsync a directory by path (used after creating or renaming an entry in it). */
+int sys_fsync_dir(const char *dir);
+
+#endif

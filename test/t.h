@@ -1,0 +1,144 @@
+/*
+ * t.h: the test harness.  One program per concern; exit 0 = pass, 1 = fail,
+ * 77 = skipped (the kernel or filesystem lacks a feature).  Failures print
+ * file:line and the expression.
+ */
+#ifndef ATOMIO_T_H
+#define ATOMIO_T_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomio.h"
+
+#define T_SKIP 77
+
+#define CHECK(c)                                                                        \
+	do {                                                                            \
+		if (!(c)) {                                                             \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                                   \
+	do {                                                                             \
+		long long _a = (long long)(a), _b = (long long)(b);                      \
+		if (_a != _b) {                                                          \
+			fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld%s%s\n", \
+				__FILE__, __LINE__, #a, _a, #b, _b,                      \
+				_a < 0 ? " : " : "", _a < 0 ? atomio_strerror((int)_a) : ""); \
+			exit(1);                                                         \
+		}                                                                        \
+	} while (0)
+
+#define CHECK_OK(expr) CHECK_EQ((expr), 0)
+
+static inline void t_skip(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "SKIP: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(T_SKIP);
+}
+
+static char t_dir_path[4096];
+
+static inline int t_rm_cb(const char *p, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb; (void)type; (void)ftw;
+	return remove(p);
+}
+
+static inline void t_cleanup(void)
+{
+	if (t_dir_path[0] && !getenv("ATOMIO_KEEP"))
+		nftw(t_dir_path, t_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh temporary directory on a real filesystem ($ATOMIO_TEST_DIR, else
+ * /var/tmp), removed at exit unless $ATOMIO_KEEP is set. */
+static inline const char *t_dir(void)
+{
+	if (t_dir_path[0])
+		return t_dir_path;
+	const char *base = getenv("ATOMIO_TEST_DIR");
+	if (!base)
+		base = "/var/tmp";
+	snprintf(t_dir_path, sizeof(t_dir_path), "%s/atomio-t-XXXXXX", base);
+	if (!mkdtemp(t_dir_path)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	atexit(t_cleanup);
+	return t_dir_path;
+}
+
+static inline char *t_path(const char *name)
+{
+	static char bufs[8][4200];
+	static int i;
+	char *b = bufs[i++ % 8];
+	if ((size_t)snprintf(b, sizeof(bufs[0]), "%s/%s", t_dir(), name) >= sizeof(bufs[0]))
+		abort();
+	return b;
+}
+
+/* Deterministic bytes for (tag, offset): lets a check tell which write put a byte there. */
+static inline uint8_t t_byte(uint32_t tag, uint64_t off)
+{
+	uint64_t x = (off + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)tag * 0xBF58476D1CE4E5B9ull);
+	x ^= x >> 31;
+	return (uint8_t)(x ^ (x >> 17));
+}
+
+static inline void t_fill(void *buf, size_t len, uint32_t tag, uint64_t off)
+{
+	uint8_t *p = buf;
+	for (size_t i = 0; i < len; i++)
+		p[i] = t_byte(tag, off + i);
+}
+
+/* Read a whole file into a malloc'd buffer; *len its size.  NULL if absent. */
+static inline uint8_t *t_slurp(const char *path, size_t *len)
+{
+	*len = 0;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	struct stat sb;
+	fstat(fd, &sb);
+	uint8_t *b = malloc((size_t)sb.st_size + 1);
+	size_t done = 0;
+	while (done < (size_t)sb.st_size) {
+		ssize_t n = pread(fd, b + done, (size_t)sb.st_size - done, (off_t)done);
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	close(fd);
+	*len = done;
+	return b;
+}
+
+static inline struct atomio_options t_opts(uint64_t log_size)
+{
+	struct atomio_options o = {0};
+	o.log_size = log_size;
+	o.flags = ATOMIO_CREATE;
+	return o;
+}
+
+#endif
