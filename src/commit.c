@@ -78,13 +78,14 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 	uint64_t doff = 0;
 	for (uint32_t i = 0; i < tx->nsegs; i++) {
 		const struct seg *s = &tx->segs[i];
-		struct seg_disk d = {.file = s->file, .kind = s->kind, .off = s->off, .len = s->len,
-				     .data_off = doff};
-		memcpy(desc + (size_t)REC_DESC * i, &d, sizeof(d));
+		struct seg_disk d = {.file = s->file, .kind = s->kind, .off = s->off};
 		if (s->kind == SEG_WRITE) {
+			d.len = s->len;
+			d.data_off = doff;
 			memcpy(data + doff, s->src, s->len);
 			doff += s->len;
 		}
+		memcpy(desc + (size_t)REC_DESC * i, &d, sizeof(d));
 	}
 	size_t used = REC_HDR + (size_t)REC_DESC * tx->nsegs + doff;
 	memset(buf + used, 0, tx->rec_len - used);

@@ -99,9 +99,11 @@ static inline char *t_path(const char *name)
 /* Deterministic bytes for (tag, offset): lets a check tell which write put a byte there. */
 static inline uint8_t t_byte(uint32_t tag, uint64_t off)
 {
-	uint64_t x = (off + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)tag * 0xBF58476D1CE4E5B9ull);
-	x ^= x >> 31;
-	return (uint8_t)(x ^ (x >> 17));
+	/* splitmix64's finaliser over (tag, off): distinct tags give distinct pages */
+	uint64_t x = off * 0x9E3779B97F4A7C15ull + (uint64_t)tag * 0xD1B54A32D192ED03ull + 1;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return (uint8_t)(x ^ (x >> 31));
 }
 
 static inline void t_fill(void *buf, size_t len, uint32_t tag, uint64_t off)
