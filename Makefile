@@ -24,8 +24,14 @@ TEST_HDRS := $(wildcard test/*.h test/support/*.h)
 
 EXAMPLES := $(BUILD)/demo $(BUILD)/bench-core
 
-.PHONY: all lib check check-normal check-san test-bins install demo clean bench-core
+.PHONY: all lib check test-bins install demo clean deps
 all: lib $(EXAMPLES)
+
+# Debian packages the build needs (installed when missing; see scripts/deps.sh).
+deps: $(BUILD)/.deps
+$(BUILD)/.deps: scripts/deps.sh | $(BUILD)
+	scripts/deps.sh
+	touch $@
 lib: $(BUILD)/libatomio.a $(BUILD)/libatomio.so $(BUILD)/atomio.pc
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/atomio.h | $(BUILD)/obj
@@ -59,10 +65,11 @@ $(BUILD)/bench-core: examples/bench-core.c $(BUILD)/libatomio.a
 test-bins: $(TEST_BINS) $(SAN_TEST_BINS)
 
 # The whole suite: every test in both builds, one summary line at the end.
-check: lib test-bins
+check: deps
+	$(MAKE) -j2 lib test-bins
 	@test/run.sh $(TEST_BINS) $(SAN_TEST_BINS)
-
-demo: all
+demo: deps
+	$(MAKE) all
 	$(BUILD)/demo
 
 install: lib

@@ -66,6 +66,7 @@ static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *r
 
 	/* Checksum, streamed. */
 	XXH3_state_t xs;
+	XXH3_INITSTATE(&xs); /* see fmt_csum */
 	XXH3_64bits_reset_withSeed(&xs, st->store_id);
 	for (uint64_t done = 0; done < h.rec_len;) {
 		size_t n = h.rec_len - done < CHUNK ? (size_t)(h.rec_len - done) : CHUNK;

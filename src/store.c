@@ -23,6 +23,9 @@ uint64_t fmt_csum(const void *buf, size_t len, uint64_t seed, size_t csum_off)
 	/* The checksum field reads as zero while hashing: hash around it. */
 	XXH3_state_t s;
 	static const uint64_t zero;
+	/* A stack state must be initialised before a seeded reset: xxhash
+	 * skips deriving the secret when the stale seed field matches. */
+	XXH3_INITSTATE(&s);
 	XXH3_64bits_reset_withSeed(&s, seed);
 	XXH3_64bits_update(&s, buf, csum_off);
 	XXH3_64bits_update(&s, &zero, 8);

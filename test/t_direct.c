@@ -55,5 +55,6 @@ int main(void)
 	CHECK_OK(m_compare(&m, t_path("d"), 0));
 	free(rb);
 	free(raw);
+	free(m.b);
 	return 0;
 }

@@ -88,5 +88,7 @@ int main(void)
 	CHECK_OK(atomio_stats(st, &s));
 	CHECK_EQ(s.groups_recovered, 0);
 	CHECK_OK(atomio_close(st));
+	free(m[0].b);
+	free(m[1].b);
 	return 0;
 }

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Install the Debian packages atomio's build and tests need, if any is
+# missing.  Called by `make deps` (and so by `make demo` and `make check`).
+# Add a package here, not in the Makefile or the CI script.
+set -eu
+PKGS="gcc make libc6-dev libxxhash-dev"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "atomio: installing Debian packages:$missing"
+if [ "$(id -u)" -eq 0 ]; then
+	SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+	SUDO="sudo"
+else
+	echo "atomio: need root to run: apt-get install$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || true
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing
