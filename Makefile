@@ -8,7 +8,7 @@ BUILD := build
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc $(WARN)
 CFLAGS ?= -O2 -g
-SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DATOMIO_DEBUG
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DATOMIO_DEBUG -DATOMIO_SAN
 LIBS := -lxxhash -pthread
 
 LIB_SRCS := $(wildcard src/*.c)
@@ -22,10 +22,20 @@ SAN_TEST_BINS := $(addprefix $(BUILD)/san/test/,$(TEST_NAMES))
 TEST_SUPPORT := $(wildcard test/support/*.c)
 TEST_HDRS := $(wildcard test/*.h test/support/*.h)
 
+TEST_SCRIPTS := $(wildcard test/t_*.sh)
+
 EXAMPLES := $(BUILD)/demo $(BUILD)/bench-core
 
+# Feature fragments (tools, fuzzing, SQLite VFS, ...) add targets here and may
+# append to: ALL_EXTRA (built by `make`), CHECK_BINS (test programs run by
+# `make check`), CHECK_DEPS (built before the tests run).
+ALL_EXTRA :=
+CHECK_BINS :=
+CHECK_DEPS :=
+-include $(sort $(wildcard mk/*.mk))
+
 .PHONY: all lib check test-bins install demo clean deps
-all: lib $(EXAMPLES)
+all: lib $(EXAMPLES) $(ALL_EXTRA)
 
 # Debian packages the build needs (installed when missing; see scripts/deps.sh).
 deps: $(BUILD)/.deps
@@ -62,12 +72,12 @@ $(BUILD)/demo: examples/demo.c $(BUILD)/libatomio.a
 $(BUILD)/bench-core: examples/bench-core.c $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
 
-test-bins: $(TEST_BINS) $(SAN_TEST_BINS)
+test-bins: $(TEST_BINS) $(SAN_TEST_BINS) $(CHECK_DEPS)
 
 # The whole suite: every test in both builds, one summary line at the end.
 check: deps
-	$(MAKE) -j2 lib test-bins
-	@test/run.sh $(TEST_BINS) $(SAN_TEST_BINS)
+	$(MAKE) -j2 all test-bins
+	@test/run.sh $(TEST_BINS) $(SAN_TEST_BINS) $(CHECK_BINS) $(TEST_SCRIPTS)
 demo: deps
 	$(MAKE) all
 	$(BUILD)/demo
