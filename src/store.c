@@ -527,8 +527,8 @@ int atomio_close(atomio *st)
 		int failed = st->failed;
 		pthread_mutex_unlock(&st->lock);
 		/* A failed store is left for recovery: checkpointing it could
-		 * declare durable what a failed fsync dropped. */
-		r = failed ? 0 : checkpoint_locked(st);
+		 * declare durable what a failed fsync dropped.  Say so. */
+		r = failed ? ATOMIO_EFAILED : checkpoint_locked(st);
 		role_release(st);
 	}
 	st_free(st);
