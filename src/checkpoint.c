@@ -51,6 +51,7 @@ int checkpoint_locked(atomio *st)
 			return r;
 		}
 		f->dirty = f->resized = false;
+		file_drop_cache(st, f);
 	}
 	if (!any)
 		return 0;
@@ -62,6 +63,8 @@ int checkpoint_locked(atomio *st)
 	pthread_mutex_lock(&st->lock);
 	st->tail = 0;
 	pthread_mutex_unlock(&st->lock);
+	/* Every record is dead now: no replay can overwrite a fast-path write. */
+	guard_clear_all(st);
 	atomic_fetch_add(&st->stats.checkpoints, 1);
 	return 0;
 }

@@ -1,36 +1,66 @@
 /*
- * commit.c: group commit.
+ * commit.c: group commit, as a two-stage pipeline.
  *
- * Committing threads queue their groups; whichever thread finds no leader
- * becomes the leader, takes every queued group that fits (in queue order:
- * this is the commit order), writes them as ONE log write with RWF_DSYNC (one
- * device wait for the whole batch), then performs their home writes in the
- * same order, and wakes the others.  The leader keeps leading until its own
- * group is done, then hands the role to the next waiter.  Only the role holder
- * ever writes the log, writes home data or checkpoints, so those need no
- * further locking, and home writes of overlapping groups land in commit order.
+ * Committing threads queue their groups; the queue order is the commit
+ * order.  Two roles move them on:
  *
- * A group that does not fit the log's free space makes the leader checkpoint
- * first; the leader waits on nobody while it holds the role, so that wait
- * cannot deadlock.  A group that could never fit was refused with -E2BIG
- * before it was queued.
+ *  - the LOG role.  A thread whose group is queued and finds the role free
+ *    takes it, takes every queued group that fits as one batch, numbers the
+ *    batch, writes the batch's records as ONE log write made durable (one
+ *    device wait for all of them), and gives the role up at once, so that
+ *    the next batch's log write can start while this batch goes home;
+ *  - the HOME stage.  The same thread then waits until every earlier batch
+ *    is home (home_next == its number), performs its batch's home writes in
+ *    group order, advances home_next, and marks the groups done.
+ *
+ * Hence: a home write is issued only after the record that can redo it is
+ * durable; home writes land in commit order (batches in number order, groups
+ * in queue order within a batch); and a commit returns only after its home
+ * writes were issued (to the page cache) or completed (O_DIRECT), so any
+ * read of the file sees the group.  Throughput grows with threads: while one
+ * log write is in flight the next batch gathers in the queue, and while one
+ * batch is applied home the next one's log write runs.
+ *
+ * A group that takes the kernel fast path (fastpath.c) is a batch of its own,
+ * written in place durably in the log stage instead of a log write, with no
+ * home stage work; its place in the commit order is that of its batch.
+ *
+ * A group that does not fit the log's free space makes the log role holder
+ * wait for the home stage to drain and checkpoint (checkpoint.c); it waits
+ * only on home stages, which wait on nothing but earlier home stages, so that
+ * cannot deadlock.  atomio_checkpoint and atomio_close take the log role the
+ * same way (role_acquire), ahead of queued commits.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 #include "internal.h"
 
 #define MAX_BATCH (8u << 20)   /* bytes of records per log write */
 #define STAGE_KEEP (16u << 20) /* staging kept between batches */
 
+/* Let whoever should lead next know: the waiter of the queue's head, and
+ * anyone waiting in role_acquire. */
+static void wake_next_locked(atomio *st)
+{
+	if (st->q_head && st->q_head->wake)
+		pthread_cond_signal(st->q_head->wake);
+	pthread_cond_broadcast(&st->role_cv);
+}
+
 int role_acquire(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
-	while (st->leader)
-		pthread_cond_wait(&st->cond, &st->lock);
-	st->leader = true;
+	st->role_waiters++;
+	while (st->log_busy)
+		pthread_cond_wait(&st->role_cv, &st->lock);
+	st->role_waiters--;
+	st->log_busy = true;
+	/* Every batch logged so far must be home: a checkpoint syncs the data
+	 * files and then gives up the records that could redo them. */
+	while (st->home_next != st->batch_next)
+		pthread_cond_wait(&st->home_cv, &st->lock);
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
@@ -38,8 +68,8 @@ int role_acquire(atomio *st)
 void role_release(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
-	st->leader = false;
-	pthread_cond_broadcast(&st->cond);
+	st->log_busy = false;
+	wake_next_locked(st);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -94,59 +124,29 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 	memcpy(buf, &h, sizeof(h));
 }
 
-static int apply_home(atomio *st, const atomio_tx *tx)
+/* Write a batch's records (txs linked by qnext, n of them, 'bytes' of
+ * records) at area offset 'off', durably.  Log role held, lock not held. */
+static int write_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, uint64_t off)
 {
-	for (uint32_t i = 0; i < tx->nsegs; i++) {
-		const struct seg *s = &tx->segs[i];
-		struct afile *f = file_get(st, (int)s->file);
-		int r;
-		if (!f)
-			return -EBADF;
-		if (s->kind == SEG_WRITE) {
-			r = sys_pwrite_full(f->fd, s->src, s->len, (off_t)s->off, 0);
-			if (r == 0)
-				atomic_fetch_add(&st->stats.bytes_home, s->len);
-			f->dirty = true;
-		} else {
-			do
-				r = atomio_sys->ftruncate(f->fd, (off_t)s->off);
-			while (r == -EINTR);
-			f->dirty = f->resized = true;
-		}
-		if (r < 0) {
-			st_err(st, "writing home data of file %u: %s", s->file, strerror(-r));
-			return r;
-		}
-	}
-	return 0;
-}
-
-/* Write a batch (txs linked by qnext, n of them, 'bytes' of records) at area
- * offset 'off', then apply it home.  Sets each tx->result.  Role held, lock
- * not held. */
-static void run_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, uint64_t off)
-{
+	if (bytes == 0)
+		return 0; /* only empty groups (asynchronous ones): nothing to log */
 	uint64_t len = align_up(bytes, st->block);
 	int r = stage_reserve(st, len);
 	if (r == 0) {
 		char *p = st->stage;
 		uint32_t i = 0;
 		for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
-			build_record(st, t, p, i == n - 1);
+			if (!t->nsegs)
+				continue; /* an empty group has no record */
+			build_record(st, t, p, (uint64_t)(p - (char *)st->stage) + t->rec_len == bytes);
+			guard_add(st, t);
 			p += t->rec_len;
 		}
 		memset(p, 0, len - bytes);
 		/* The commit point: one sequential write made durable before it
-		 * returns (O_DIRECT + RWF_DSYNC: a FUA write, or write + flush,
-		 * with no journal commit since the blocks are preallocated).  No
-		 * separate commit block: the checksum tells a whole record from a
-		 * torn one. */
-		r = sys_pwrite_full(st->log_fd, st->stage, len, (off_t)(st->area_off + off), RWF_DSYNC);
-		if (r == -EOPNOTSUPP) {
-			r = sys_pwrite_full(st->log_fd, st->stage, len, (off_t)(st->area_off + off), 0);
-			while (r == 0 && (r = atomio_sys->fdatasync(st->log_fd)) == -EINTR)
-				;
-		}
+		 * returns (engine.c).  No separate commit block: the checksum
+		 * tells a whole record from a torn one. */
+		r = engine_log_write(st, st->stage, len, st->area_off + off);
 		if (r < 0)
 			st_err(st, "writing the log %s: %s", st->log_path, strerror(-r));
 	}
@@ -155,109 +155,198 @@ static void run_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, 
 		st->stage = NULL;
 		st->stage_cap = 0;
 	}
-	if (r < 0) {
-		/* Unknown whether any of it reached the media: refuse further
-		 * commits; reopening replays whatever did, whole. */
-		st_fail(st, r);
-		uint32_t i = 0;
-		for (atomio_tx *t = first; i < n; t = t->qnext, i++)
-			t->result = r;
-		return;
+	if (r == 0) {
+		atomic_fetch_add(&st->stats.log_syncs, 1);
+		atomic_fetch_add(&st->stats.batches, 1);
+		atomic_fetch_add(&st->stats.bytes_logged, len);
 	}
-	atomic_fetch_add(&st->stats.log_syncs, 1);
-	atomic_fetch_add(&st->stats.batches, 1);
-	atomic_fetch_add(&st->stats.bytes_logged, len);
+	return r;
+}
 
-	/* Home writes, no flush: the records are durable, so a crash from here
-	 * on is repaired by replay.  The checkpoint syncs them later. */
-	int err = 0;
-	uint32_t i = 0;
-	for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
-		if (!err) {
-			err = apply_home(st, t);
-			if (err)
-				st_fail(st, err);
-		}
-		t->result = err;
-		if (!err)
-			atomic_fetch_add(&st->stats.commits, 1);
-	}
+static void fail_locked(atomio *st, int err)
+{
+	/* As st_fail, with the lock already held. */
+	if (!st->failed)
+		st->failed = err ? err : -EIO;
+}
+
+/* A group is finished: hand it to its owner.  Lock held. */
+static void finish_locked(atomio *st, atomio_tx *t, int result)
+{
+	t->result = result;
+	t->state = TX_DONE; /* the owner may free it from here on */
+	if (t->done)
+		async_complete_locked(st, t);
+	else
+		pthread_cond_signal(t->wake);
 }
 
 static void fail_queue_locked(atomio *st, int err)
 {
-	for (atomio_tx *t = st->q_head; t; t = t->qnext) {
-		t->result = err;
-		t->state = TX_DONE;
-	}
+	atomio_tx *t = st->q_head;
 	st->q_head = st->q_tail = NULL;
+	while (t) {
+		atomio_tx *next = t->qnext;
+		finish_locked(st, t, err);
+		t = next;
+	}
 }
 
-/* Lead batches until 'me' is done.  Called and returns with st->lock held. */
-static void lead_locked(atomio *st, atomio_tx *me)
+/* Take the log role, log one batch from the head of the queue, give the role
+ * up, then run the batch's home stage.  Called and returns with the lock
+ * held; the caller checked that the role is free and the queue not empty. */
+void lead_locked(atomio *st)
 {
-	while (me->state != TX_DONE) {
-		if (st->failed) {
-			fail_queue_locked(st, ATOMIO_EFAILED);
+	st->log_busy = true;
+	atomio_tx *first, *last = NULL;
+	uint32_t n = 0;
+	uint64_t bytes = 0, off = 0;
+	bool fast;
+	int r;
+again:
+	for (;;) {
+		first = st->q_head;
+		if (st->failed || !first) {
+			/* Nothing may be written after an error whose effect on
+			 * the media is unknown. */
+			if (st->failed)
+				fail_queue_locked(st, ATOMIO_EFAILED);
+			st->log_busy = false;
+			wake_next_locked(st);
+			return;
+		}
+		fast = fast_eligible(st, first);
+		if (fast)
 			break;
-		}
-		atomio_tx *first = st->q_head;
-		ASSERT(first);
 		uint64_t room = st->area_size - st->tail;
-		if (align_up(first->rec_len, st->block) > room) {
-			/* Log full: free it.  Only the role holder writes, so
-			 * every earlier group is already home. */
-			atomic_fetch_add(&st->stats.log_full_waits, 1);
-			pthread_mutex_unlock(&st->lock);
-			checkpoint_locked(st);
-			pthread_mutex_lock(&st->lock);
-			continue;
-		}
-		uint64_t bytes = 0;
-		uint32_t n = 0;
-		atomio_tx *t = first, *last = NULL;
-		for (; t; t = t->qnext) {
+		if (align_up(first->rec_len, st->block) <= room)
+			break;
+		/* Log full: free it.  The checkpoint needs every logged batch
+		 * home first; it runs with the role held, unlocked. */
+		atomic_fetch_add(&st->stats.log_full_waits, 1);
+		while (st->home_next != st->batch_next)
+			pthread_cond_wait(&st->home_cv, &st->lock);
+		pthread_mutex_unlock(&st->lock);
+		checkpoint_locked(st);
+		pthread_mutex_lock(&st->lock);
+	}
+	n = 0;
+	bytes = 0;
+	if (fast) {
+		n = 1;
+		last = first;
+	} else {
+		uint64_t room = st->area_size - st->tail;
+		for (atomio_tx *t = first; t; t = t->qnext) {
 			uint64_t nb = bytes + t->rec_len;
-			if (n && (align_up(nb, st->block) > room || nb > MAX_BATCH))
+			if (n && (align_up(nb, st->block) > room || nb > MAX_BATCH || fast_eligible(st, t)))
 				break;
-			t->seq = st->next_seq++;
+			if (t->nsegs)
+				t->seq = st->next_seq++;
 			bytes = nb;
 			n++;
 			last = t;
 		}
-		st->q_head = last->qnext;
-		if (!st->q_head)
-			st->q_tail = NULL;
-		uint64_t off = st->tail;
+		off = st->tail;
 		st->tail = off + align_up(bytes, st->block);
-		pthread_mutex_unlock(&st->lock);
-
-		run_batch(st, first, n, bytes, off);
-
-		pthread_mutex_lock(&st->lock);
+	}
+	uint64_t k = st->batch_next++;
+	st->q_head = last->qnext;
+	if (!st->q_head)
+		st->q_tail = NULL;
+	{
 		uint32_t i = 0;
-		for (t = first; i < n; i++) {
-			atomio_tx *next = t->qnext;
-			t->state = TX_DONE; /* the owner may free it from here on */
-			t = next;
+		for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
+			t->state = TX_BATCHED;
+			t->batch = k;
+			t->fast = fast;
 		}
-		pthread_cond_broadcast(&st->cond);
+	}
+	pthread_mutex_unlock(&st->lock);
+
+	/* --- log stage: role held, lock not held --- */
+	if (fast) {
+		const struct seg *s = &first->segs[0];
+		struct afile *f = file_get(st, (int)s->file);
+		r = f ? engine_fast_write(st, f, s->src, s->len, s->off) : -EBADF;
+		if (r == -EOPNOTSUPP || r == -EINVAL) {
+			/* The kernel refused RWF_ATOMIC before writing anything
+			 * (limits it did not report, or a filesystem change):
+			 * no fast path for this file from now on; the group goes
+			 * back to the head of the queue and takes the log.  Only
+			 * the role holder numbers batches, so k is still the
+			 * last number given out. */
+			f->caps.fast_max = 0;
+			pthread_mutex_lock(&st->lock);
+			st->batch_next--;
+			first->state = TX_QUEUED;
+			first->fast = false;
+			if (!st->q_head)
+				st->q_tail = first;
+			first->qnext = st->q_head;
+			st->q_head = first;
+			goto again;
+		}
+		if (r < 0)
+			st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
+		else
+			atomic_fetch_add(&st->stats.fast_writes, 1);
+	} else {
+		r = write_batch(st, first, n, bytes, off);
+	}
+
+	pthread_mutex_lock(&st->lock);
+	if (r < 0) {
+		/* Unknown whether any of it reached the media: refuse further
+		 * commits; reopening replays whatever did, whole. */
+		fail_locked(st, r);
+	}
+	st->log_busy = false;
+	wake_next_locked(st);
+
+	/* --- home stage: in batch order --- */
+	while (st->home_next != k)
+		pthread_cond_wait(&st->home_cv, &st->lock);
+	if (r == 0 && st->failed) {
+		/* An earlier batch's home writes failed: this batch is durable
+		 * in the log but must not be applied out of order; reopening
+		 * replays it. */
+		r = ATOMIO_EFAILED;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (r == 0 && !fast) {
+		r = engine_home(st, first, n);
+		if (r < 0)
+			st_err(st, "writing home data: %s", strerror(-r));
+	}
+	pthread_mutex_lock(&st->lock);
+	if (r < 0)
+		fail_locked(st, r);
+	st->home_next = k + 1;
+	pthread_cond_broadcast(&st->home_cv);
+	uint32_t i = 0;
+	for (atomio_tx *t = first, *next; i < n; t = next, i++) {
+		next = t->qnext;
+		if (r == 0)
+			atomic_fetch_add(&st->stats.commits, 1);
+		finish_locked(st, t, r);
 	}
 }
 
-int commit_tx(atomio_tx *tx)
+/* Checks done before a group is queued.  0 or -E2BIG. */
+int commit_prepare(atomio_tx *tx)
 {
 	atomio *st = tx->st;
-	if (tx->nsegs == 0)
-		return 0; /* an empty group is trivially atomic */
-	tx->rec_len = rec_len_for(tx->nsegs, tx->data_len);
+	/* An empty group (only asynchronous ones are queued) has no record but
+	 * keeps its place in the commit order. */
+	tx->rec_len = tx->nsegs ? rec_len_for(tx->nsegs, tx->data_len) : 0;
 	if (align_up(tx->rec_len, st->block) > st->area_size)
 		return -E2BIG;
-	pthread_mutex_lock(&st->lock);
-	if (st->failed) {
-		pthread_mutex_unlock(&st->lock);
-		return ATOMIO_EFAILED;
-	}
+	return 0;
+}
+
+void commit_enqueue_locked(atomio *st, atomio_tx *tx)
+{
 	tx->state = TX_QUEUED;
 	tx->qnext = NULL;
 	if (st->q_tail)
@@ -265,17 +354,35 @@ int commit_tx(atomio_tx *tx)
 	else
 		st->q_head = tx;
 	st->q_tail = tx;
-	while (tx->state != TX_DONE) {
-		if (!st->leader) {
-			st->leader = true;
-			lead_locked(st, tx);
-			st->leader = false;
-			pthread_cond_broadcast(&st->cond);
-		} else {
-			pthread_cond_wait(&st->cond, &st->lock);
-		}
+}
+
+int commit_tx(atomio_tx *tx)
+{
+	atomio *st = tx->st;
+	if (tx->nsegs == 0)
+		return 0; /* an empty group is trivially atomic */
+	int r = commit_prepare(tx);
+	if (r < 0)
+		return r;
+	pthread_cond_t cv;
+	pthread_cond_init(&cv, NULL);
+	tx->wake = &cv;
+	tx->done = NULL;
+	pthread_mutex_lock(&st->lock);
+	if (st->failed) {
+		pthread_mutex_unlock(&st->lock);
+		pthread_cond_destroy(&cv);
+		return ATOMIO_EFAILED;
 	}
-	int r = tx->result;
+	commit_enqueue_locked(st, tx);
+	while (tx->state != TX_DONE) {
+		if (tx->state == TX_QUEUED && !st->log_busy && !st->role_waiters)
+			lead_locked(st);
+		else
+			pthread_cond_wait(&cv, &st->lock);
+	}
+	r = tx->result;
 	pthread_mutex_unlock(&st->lock);
+	pthread_cond_destroy(&cv);
 	return r;
 }

@@ -28,6 +28,24 @@
 #define ASSERT(c) ((void)0)
 #endif
 
+/* Fast-path hazard guard (fastpath.c): the 4 KiB chunks of a file that log
+ * records written since the last checkpoint cover.  Recovery replays those
+ * records; a fast-path write to any of these chunks could be overwritten by
+ * an older record at replay, so such a group takes the log instead. */
+struct guard {
+	uint64_t *slot; /* open addressing: 0 = empty, else chunk index + 1 */
+	uint32_t cap, used;
+	bool all;       /* every chunk (a logged size change, or too many chunks) */
+};
+
+/* What the kernel says a file and its device can do (caps.c). */
+struct fcaps {
+	uint32_t awu_min, awu_max, awu_max_opt, awu_segs; /* statx STATX_WRITE_ATOMIC */
+	uint32_t bdev_max, bdev_unit_min, bdev_unit_max, bdev_boundary; /* sysfs queue */
+	uint32_t flags;    /* ATOMIO_CAP_* */
+	uint32_t fast_max; /* fast-path limit for this file and store, 0 = none */
+};
+
 /* A registered data file. */
 struct afile {
 	uint32_t id;
@@ -39,6 +57,12 @@ struct afile {
 	bool direct;                /* O_DIRECT */
 	uint32_t dio_mem_align;     /* for O_DIRECT files */
 	uint32_t dio_off_align;
+	/* Descriptor for home writes: fd itself, or for an O_DIRECT file a
+	 * buffered twin of it (engine.c explains why), or -1 when closed. */
+	int hfd;
+	bool direct_home;           /* home writes go through fd with O_DIRECT */
+	struct fcaps caps;
+	struct guard guard;         /* log role only */
 	/* Written since the last checkpoint: needs fdatasync (dirty) or fsync
 	 * (resized) before the log space that can redo it is reused.  Guarded
 	 * by the commit role (only the leader writes home data). */
@@ -64,7 +88,7 @@ struct arena_chunk {
 #define TX_MAGIC 0x61746f6d74785f31ull /* "atomtx_1" */
 #define TX_DEAD 0x646561645f74785full
 
-enum tx_state { TX_OPEN, TX_QUEUED, TX_DONE };
+enum tx_state { TX_OPEN, TX_QUEUED, TX_BATCHED, TX_DONE };
 
 struct atomio_tx {
 	uint64_t magic;
@@ -79,6 +103,12 @@ struct atomio_tx {
 	int result;
 	uint64_t seq;
 	uint64_t rec_len;
+	uint64_t batch;            /* pipeline batch it was written in */
+	bool fast;                 /* written in place by the kernel fast path */
+	pthread_cond_t *wake;      /* signalled when it may lead, and when done */
+	atomio_done_fn done;       /* asynchronous commit: callback, or NULL */
+	void *done_arg;
+	struct atomio_tx *cnext;   /* completion list (async.c) */
 	struct atomio_tx *pool_next; /* free list of the store's tx pool */
 };
 
@@ -101,9 +131,13 @@ struct atomio {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 
-	/* commit pipeline, under lock */
+	/* commit pipeline (commit.c), under lock */
 	struct atomio_tx *q_head, *q_tail;
-	bool leader;         /* someone holds the commit role */
+	bool log_busy;       /* someone holds the log role (writes the log or checkpoints) */
+	unsigned role_waiters; /* threads in role_acquire: they go before queued commits */
+	uint64_t batch_next; /* number of the next batch */
+	uint64_t home_next;  /* the batch whose home writes run next (commit order) */
+	pthread_cond_t home_cv, role_cv;
 	uint64_t next_seq;   /* seq of the next record written */
 	uint64_t tail;       /* area offset of the next log write (block-aligned) */
 	int failed;          /* 0, or the error that poisoned the store */
@@ -125,9 +159,22 @@ struct atomio {
 	struct atomio_tx *pool_head, *pool_tail;
 	unsigned pool_len;
 
+	/* engine (engine.c) */
+	unsigned engine;     /* ATOMIO_ENGINE_PLAIN or ATOMIO_ENGINE_URING */
+	struct io_uring *ring_log, *ring_home; /* one per role: no lock needed */
+	struct home_op *hops; /* io_uring home writes in flight (home role) */
+
+	/* asynchronous commits (async.c), under lock */
+	pthread_t worker;
+	bool worker_on, worker_stop;
+	pthread_cond_t worker_cv, cq_cv;
+	struct atomio_tx *cq_head, *cq_tail; /* done, callback not yet run */
+	unsigned async_busy; /* async groups queued or in a batch */
+	int efd;             /* eventfd, or -1 */
+
 	struct {
 		_Atomic uint64_t commits, bytes_logged, bytes_home, log_syncs, data_syncs,
-			checkpoints, groups_recovered, batches, log_full_waits;
+			checkpoints, groups_recovered, batches, log_full_waits, fast_writes;
 	} stats;
 };
 
@@ -151,8 +198,36 @@ void files_close_all(atomio *st);
 
 /* commit.c */
 int commit_tx(atomio_tx *tx);
+int commit_prepare(atomio_tx *tx);
+void commit_enqueue_locked(atomio *st, atomio_tx *tx);
+void lead_locked(atomio *st);
 int role_acquire(atomio *st);
 void role_release(atomio *st);
+
+/* engine.c */
+int engine_open(atomio *st, uint32_t flags);
+void engine_close(atomio *st);
+int engine_log_write(atomio *st, const void *buf, size_t len, uint64_t off);
+int engine_home(atomio *st, atomio_tx *first, uint32_t n);
+int engine_fast_write(atomio *st, struct afile *f, const void *buf, size_t len, uint64_t off);
+int file_open_home(atomio *st, struct afile *f, int fd);
+void file_drop_cache(atomio *st, struct afile *f);
+
+/* caps.c */
+void file_probe_caps(atomio *st, struct afile *f, int fd);
+void caps_fill(atomio *st, const struct afile *f, struct atomio_caps *caps);
+
+/* fastpath.c */
+bool fast_eligible(atomio *st, const atomio_tx *tx);
+void guard_add(atomio *st, const atomio_tx *tx);
+void guard_clear_all(atomio *st);
+void guard_free(struct guard *g);
+
+/* async.c */
+void async_init(atomio *st);
+void async_complete_locked(atomio *st, atomio_tx *tx);
+void async_stop(atomio *st);
+void async_destroy(atomio *st);
 
 /* checkpoint.c */
 int checkpoint_locked(atomio *st);

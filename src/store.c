@@ -387,6 +387,8 @@ static void st_free(atomio *st)
 {
 	if (!st)
 		return;
+	async_stop(st); /* the worker thread, if asynchronous commits started it */
+	engine_close(st);
 	files_close_all(st);
 	if (st->log_fd >= 0)
 		atomio_sys->close(st->log_fd); /* also drops the flock */
@@ -398,6 +400,9 @@ static void st_free(atomio *st)
 	pthread_mutex_destroy(&st->lock);
 	pthread_mutex_destroy(&st->cat_lock);
 	pthread_cond_destroy(&st->cond);
+	pthread_cond_destroy(&st->home_cv);
+	pthread_cond_destroy(&st->role_cv);
+	async_destroy(st);
 	free(st);
 }
 
@@ -411,7 +416,13 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	struct atomio_options def = {0};
 	if (!opts)
 		opts = &def;
-	if (opts->flags & ~(ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS))
+	if (opts->flags & ~(ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS |
+			    ATOMIO_ENGINE_PLAIN | ATOMIO_ENGINE_URING | ATOMIO_FAST_PATH_OFF |
+			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME))
+		return -EINVAL;
+	if ((opts->flags & ATOMIO_ENGINE_PLAIN) && (opts->flags & ATOMIO_ENGINE_URING))
+		return -EINVAL;
+	if ((opts->flags & ATOMIO_FAST_PATH_OFF) && (opts->flags & ATOMIO_FAST_PATH_FORCE))
 		return -EINVAL;
 	for (unsigned i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
 		if (opts->reserved[i])
@@ -433,6 +444,9 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_mutex_init(&st->cat_lock, NULL);
 	pthread_cond_init(&st->cond, NULL);
+	pthread_cond_init(&st->home_cv, NULL);
+	pthread_cond_init(&st->role_cv, NULL);
+	async_init(st);
 	int r = -ENOMEM;
 	st->log_path = strdup(log_path);
 	st->files = calloc(MAX_FILES, sizeof(*st->files));
@@ -504,6 +518,9 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	r = recover(st);
 	if (r < 0)
 		goto fail;
+	r = engine_open(st, opts->flags);
+	if (r < 0)
+		goto fail;
 	*out = st;
 	return 0;
 fail:
@@ -560,6 +577,7 @@ int atomio_caps(atomio *st, int file, struct atomio_caps *caps)
 		caps->dio_offset_align = f->dio_off_align;
 		caps->dio_mem_align = f->dio_mem_align;
 	}
+	caps_fill(st, f, caps);
 	return 0;
 }
 
@@ -577,6 +595,7 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	s->groups_recovered = atomic_load(&st->stats.groups_recovered);
 	s->batches = atomic_load(&st->stats.batches);
 	s->log_full_waits = atomic_load(&st->stats.log_full_waits);
+	s->fast_writes = atomic_load(&st->stats.fast_writes);
 	return 0;
 }
 
