@@ -488,6 +488,16 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	 * open file description, so a second atomio_open in this very process
 	 * is refused too. */
 	r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
+	/* A process killed while its io_uring requests were in flight keeps
+	 * its files (and so this lock) until the kernel has finished them,
+	 * a few milliseconds after it is gone: a restart right after a crash
+	 * must not be told the store is busy.  So wait up to 250 ms first.
+	 * (A sleep is no I/O: it does not go through the ops table.) */
+	for (int i = 0; r == -EWOULDBLOCK && i < 50; i++) {
+		struct timespec ts = {0, 5000000L};
+		nanosleep(&ts, NULL);
+		r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
+	}
 	if (r == -EWOULDBLOCK) {
 		r = -EBUSY;
 		st_err(st, "%s: the store is open elsewhere", log_path);
