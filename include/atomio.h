@@ -66,6 +66,12 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
  * (io_uring submits a group's writes at once).  Default: through a buffered
  * descriptor of the same file, see docs/API.md, "Which reads see what". */
 #define ATOMIO_DIRECT_HOME 0x200u
+/* No background checkpoints: the log is checkpointed only when it is full
+ * (in the commit that needs the room), on atomio_checkpoint and at close, as
+ * a stop-the-world step.  Default: when the log is half full, a store thread
+ * syncs the data files and frees the log while commits go on.  For test
+ * backends that want one deterministic order of system calls. */
+#define ATOMIO_NO_BG_CHECKPOINT 0x400u
 
 struct atomio_options {
 	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 64 MiB */

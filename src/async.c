@@ -28,6 +28,7 @@ void async_init(atomio *st)
 	pthread_cond_init(&st->cq_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&st->worker_cv, NULL);
+	pthread_cond_init(&st->ckpt_cv, NULL);
 	st->efd = -1;
 }
 
@@ -35,23 +36,43 @@ void async_destroy(atomio *st)
 {
 	pthread_cond_destroy(&st->cq_cv);
 	pthread_cond_destroy(&st->worker_cv);
+	pthread_cond_destroy(&st->ckpt_cv);
 	if (st->efd >= 0)
 		atomio_sys->close(st->efd);
 	st->efd = -1;
 }
 
+/* The worker: leads batches nobody else is there to lead (asynchronous
+ * groups), and runs background checkpoints (checkpoint.c). */
 static void *worker_main(void *arg)
 {
 	atomio *st = arg;
 	pthread_mutex_lock(&st->lock);
 	while (!st->worker_stop) {
-		if (st->q_head && !st->log_busy && !st->role_waiters)
+		if (st->ckpt_wanted && !st->ckpt_busy) {
+			st->ckpt_wanted = false;
+			checkpoint_background_locked(st);
+		} else if (st->q_head && !st->log_busy && !st->role_waiters) {
 			lead_locked(st);
-		else
+		} else {
 			pthread_cond_wait(&st->worker_cv, &st->lock);
+		}
 	}
 	pthread_mutex_unlock(&st->lock);
 	return NULL;
+}
+
+/* Start the worker if it is not running.  Lock held.  0 or -EAGAIN. */
+int async_worker_locked(atomio *st)
+{
+	if (st->worker_on)
+		return 0;
+	st->worker_stop = false;
+	int r = pthread_create(&st->worker, NULL, worker_main, st);
+	if (r)
+		return -r;
+	st->worker_on = true;
+	return 0;
 }
 
 /* Stop the worker.  The store has no group in flight (atomio_close checked). */
@@ -109,15 +130,11 @@ int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)
 		tx_release(tx);
 		return ATOMIO_EFAILED;
 	}
-	if (!st->worker_on) {
-		st->worker_stop = false;
-		r = pthread_create(&st->worker, NULL, worker_main, st);
-		if (r) {
-			pthread_mutex_unlock(&st->lock);
-			tx_release(tx);
-			return -r; /* EAGAIN: no thread could be created */
-		}
-		st->worker_on = true;
+	r = async_worker_locked(st);
+	if (r < 0) {
+		pthread_mutex_unlock(&st->lock);
+		tx_release(tx);
+		return r; /* -EAGAIN: no thread could be created */
 	}
 	st->async_busy++;
 	/* Even an empty group is queued: its callback comes in commit order. */

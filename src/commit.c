@@ -97,7 +97,7 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 		.type = REC_TYPE_GROUP,
 		.flags = last ? REC_F_LAST : 0,
 		.seq = tx->seq,
-		.epoch = st->sb.epoch,
+		.epoch = st->rec_epoch,
 		.rec_len = tx->rec_len,
 		.data_len = tx->data_len,
 		.nsegs = tx->nsegs,
@@ -124,9 +124,45 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 	memcpy(buf, &h, sizeof(h));
 }
 
+/* Where a log write of len bytes can go now (area offset), and how many
+ * bytes fit there (*room); UINT64_MAX if nowhere until a checkpoint frees
+ * space.  Live records run from head to tail around the ring (checkpoint.c);
+ * a write never wraps inside itself: it goes at the tail, or at the area's
+ * start when the tail is too close to the end.  Lock held. */
+static uint64_t log_place(const atomio *st, uint64_t len, uint64_t *room)
+{
+	if (st->used == 0 || st->tail > st->head) {
+		if (st->tail + len <= st->area_size) {
+			*room = st->area_size - st->tail;
+			return st->tail;
+		}
+		if (len <= st->head) {
+			*room = st->head;
+			return 0;
+		}
+		return UINT64_MAX;
+	}
+	if (st->tail + len <= st->head) { /* wrapped: free space is [tail, head) */
+		*room = st->head - st->tail;
+		return st->tail;
+	}
+	return UINT64_MAX;
+}
+
+void commit_init(atomio *st)
+{
+	/* after recovery: an empty log at the superblock's head */
+	st->rec_epoch = st->sb.epoch;
+	st->head = st->tail = st->sb.head_off;
+	st->head_seq = st->home_seq = st->sb.head_seq;
+	st->home_off = st->tail;
+	st->used = 0;
+}
+
 /* Write a batch's records (txs linked by qnext, n of them, 'bytes' of
  * records) at area offset 'off', durably.  Log role held, lock not held. */
-static int write_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, uint64_t off)
+static int write_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, uint64_t off,
+		       uint64_t live_seq)
 {
 	if (bytes == 0)
 		return 0; /* only empty groups (asynchronous ones): nothing to log */
@@ -139,7 +175,7 @@ static int write_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes,
 			if (!t->nsegs)
 				continue; /* an empty group has no record */
 			build_record(st, t, p, (uint64_t)(p - (char *)st->stage) + t->rec_len == bytes);
-			guard_add(st, t);
+			guard_add(st, t, live_seq);
 			p += t->rec_len;
 		}
 		memset(p, 0, len - bytes);
@@ -200,7 +236,7 @@ void lead_locked(atomio *st)
 	st->log_busy = true;
 	atomio_tx *first, *last = NULL;
 	uint32_t n = 0;
-	uint64_t bytes = 0, off = 0;
+	uint64_t bytes = 0, off = 0, room = 0, live_seq;
 	bool fast;
 	int r;
 again:
@@ -218,12 +254,17 @@ again:
 		fast = fast_eligible(st, first);
 		if (fast)
 			break;
-		uint64_t room = st->area_size - st->tail;
-		if (align_up(first->rec_len, st->block) <= room)
+		off = log_place(st, align_up(first->rec_len, st->block), &room);
+		if (off != UINT64_MAX)
 			break;
-		/* Log full: free it.  The checkpoint needs every logged batch
-		 * home first; it runs with the role held, unlocked. */
+		/* Log full.  A background checkpoint is freeing space: wait for
+		 * it.  Else free it all: that needs every logged batch home
+		 * first; it runs with the role held, unlocked. */
 		atomic_fetch_add(&st->stats.log_full_waits, 1);
+		if (st->ckpt_busy) {
+			pthread_cond_wait(&st->ckpt_cv, &st->lock);
+			continue;
+		}
 		while (st->home_next != st->batch_next)
 			pthread_cond_wait(&st->home_cv, &st->lock);
 		pthread_mutex_unlock(&st->lock);
@@ -236,7 +277,6 @@ again:
 		n = 1;
 		last = first;
 	} else {
-		uint64_t room = st->area_size - st->tail;
 		for (atomio_tx *t = first; t; t = t->qnext) {
 			uint64_t nb = bytes + t->rec_len;
 			if (n && (align_up(nb, st->block) > room || nb > MAX_BATCH || fast_eligible(st, t)))
@@ -247,9 +287,18 @@ again:
 			n++;
 			last = t;
 		}
-		off = st->tail;
-		st->tail = off + align_up(bytes, st->block);
+		uint64_t len = align_up(bytes, st->block);
+		if (off != st->tail)
+			st->used += st->area_size - st->tail; /* a wrap skips the end */
+		st->used += len;
+		st->tail = off + len;
+		/* the ring's invariant: head + used lands on the tail */
+		ASSERT(st->used <= st->area_size);
+		ASSERT((st->head + st->used) % st->area_size == st->tail % st->area_size);
 	}
+	live_seq = st->head_seq;
+	/* what a checkpoint may cut at once this batch is home */
+	uint64_t end_seq = st->next_seq, end_off = st->tail % st->area_size;
 	uint64_t k = st->batch_next++;
 	st->q_head = last->qnext;
 	if (!st->q_head)
@@ -292,7 +341,7 @@ again:
 		else
 			atomic_fetch_add(&st->stats.fast_writes, 1);
 	} else {
-		r = write_batch(st, first, n, bytes, off);
+		r = write_batch(st, first, n, bytes, off, live_seq);
 	}
 
 	pthread_mutex_lock(&st->lock);
@@ -324,6 +373,18 @@ again:
 		fail_locked(st, r);
 	st->home_next = k + 1;
 	pthread_cond_broadcast(&st->home_cv);
+	if (r == 0 && !fast && bytes) {
+		st->home_seq = end_seq;
+		st->home_off = end_off;
+		/* More than half the log in use: have the worker free what is
+		 * home, while commits go on.  (If no worker can be started, a
+		 * full log is checkpointed in the commit path as before.) */
+		if (st->used > st->area_size / 2 && !st->ckpt_busy && !st->ckpt_wanted &&
+		    !(st->flags & ATOMIO_NO_BG_CHECKPOINT) && async_worker_locked(st) == 0) {
+			st->ckpt_wanted = true;
+			pthread_cond_signal(&st->worker_cv);
+		}
+	}
 	uint32_t i = 0;
 	for (atomio_tx *t = first, *next; i < n; t = next, i++) {
 		next = t->qnext;

@@ -328,7 +328,6 @@ int engine_home(atomio *st, atomio_tx *first, uint32_t n)
 				break;
 			}
 			if (s->kind == SEG_WRITE) {
-				f->dirty = true;
 				/* io_uring takes a write only when its length fits
 				 * the SQE (anything larger goes plain). */
 				if (st->ring_home && f->direct_home && s->len <= UINT_MAX / 2) {
@@ -344,12 +343,24 @@ int engine_home(atomio *st, atomio_tx *first, uint32_t n)
 				err = wave_flush(st, &w);
 				while (err == 0 && (err = atomio_sys->ftruncate(f->hfd, (off_t)s->off)) == -EINTR)
 					;
-				f->dirty = f->resized = true;
 			}
 		}
 	}
 	/* Always drain: requests in flight use the groups' buffers. */
 	int r = wave_flush(st, &w);
+	/* Mark the files for the checkpoint AFTER their writes (checkpoint.c
+	 * takes the flags before it syncs), also after a failure: some of the
+	 * writes may have been done. */
+	i = 0;
+	for (atomio_tx *t = first; i < n; t = t->qnext, i++)
+		for (uint32_t j = 0; j < t->nsegs; j++) {
+			struct afile *f = file_get(st, (int)t->segs[j].file);
+			if (!f)
+				continue;
+			if (t->segs[j].kind != SEG_WRITE)
+				__atomic_store_n(&f->resized, true, __ATOMIC_RELEASE);
+			__atomic_store_n(&f->dirty, true, __ATOMIC_RELEASE);
+		}
 	return err ? err : r;
 }
 

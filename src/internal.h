@@ -32,10 +32,15 @@
  * records written since the last checkpoint cover.  Recovery replays those
  * records; a fast-path write to any of these chunks could be overwritten by
  * an older record at replay, so such a group takes the log instead. */
+struct gslot {
+	uint64_t key; /* 0 = empty, else chunk index + 1 */
+	uint64_t seq; /* seq of the newest record covering the chunk */
+};
 struct guard {
-	uint64_t *slot; /* open addressing: 0 = empty, else chunk index + 1 */
+	struct gslot *slot; /* open addressing */
 	uint32_t cap, used;
-	bool all;       /* every chunk (a logged size change, or too many chunks) */
+	bool all;           /* every chunk, up to all_seq (a logged size change, or too many) */
+	uint64_t all_seq;
 };
 
 /* What the kernel says a file and its device can do (caps.c). */
@@ -64,8 +69,10 @@ struct afile {
 	struct fcaps caps;
 	struct guard guard;         /* log role only */
 	/* Written since the last checkpoint: needs fdatasync (dirty) or fsync
-	 * (resized) before the log space that can redo it is reused.  Guarded
-	 * by the commit role (only the leader writes home data). */
+	 * (resized) before the log space that can redo it is reused.  Set by the
+	 * home stage AFTER the writes, taken (exchanged to false) by a checkpoint
+	 * BEFORE its sync, with __atomic builtins: a write the sync may miss
+	 * always leaves the flag set for the next checkpoint. */
 	bool dirty;
 	bool resized;
 };
@@ -140,6 +147,17 @@ struct atomio {
 	pthread_cond_t home_cv, role_cv;
 	uint64_t next_seq;   /* seq of the next record written */
 	uint64_t tail;       /* area offset of the next log write (block-aligned) */
+	/* The record area is a ring (checkpoint.c): live records run from head
+	 * (head_seq, as in the durable superblock) to tail, wrapping at the
+	 * area's end; used counts their bytes and any end-of-area gap skipped by
+	 * a wrap.  home_seq/home_off: the seq and area offset just after the
+	 * newest batch whose home writes are done (a checkpoint may cut there). */
+	uint64_t head, head_seq, used;
+	uint64_t home_seq, home_off;
+	bool ckpt_busy;      /* a checkpoint runs */
+	bool ckpt_wanted;    /* the worker should run a background checkpoint */
+	pthread_cond_t ckpt_cv;
+	uint64_t rec_epoch;  /* epoch records carry (fixed after recovery) */
 	int failed;          /* 0, or the error that poisoned the store */
 	unsigned open_txs;
 
@@ -197,6 +215,7 @@ int file_identity(int fd, uint64_t *dev, uint64_t *ino, uint64_t *fsid);
 void files_close_all(atomio *st);
 
 /* commit.c */
+void commit_init(atomio *st);
 int commit_tx(atomio_tx *tx);
 int commit_prepare(atomio_tx *tx);
 void commit_enqueue_locked(atomio *st, atomio_tx *tx);
@@ -219,18 +238,20 @@ void caps_fill(atomio *st, const struct afile *f, struct atomio_caps *caps);
 
 /* fastpath.c */
 bool fast_eligible(atomio *st, const atomio_tx *tx);
-void guard_add(atomio *st, const atomio_tx *tx);
+void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq);
 void guard_clear_all(atomio *st);
 void guard_free(struct guard *g);
 
 /* async.c */
 void async_init(atomio *st);
+int async_worker_locked(atomio *st);
 void async_complete_locked(atomio *st, atomio_tx *tx);
 void async_stop(atomio *st);
 void async_destroy(atomio *st);
 
 /* checkpoint.c */
 int checkpoint_locked(atomio *st);
+void checkpoint_background_locked(atomio *st);
 int sync_file(atomio *st, struct afile *f);
 
 /* recover.c */

@@ -418,7 +418,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		opts = &def;
 	if (opts->flags & ~(ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS |
 			    ATOMIO_ENGINE_PLAIN | ATOMIO_ENGINE_URING | ATOMIO_FAST_PATH_OFF |
-			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME))
+			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME | ATOMIO_NO_BG_CHECKPOINT))
 		return -EINVAL;
 	if ((opts->flags & ATOMIO_ENGINE_PLAIN) && (opts->flags & ATOMIO_ENGINE_URING))
 		return -EINVAL;
@@ -528,6 +528,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	r = recover(st);
 	if (r < 0)
 		goto fail;
+	commit_init(st);
 	r = engine_open(st, opts->flags);
 	if (r < 0)
 		goto fail;
