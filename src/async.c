@@ -52,7 +52,7 @@ static void *worker_main(void *arg)
 		if (st->ckpt_wanted && !st->ckpt_busy) {
 			st->ckpt_wanted = false;
 			checkpoint_background_locked(st);
-		} else if (st->q_head && !st->log_busy && !st->role_waiters) {
+		} else if (st->q_head && can_lead_locked(st)) {
 			lead_locked(st);
 		} else {
 			pthread_cond_wait(&st->worker_cv, &st->lock);

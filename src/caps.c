@@ -120,7 +120,7 @@ void file_probe_caps(atomio *st, struct afile *f, int fd)
 
 void caps_fill(atomio *st, const struct afile *f, struct atomio_caps *caps)
 {
-	caps->engine = st->engine;
+	caps->engine = __atomic_load_n(&st->engine, __ATOMIC_RELAXED);
 	if (!f)
 		return;
 	const struct fcaps *c = &f->caps;

@@ -40,11 +40,23 @@
 #define MAX_BATCH (8u << 20)   /* bytes of records per log write */
 #define STAGE_KEEP (16u << 20) /* staging kept between batches */
 
+/* May a thread start leading a batch now?  The log role is free, no
+ * role_acquire is waiting, and no log write is in flight -- or a slot is free
+ * and at least two groups wait: a second write in flight overlaps device
+ * waits, but a batch of one while another write runs would only spend a
+ * device wait where waiting for that write and sharing the next is cheaper.
+ * Lock held. */
+bool can_lead_locked(const atomio *st)
+{
+	return !st->log_busy && !st->role_waiters &&
+	       (!st->log_inflight || (st->log_inflight < LOG_SLOTS && st->q_len >= 2));
+}
+
 /* Let whoever should lead next know: the waiter of the queue's head, and
- * anyone waiting in role_acquire. */
+ * anyone waiting in role_acquire (or for the writes in flight to drain). */
 static void wake_next_locked(atomio *st)
 {
-	if (st->q_head && st->q_head->wake)
+	if (st->q_head && st->q_head->wake && can_lead_locked(st))
 		pthread_cond_signal(st->q_head->wake);
 	pthread_cond_broadcast(&st->role_cv);
 }
@@ -57,8 +69,11 @@ int role_acquire(atomio *st)
 		pthread_cond_wait(&st->role_cv, &st->lock);
 	st->role_waiters--;
 	st->log_busy = true;
-	/* Every batch logged so far must be home: a checkpoint syncs the data
-	 * files and then gives up the records that could redo them. */
+	/* Every batch logged so far must be durable and home: a checkpoint
+	 * syncs the data files and then gives up the records that could redo
+	 * them. */
+	while (st->log_inflight)
+		pthread_cond_wait(&st->role_cv, &st->lock);
 	while (st->home_next != st->batch_next)
 		pthread_cond_wait(&st->home_cv, &st->lock);
 	pthread_mutex_unlock(&st->lock);
@@ -73,19 +88,19 @@ void role_release(atomio *st)
 	pthread_mutex_unlock(&st->lock);
 }
 
-static int stage_reserve(atomio *st, size_t len)
+static int stage_reserve(struct logslot *ls, size_t len)
 {
-	if (st->stage_cap >= len)
+	if (ls->cap >= len)
 		return 0;
-	size_t cap = st->stage_cap ? st->stage_cap : 65536;
+	size_t cap = ls->cap ? ls->cap : 65536;
 	while (cap < len)
 		cap *= 2;
 	void *p = NULL;
 	if (posix_memalign(&p, 4096, cap))
 		return -ENOMEM;
-	free(st->stage);
-	st->stage = p;
-	st->stage_cap = cap;
+	free(ls->stage);
+	ls->stage = p;
+	ls->cap = cap;
 	return 0;
 }
 
@@ -159,37 +174,48 @@ void commit_init(atomio *st)
 	st->used = 0;
 }
 
-/* Write a batch's records (txs linked by qnext, n of them, 'bytes' of
- * records) at area offset 'off', durably.  Log role held, lock not held. */
-static int write_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, uint64_t off,
+/* Lay a batch's records (txs linked by qnext, n of them, 'bytes' of records)
+ * out in the slot's staging buffer.  Log role held (the guard is the role's),
+ * lock not held. */
+static int build_batch(atomio *st, struct logslot *ls, atomio_tx *first, uint32_t n, uint64_t bytes,
 		       uint64_t live_seq)
 {
-	if (bytes == 0)
-		return 0; /* only empty groups (asynchronous ones): nothing to log */
 	uint64_t len = align_up(bytes, st->block);
-	int r = stage_reserve(st, len);
-	if (r == 0) {
-		char *p = st->stage;
-		uint32_t i = 0;
-		for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
-			if (!t->nsegs)
-				continue; /* an empty group has no record */
-			build_record(st, t, p, (uint64_t)(p - (char *)st->stage) + t->rec_len == bytes);
-			guard_add(st, t, live_seq);
-			p += t->rec_len;
-		}
-		memset(p, 0, len - bytes);
-		/* The commit point: one sequential write made durable before it
-		 * returns (engine.c).  No separate commit block: the checksum
-		 * tells a whole record from a torn one. */
-		r = engine_log_write(st, st->stage, len, st->area_off + off);
-		if (r < 0)
-			st_err(st, "writing the log %s: %s", st->log_path, strerror(-r));
+	int r = stage_reserve(ls, len);
+	if (r < 0)
+		return r;
+	char *p = ls->stage;
+	uint32_t i = 0;
+	for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
+		if (!t->nsegs)
+			continue; /* an empty group has no record */
+		build_record(st, t, p, (uint64_t)(p - (char *)ls->stage) + t->rec_len == bytes);
+		guard_add(st, t, live_seq);
+		p += t->rec_len;
 	}
-	if (st->stage_cap > STAGE_KEEP) {
-		free(st->stage);
-		st->stage = NULL;
-		st->stage_cap = 0;
+	memset(p, 0, len - bytes);
+	return 0;
+}
+
+/* Write the built batch at area offset off, durably.  A write slot held, lock
+ * not held: up to LOG_SLOTS of these run at once. */
+static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t off)
+{
+	uint64_t len = align_up(bytes, st->block);
+	/* The commit point: one sequential write made durable before it
+	 * returns (engine.c).  No separate commit block: the checksum tells a
+	 * whole record from a torn one.  Writes in flight together cover
+	 * disjoint whole blocks, so a torn one cannot damage another; if one
+	 * is torn and a later one is whole, recovery stops at the torn one and
+	 * the later groups, never acknowledged (the home stage goes in order),
+	 * are not replayed either. */
+	int r = engine_log_write(st, ls, ls->stage, len, st->area_off + off);
+	if (r < 0)
+		st_err(st, "writing the log %s: %s", st->log_path, strerror(-r));
+	if (ls->cap > STAGE_KEEP) {
+		free(ls->stage);
+		ls->stage = NULL;
+		ls->cap = 0;
 	}
 	if (r == 0) {
 		atomic_fetch_add(&st->stats.log_syncs, 1);
@@ -221,6 +247,7 @@ static void fail_queue_locked(atomio *st, int err)
 {
 	atomio_tx *t = st->q_head;
 	st->q_head = st->q_tail = NULL;
+	st->q_len = 0;
 	while (t) {
 		atomio_tx *next = t->qnext;
 		finish_locked(st, t, err);
@@ -228,9 +255,11 @@ static void fail_queue_locked(atomio *st, int err)
 	}
 }
 
-/* Take the log role, log one batch from the head of the queue, give the role
- * up, then run the batch's home stage.  Called and returns with the lock
- * held; the caller checked that the role is free and the queue not empty. */
+/* Take the log role, form one batch from the head of the queue and lay out
+ * its records, give the role up (the next batch can be formed and written
+ * while this one's write is in flight), write it, then run its home stage.
+ * Called and returns with the lock held; the caller checked can_lead_locked
+ * and that the queue is not empty. */
 void lead_locked(atomio *st)
 {
 	st->log_busy = true;
@@ -252,6 +281,12 @@ again:
 			return;
 		}
 		fast = fast_eligible(st, first);
+		if (fast && st->log_inflight) {
+			/* A fast-path write is durable the moment it lands: every
+			 * earlier log write must be durable first (commit order). */
+			pthread_cond_wait(&st->role_cv, &st->lock);
+			continue;
+		}
 		if (fast)
 			break;
 		off = log_place(st, align_up(first->rec_len, st->block), &room);
@@ -265,6 +300,8 @@ again:
 			pthread_cond_wait(&st->ckpt_cv, &st->lock);
 			continue;
 		}
+		while (st->log_inflight)
+			pthread_cond_wait(&st->role_cv, &st->lock);
 		while (st->home_next != st->batch_next)
 			pthread_cond_wait(&st->home_cv, &st->lock);
 		pthread_mutex_unlock(&st->lock);
@@ -300,6 +337,7 @@ again:
 	/* what a checkpoint may cut at once this batch is home */
 	uint64_t end_seq = st->next_seq, end_off = st->tail % st->area_size;
 	uint64_t k = st->batch_next++;
+	st->q_len -= n;
 	st->q_head = last->qnext;
 	if (!st->q_head)
 		st->q_tail = NULL;
@@ -311,6 +349,13 @@ again:
 			t->fast = fast;
 		}
 	}
+	/* a free write slot: there is one, since can_lead_locked held on entry
+	 * and writes in flight only finish meanwhile */
+	unsigned slot = 0;
+	while (st->slot_busy & (1u << slot))
+		slot++;
+	ASSERT(slot < LOG_SLOTS);
+	struct logslot *ls = &st->slots[slot];
 	pthread_mutex_unlock(&st->lock);
 
 	/* --- log stage: role held, lock not held --- */
@@ -328,6 +373,7 @@ again:
 			f->caps.fast_max = 0;
 			pthread_mutex_lock(&st->lock);
 			st->batch_next--;
+			st->q_len++;
 			first->state = TX_QUEUED;
 			first->fast = false;
 			if (!st->q_head)
@@ -340,18 +386,37 @@ again:
 			st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
 		else
 			atomic_fetch_add(&st->stats.fast_writes, 1);
+		pthread_mutex_lock(&st->lock);
+		if (r < 0)
+			fail_locked(st, r);
+		st->log_busy = false;
+		wake_next_locked(st);
 	} else {
-		r = write_batch(st, first, n, bytes, off, live_seq);
+		r = bytes ? build_batch(st, ls, first, n, bytes, live_seq) : 0;
+		pthread_mutex_lock(&st->lock);
+		/* Hand the role on: the next batch is formed while this one is
+		 * written. */
+		st->log_busy = false;
+		if (r < 0) {
+			fail_locked(st, r);
+		} else if (bytes) {
+			st->log_inflight++;
+			st->slot_busy |= 1u << slot;
+			wake_next_locked(st);
+			pthread_mutex_unlock(&st->lock);
+			r = write_batch(st, ls, bytes, off);
+			pthread_mutex_lock(&st->lock);
+			st->log_inflight--;
+			st->slot_busy &= ~(1u << slot);
+			if (r < 0) {
+				/* Unknown whether any of it reached the media:
+				 * refuse further commits; reopening replays
+				 * whatever did, whole. */
+				fail_locked(st, r);
+			}
+		}
+		wake_next_locked(st);
 	}
-
-	pthread_mutex_lock(&st->lock);
-	if (r < 0) {
-		/* Unknown whether any of it reached the media: refuse further
-		 * commits; reopening replays whatever did, whole. */
-		fail_locked(st, r);
-	}
-	st->log_busy = false;
-	wake_next_locked(st);
 
 	/* --- home stage: in batch order --- */
 	while (st->home_next != k)
@@ -408,6 +473,7 @@ int commit_prepare(atomio_tx *tx)
 
 void commit_enqueue_locked(atomio *st, atomio_tx *tx)
 {
+	st->q_len++;
 	tx->state = TX_QUEUED;
 	tx->qnext = NULL;
 	if (st->q_tail)
@@ -437,7 +503,7 @@ int commit_tx(atomio_tx *tx)
 	}
 	commit_enqueue_locked(st, tx);
 	while (tx->state != TX_DONE) {
-		if (tx->state == TX_QUEUED && !st->log_busy && !st->role_waiters)
+		if (tx->state == TX_QUEUED && can_lead_locked(st))
 			lead_locked(st);
 		else
 			pthread_cond_wait(&cv, &st->lock);

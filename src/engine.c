@@ -8,8 +8,8 @@
  *    submitted with one io_uring_enter per stage; a batch's O_DIRECT home
  *    writes then run in parallel on the device instead of one after another.
  *    Writes that overlap inside a batch are split into successive waves, so
- *    the later one always lands last.  Each role has its own ring (the log
- *    role and the home stage), so a ring needs no lock.
+ *    the later one always lands last.  Each log write slot (commit.c) and
+ *    the home stage have a ring of their own, so a ring needs no lock.
  *
  * ATOMIO_ENGINE_AUTO takes io_uring when the default ops table is in use and
  * a ring can be set up; anything that fails in the ring (setup refused with
@@ -88,9 +88,15 @@ int engine_open(atomio *st, uint32_t flags)
 		    (!(flags & ATOMIO_ENGINE_PLAIN) && atomio_sys == &atomio_sys_linux);
 	if (!want)
 		return 0;
-	st->ring_log = ring_new(RING_LOG);
-	if (!st->ring_log)
-		return 0; /* EPERM (disabled by sysctl or seccomp), ENOSYS, ...: plain */
+	for (unsigned i = 0; i < LOG_SLOTS; i++) {
+		st->slots[i].ring = ring_new(RING_LOG);
+		if (!st->slots[i].ring) {
+			/* EPERM (disabled by sysctl or seccomp), ENOSYS, ...: plain */
+			for (unsigned j = 0; j < i; j++)
+				ring_free(&st->slots[j].ring);
+			return 0;
+		}
+	}
 	if (flags & ATOMIO_DIRECT_HOME) {
 		st->ring_home = ring_new(RING_HOME);
 		st->hops = calloc(RING_HOME, sizeof(*st->hops));
@@ -108,7 +114,12 @@ int engine_open(atomio *st, uint32_t flags)
 
 void engine_close(atomio *st)
 {
-	ring_free(&st->ring_log);
+	for (unsigned i = 0; i < LOG_SLOTS; i++) {
+		ring_free(&st->slots[i].ring);
+		free(st->slots[i].stage);
+		st->slots[i].stage = NULL;
+		st->slots[i].cap = 0;
+	}
 	ring_free(&st->ring_home);
 	free(st->hops);
 	st->hops = NULL;
@@ -160,7 +171,7 @@ static void ring_run(atomio *st, struct io_uring **ringp, unsigned n, int *res)
 		}
 		/* Nothing in flight: unsubmitted entries die with the ring. */
 		ring_free(ringp);
-		st->engine = ATOMIO_ENGINE_PLAIN;
+		__atomic_store_n(&st->engine, ATOMIO_ENGINE_PLAIN, __ATOMIC_RELAXED);
 		return;
 	}
 }
@@ -183,18 +194,18 @@ static int plain_log_write(atomio *st, const void *buf, size_t len, uint64_t off
 /* Write len bytes at off of the log, durable on return: O_DIRECT +
  * RWF_DSYNC is one device wait (a FUA write, or write + cache flush) and,
  * since the log's blocks are preallocated and written, no journal commit. */
-int engine_log_write(atomio *st, const void *buf, size_t len, uint64_t off)
+int engine_log_write(atomio *st, struct logslot *ls, const void *buf, size_t len, uint64_t off)
 {
-	if (!st->ring_log)
+	if (!ls->ring)
 		return plain_log_write(st, buf, len, off);
-	struct io_uring_sqe *sqe = io_uring_get_sqe(st->ring_log);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ls->ring);
 	if (!sqe)
 		return plain_log_write(st, buf, len, off);
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	io_uring_prep_writev2(sqe, st->log_fd, &iov, 1, off, RWF_DSYNC);
 	sqe->user_data = 0;
 	int res = NOT_RUN;
-	ring_run(st, &st->ring_log, 1, &res);
+	ring_run(st, &ls->ring, 1, &res);
 	if (res == (int)len)
 		return 0;
 	if (res >= 0) {
@@ -215,12 +226,15 @@ int engine_fast_write(atomio *st, struct afile *f, const void *buf, size_t len, 
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	ssize_t n = NOT_RUN;
-	struct io_uring_sqe *sqe = st->ring_log ? io_uring_get_sqe(st->ring_log) : NULL;
+	/* No log write is in flight (commit.c waits for them): slot 0's ring
+	 * is free. */
+	struct logslot *ls = &st->slots[0];
+	struct io_uring_sqe *sqe = ls->ring ? io_uring_get_sqe(ls->ring) : NULL;
 	if (sqe) {
 		io_uring_prep_writev2(sqe, f->fd, &iov, 1, off, RWF_ATOMIC | RWF_DSYNC);
 		sqe->user_data = 0;
 		int res = NOT_RUN;
-		ring_run(st, &st->ring_log, 1, &res);
+		ring_run(st, &ls->ring, 1, &res);
 		n = res;
 	}
 	/* Not split, not retried after a partial write: an atomic write is

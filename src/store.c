@@ -394,7 +394,6 @@ static void st_free(atomio *st)
 		atomio_sys->close(st->log_fd); /* also drops the flock */
 	tx_pool_free(st);
 	free(st->files);
-	free(st->stage);
 	free(st->log_path);
 	free(st->log_dir);
 	pthread_mutex_destroy(&st->lock);
