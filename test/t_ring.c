@@ -87,7 +87,7 @@ static uint64_t durable_head_seq(const char *path, uint64_t *head_off)
 int main(int argc, char **argv)
 {
 	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
-	int rounds = argc > 2 ? atoi(argv[2]) : T_SCALE(8);
+	int rounds = argc > 2 ? atoi(argv[2]) : T_SCALE(6);
 	t_dir();
 	uint64_t wrapped_heads = 0, bg = 0;
 	for (int round = 0; round < rounds; round++) {
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 		char cmd[9000];
 		snprintf(cmd, sizeof(cmd), "rm -f %s/*", t_dir());
 		CHECK_EQ(system(cmd), 0);
-		int ngroups = 150 + (int)rng_below(&(struct rng){seed}, 400);
+		int ngroups = 120 + (int)rng_below(&(struct rng){seed}, 240);
 		uint32_t flags = round % 2 ? ATOMIO_ENGINE_PLAIN : 0;
 		int pfd[2];
 		CHECK_OK(pipe(pfd));
