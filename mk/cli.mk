@@ -11,3 +11,11 @@ $(BUILD)/san/atomio: $(CLI_SRCS) $(CLI_HDRS) $(BUILD)/san/libatomio.a | $(BUILD)
 
 ALL_EXTRA += $(BUILD)/atomio
 CHECK_DEPS += $(BUILD)/atomio $(BUILD)/san/atomio
+
+# `make install` also installs the command and its man page.
+.PHONY: install-cli
+install: install-cli
+install-cli: $(BUILD)/atomio
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/atomio $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 man/atomio.1 $(DESTDIR)$(PREFIX)/share/man/man1/

@@ -38,10 +38,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return EX_USAGE;
-	}
+	if (argc < 2)
+		cli_usage("which command? (probe, bench, verify, dump, recover)");
 	const char *c = argv[1];
 	if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
 		if (argc > 2 && strcmp(c, "help") == 0) {

@@ -611,7 +611,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	const char *modes = NULL;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:r:t:f:s:d:n:m:qh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:r:t:f:s:d:n:m:qh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p': o->npages = cli_list("--page-size", optarg, o->pages, MAX_CFG_VALUES, true, 512, 64 << 20); break;
 		case 'r': o->nranges = cli_list("--ranges", optarg, o->ranges, MAX_CFG_VALUES, false, 1, 4096); break;
@@ -838,6 +838,9 @@ int cmd_bench(int argc, char **argv)
 	       "dev B/B: bytes %s wrote per user byte (whole device: other processes count too);\n"
 	       "own B/B: this process's write_bytes (/proc/self/io) per user byte.\n",
 	       o.reps, blk.found ? blk.name : "the device");
+	if (!o.direct)
+		printf("Buffered: the kernel charges a whole (large) folio to write_bytes when it dirties\n"
+		       "part of one, so own B/B overstates buffered writes; dev B/B is what was written.\n");
 
 	if (o.json)
 		write_json(&o, o.json, cfgs, ncfg, &m, &blk, o.duration);

@@ -99,7 +99,7 @@ int cmd_probe(int argc, char **argv)
 	uint64_t log_size = 64ull << 20;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
 		case 't': try_writes = true; break;
