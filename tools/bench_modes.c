@@ -79,7 +79,8 @@ static int open_data(const struct bench_env *env, int *fds, char *why, size_t n)
 		fds[i] = open(env->paths[i], O_RDWR | O_CLOEXEC | (env->direct ? O_DIRECT : 0));
 		if (fds[i] < 0) {
 			int e = errno;
-			snprintf(why, n, "opening %s: %s", env->paths[i], strerror(e));
+			snprintf(why, n, "opening %s: %s%s", env->paths[i], strerror(e),
+				 e == EINVAL && env->direct ? " (no O_DIRECT here? try --buffered)" : "");
 			while (i--)
 				close(fds[i]);
 			return -e;
@@ -187,10 +188,9 @@ static int dw_setup(const struct bench_env *env, void **state, char *why, size_t
 		return -ENOMEM;
 	}
 	memset(z, 0, 1 << 20);
-	for (uint64_t off = 0; off < size && r == 0; off += 1 << 20) {
-		size_t len = size - off < (1 << 20) ? (size_t)(size - off) : 1 << 20;
-		r = pwrite_full(p->scratch, z, len, (off_t)off, 0);
-	}
+	/* a page at a time: page-sized folios, as for the data files (bench.c) */
+	for (uint64_t off = 0; off < size && r == 0; off += env->page)
+		r = pwrite_full(p->scratch, z, env->page, (off_t)off, 0);
 	free(z);
 	if (r == 0)
 		r = fsync(p->scratch) < 0 ? -errno : 0;

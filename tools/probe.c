@@ -312,11 +312,11 @@ int cmd_probe(int argc, char **argv)
 			       hw_max ? "" : "  (no hardware atomic writes)");
 	}
 	if (atomic)
-		printf("RWF_ATOMIC     unit min %s, max %s, max_opt %s%s, segments %u%s\n",
+		printf("RWF_ATOMIC     unit min %s, max %s, max_opt %s%s, segments %u\n%s",
 		       fmt_bytes(a, sizeof(a), sx.unit_min), fmt_bytes(z, sizeof(z), sx.unit_max),
 		       sx.unit_max_opt ? fmt_bytes((char[32]){0}, 32, sx.unit_max_opt) : "0",
 		       sx.unit_max_opt ? "" : " (no slow-path boundary given)", sx.segments_max,
-		       hw_max ? "" : "; without hardware support the filesystem emulates it");
+		       hw_max ? "" : "               not backed by the device: the filesystem emulates it\n");
 	else
 		printf("RWF_ATOMIC     not supported for this file (statx reports no atomic write limits)\n");
 	if (sx.has_dioalign)
