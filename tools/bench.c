@@ -702,8 +702,8 @@ int cmd_bench(int argc, char **argv)
 	sys_mount_for(&sx, &m);
 	sys_blk_for(sx.dev, &m, &blk);
 	char fs_desc[256];
-	snprintf(fs_desc, sizeof(fs_desc), "%s on %s", m.found ? m.fstype : "this filesystem",
-		 blk.found ? blk.name : "no block device");
+	snprintf(fs_desc, sizeof(fs_desc), "%s %s%s", m.found ? m.fstype : "this filesystem",
+		 blk.found ? "on " : "(no block device)", blk.found ? blk.name : "");
 
 	/* Space: every mode's data files, atomio's log, the doublewrite scratch. */
 	uint64_t max_page = 0, max_r = 0, max_t = 0, min_page = UINT64_MAX;
