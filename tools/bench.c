@@ -59,7 +59,7 @@ struct result {
 	uint64_t ops, user_bytes;
 	double secs;
 	struct hist lat;
-	uint64_t waits;
+	uint64_t waits, log_bytes, home_bytes, checkpoints;
 	bool dev_ok, proc_ok;
 	uint64_t dev_bytes, dev_ios, dev_flushes, proc_bytes;
 	double ops_median;
@@ -284,6 +284,9 @@ static void run_slice(const struct opts *o, struct config *cfg, struct result *r
 	res->secs += secs;
 	res->user_bytes += ops * cfg->ranges * cfg->page;
 	res->waits += m1.waits - m0.waits;
+	res->log_bytes += m1.log_bytes - m0.log_bytes;
+	res->home_bytes += m1.home_bytes - m0.home_bytes;
+	res->checkpoints += m1.checkpoints - m0.checkpoints;
 	res->dev_ok = d0.ok && d1.ok && (i == 0 || res->dev_ok);
 	res->dev_bytes += (d1.write_sectors - d0.write_sectors) * 512;
 	res->dev_ios += d1.write_ios - d0.write_ios;
@@ -502,6 +505,11 @@ static void write_json(const struct opts *o, const char *path, const struct conf
 			json_num(&j, "seconds", r->secs);
 			json_uint(&j, "user_bytes", r->user_bytes);
 			json_uint(&j, "syncs", r->waits);
+			if (r->log_bytes || r->home_bytes) {
+				json_uint(&j, "log_bytes", r->log_bytes);
+				json_uint(&j, "home_bytes", r->home_bytes);
+				json_uint(&j, "checkpoints", r->checkpoints);
+			}
 			if (r->dev_ok) {
 				json_uint(&j, "device_bytes", r->dev_bytes);
 				json_uint(&j, "device_writes", r->dev_ios);

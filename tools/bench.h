@@ -69,6 +69,8 @@ struct bench_group {
 /* Durability waits the mode has spent so far (monotonic). */
 struct mode_counters {
 	uint64_t waits; /* fsync/fdatasync calls and RWF_DSYNC writes */
+	/* modes with a log (atomio): its own accounting, else 0 */
+	uint64_t log_bytes, home_bytes, checkpoints;
 };
 
 #define BENCH_SKIP 1

@@ -149,6 +149,7 @@ static int unsafe_op(void *state, unsigned thread, const struct bench_group *g, 
 static void plain_counters(void *state, struct mode_counters *c)
 {
 	struct plain *p = state;
+	memset(c, 0, sizeof(*c));
 	c->waits = atomic_load(&p->waits);
 }
 
@@ -312,6 +313,9 @@ static void am_counters(void *state, struct mode_counters *c)
 	struct atomio_stats s;
 	atomio_stats(a->st, &s);
 	c->waits = s.log_syncs + s.data_syncs;
+	c->log_bytes = s.bytes_logged;
+	c->home_bytes = s.bytes_home;
+	c->checkpoints = s.checkpoints;
 }
 
 static void am_teardown(void *state)
