@@ -26,7 +26,7 @@
 #include "cli.h"
 #include "sys.h" /* RWF_ATOMIC, RWF_DSYNC, struct atomio_statx for old headers */
 
-#define MAX_FILES_OPEN 256
+#define MAX_FILES_OPEN 256u
 #define DW_SLOTS 64 /* doublewrite groups per thread in the scratch area */
 
 static int pwritev_full(int fd, struct iovec *iov, int cnt, off_t off, int rwf)

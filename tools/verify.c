@@ -209,8 +209,12 @@ int v_write(const struct vopts *o)
 	char data[PATH_MAX + 64], logp[PATH_MAX + 64];
 	data_paths(o, data, logp, sizeof(data));
 	struct stat ds, ss;
-	if (stat(o->dir, &ds) < 0 || !S_ISDIR(ds.st_mode)) {
-		cli_warn("%s: %s", o->dir, errno ? strerror(errno) : "not a directory");
+	if (stat(o->dir, &ds) < 0) {
+		cli_warn("%s: %s", o->dir, strerror(errno));
+		return EX_ERROR;
+	}
+	if (!S_ISDIR(ds.st_mode)) {
+		cli_warn("%s: not a directory", o->dir);
 		return EX_ERROR;
 	}
 	if (lstat(o->state, &ss) == 0) {
@@ -364,11 +368,14 @@ int v_write(const struct vopts *o)
 			data, o->state);
 
 	uint64_t *blocks = calloc(o->ranges, sizeof(uint64_t));
-	if (!blocks)
-		v_stop = 1;
 	double t0 = now_sec(), last = t0;
 	uint64_t g = 0, last_g = 0;
 	int rc = EX_OK;
+	if (!blocks) {
+		cli_warn("out of memory");
+		v_stop = 1;
+		rc = EX_ERROR;
+	}
 	while (!v_stop) {
 		if (o->groups && g >= o->groups)
 			break;
