@@ -24,7 +24,7 @@ TEST_HDRS := $(wildcard test/*.h test/support/*.h)
 
 TEST_SCRIPTS := $(wildcard test/t_*.sh)
 
-EXAMPLES := $(BUILD)/demo $(BUILD)/bench-core
+EXAMPLES := $(BUILD)/demo
 
 # Feature fragments (tools, fuzzing, SQLite VFS, ...) add targets here and may
 # append to: ALL_EXTRA (built by `make`), CHECK_BINS (test programs run by
@@ -69,8 +69,6 @@ $(BUILD)/san/test/%: test/%.c $(TEST_SUPPORT) $(TEST_HDRS) $(BUILD)/san/libatomi
 
 $(BUILD)/demo: examples/demo.c $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
-$(BUILD)/bench-core: examples/bench-core.c $(BUILD)/libatomio.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
 
 test-bins: $(TEST_BINS) $(SAN_TEST_BINS) $(CHECK_DEPS)
 
@@ -80,7 +78,7 @@ check: deps
 	@test/run.sh $(TEST_BINS) $(SAN_TEST_BINS) $(CHECK_BINS) $(TEST_SCRIPTS)
 demo: deps
 	$(MAKE) all
-	$(BUILD)/demo
+	$(BUILD)/atomio bench --plot $(BUILD)/demo.svg
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -3,7 +3,11 @@
 # missing.  Called by `make deps` (and so by `make demo` and `make check`).
 # Add a package here, not in the Makefile or the CI script.
 set -eu
-PKGS="gcc make libc6-dev libxxhash-dev liburing-dev"
+PKGS="gcc make libc6-dev libxxhash-dev"
+# the engine: io_uring through liburing
+PKGS="$PKGS liburing-dev"
+# the atomio command's tests: jq reads its JSON; xfsprogs makes the XFS loop image
+PKGS="$PKGS jq xfsprogs"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

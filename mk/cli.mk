@@ -1,0 +1,21 @@
+# The `atomio` command (tools/, man/atomio.1): probe, bench, verify, dump, recover.
+# build/atomio is built by `make`; build/san/atomio (ASan+UBSan) for `make check`,
+# whose test/t_cli_*.sh scripts run both.
+CLI_SRCS := $(wildcard tools/*.c)
+CLI_HDRS := $(wildcard tools/*.h)
+
+$(BUILD)/atomio: $(CLI_SRCS) $(CLI_HDRS) $(BUILD)/libatomio.a | $(BUILD)
+	$(CC) $(BASE_CFLAGS) -Itools $(CFLAGS) -o $@ $(CLI_SRCS) $(BUILD)/libatomio.a $(LIBS) -lm
+$(BUILD)/san/atomio: $(CLI_SRCS) $(CLI_HDRS) $(BUILD)/san/libatomio.a | $(BUILD)/san/test
+	$(CC) $(BASE_CFLAGS) -Itools $(SAN_FLAGS) -o $@ $(CLI_SRCS) $(BUILD)/san/libatomio.a $(LIBS) -lm
+
+ALL_EXTRA += $(BUILD)/atomio
+CHECK_DEPS += $(BUILD)/atomio $(BUILD)/san/atomio
+
+# `make install` also installs the command and its man page.
+.PHONY: install-cli
+install: install-cli
+install-cli: $(BUILD)/atomio
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/atomio $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 man/atomio.1 $(DESTDIR)$(PREFIX)/share/man/man1/

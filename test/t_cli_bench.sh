@@ -1,0 +1,51 @@
+#!/bin/sh
+# atomio bench: a tiny run of every mode; its JSON is complete (the schema of
+# issue 5 and more) and its byte counts add up; the SVG is drawn.
+. test/cli_lib.sh
+for A in $BINS; do
+	J="$T/b.json"
+	$A bench -q -d 1.2 -n 2 -s 4M --json "$J" --plot "$T/b.svg" "$T" >"$T/out" ||
+		fail "$A bench failed: $(cat "$T/out")"
+	grep -q '^unsafe ' "$T/out" || fail "no table: $(cat "$T/out")"
+	[ -z "$(ls "$T" | grep atomio-bench)" ] || fail "$A bench left its directory behind"
+	jqv '(.filesystem | type == "string") and .direct == true and (.runs | type == "array")' "$J"
+	# every mode ran or was skipped with a reason
+	jqv '([.runs[].mode] + [.skipped[].mode] | sort) == ["atomio","doublewrite","kernel","unsafe"]' "$J"
+	jqv '[.skipped[] | .reason | type == "string" and length > 0] | all' "$J"
+	# the issue's schema, every field a number
+	jqv '[.runs[] | (.mode|type=="string") and ([.threads,.page_size,.ranges_per_group,.ops_per_sec,
+	      .p50_us,.p99_us,.p999_us,.syncs_per_op] | map(type=="number") | all)] | all' "$J"
+	jqv '[.runs[] | .device_bytes_per_user_byte | type=="number" or type=="null"] | all' "$J"
+	# byte counts add up
+	jqv '[.runs[] | .ops > 0 and .user_bytes == .ops * .page_size * .ranges_per_group
+	      and (.rep_ops | add) == .ops and (.rep_ops | length) == 2
+	      and .p50_us <= .p99_us and .p99_us <= .p999_us] | all' "$J"
+	jqv '[.runs[] | select(.device_bytes != null) | .device_bytes >= .process_bytes] | all' "$J"
+	# (1% slack: the kernel may account a stray page of metadata to the process)
+	jqv '.runs[] | select(.mode=="unsafe") | .process_bytes >= .user_bytes and
+	     .process_bytes <= 1.01 * .user_bytes and .syncs_per_op == 1 and .ops_vs_unsafe == 1' "$J"
+	jqv '.runs[] | select(.mode=="doublewrite") | .process_bytes >= 2 * .user_bytes and
+	     .process_bytes <= 2.02 * .user_bytes and .syncs_per_op == 2 and .ops_vs_doublewrite == 1' "$J"
+	# atomio (one thread, one data file): one log write per commit and one
+	# data sync per checkpoint (at least one per slice); the process wrote
+	# the log, the home pages and a 4 KiB superblock per checkpoint
+	jqv '.runs[] | select(.mode=="atomio") | .home_bytes == .user_bytes and .log_bytes > .user_bytes
+	     and .checkpoints >= (.rep_ops | length) and .syncs == .ops + .checkpoints
+	     and .process_bytes >= .log_bytes + .home_bytes
+	     and .process_bytes <= 1.01 * (.log_bytes + .home_bytes + 4096 * .checkpoints)' "$J"
+	head -c 5 "$T/b.svg" | grep -q '<?xml' || fail "not an SVG"
+	tail -n 1 "$T/b.svg" | grep -q '</svg>' || fail "SVG not finished"
+	for m in unsafe doublewrite atomio; do grep -q ">$m" "$T/b.svg" || fail "SVG lacks $m"; done
+done
+# several configurations in one run, buffered, two files
+A=build/atomio
+$A bench -q -d 1 -n 1 -s 2M -f 2 -t 1,2 -r 1,3 --buffered -m unsafe,atomio --json "$T/c.json" "$T" >"$T/out" ||
+	fail "multi-config bench failed: $(cat "$T/out")"
+jqv '.direct == false and (.runs | length) == 8' "$T/c.json"
+jqv '[.runs[] | .user_bytes == .ops * .page_size * .ranges_per_group] | all' "$T/c.json"
+jqv '[.runs[] | select(.mode=="atomio" and .threads==2 and .ranges_per_group==3)] | length == 1' "$T/c.json"
+[ "$(grep -cE '^atomio +[0-9]' "$T/out")" -eq 4 ] || fail "expected 4 tables: $(cat "$T/out")"
+one_line_error 2 $A bench --page-size 1000 "$T"
+one_line_error 2 $A bench --modes nosuch "$T"
+one_line_error 3 $A bench "$T/nonexistent"
+echo "bench ok"

@@ -1,0 +1,415 @@
+/*
+ * bench_modes.c: the ways `atomio bench` writes a group of pages durably.
+ *
+ *   unsafe       pwrite each page + fdatasync each file: durable, no torn-page
+ *                protection (the baseline of what the device costs)
+ *   doublewrite  InnoDB's protocol: all pages to a scratch area + fdatasync,
+ *                then each page home + fdatasync each file
+ *   atomio       one atomio group (atomio_pwrite for one range); only the
+ *                public API (atomio.h)
+ *   kernel       pwritev2(RWF_ATOMIC | RWF_DSYNC): one range, O_DIRECT, where
+ *                the filesystem accepts it; skipped with the reason elsewhere
+ *
+ * To add a mode: write its five functions and list it in bench_modes[].
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "atomio.h"
+#include "bench.h"
+#include "cli.h"
+#include "sys.h" /* RWF_ATOMIC, RWF_DSYNC, struct atomio_statx for old headers */
+
+#define MAX_FILES_OPEN 256u
+#define DW_SLOTS 64 /* doublewrite groups per thread in the scratch area */
+
+static int pwritev_full(int fd, struct iovec *iov, int cnt, off_t off, int rwf)
+{
+	while (cnt > 0) {
+		ssize_t n = pwritev2(fd, iov, cnt, off, rwf);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		off += n;
+		while (cnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf)
+{
+	struct iovec iov = {(void *)buf, len};
+	return pwritev_full(fd, &iov, 1, off, rwf);
+}
+
+static int datasync(int fd)
+{
+	int r;
+	do
+		r = fdatasync(fd);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+static int open_data(const struct bench_env *env, int *fds, char *why, size_t n)
+{
+	if (env->nfiles > MAX_FILES_OPEN) {
+		snprintf(why, n, "at most %u files", MAX_FILES_OPEN);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < env->nfiles; i++) {
+		fds[i] = open(env->paths[i], O_RDWR | O_CLOEXEC | (env->direct ? O_DIRECT : 0));
+		if (fds[i] < 0) {
+			int e = errno;
+			snprintf(why, n, "opening %s: %s%s", env->paths[i], strerror(e),
+				 e == EINVAL && env->direct ? " (no O_DIRECT here? try --buffered)" : "");
+			while (i--)
+				close(fds[i]);
+			return -e;
+		}
+	}
+	return 0;
+}
+
+/* --- unsafe and doublewrite ------------------------------------------------ */
+
+struct plain {
+	const struct bench_env *env;
+	int fds[MAX_FILES_OPEN];
+	int scratch; /* doublewrite */
+	uint64_t *slot; /* per-thread next scratch slot */
+	_Atomic uint64_t waits;
+};
+
+/* Write the pages home, then fdatasync every file touched. */
+static int home_and_sync(struct plain *p, const struct bench_group *g, char *why, size_t n)
+{
+	bool touched[MAX_FILES_OPEN] = {0};
+	for (unsigned i = 0; i < g->n; i++) {
+		const struct bench_range *r = &g->r[i];
+		int e = pwrite_full(p->fds[r->file], r->buf, p->env->page, (off_t)r->off, 0);
+		if (e < 0) {
+			snprintf(why, n, "pwrite: %s", strerror(-e));
+			return e;
+		}
+		touched[r->file] = true;
+	}
+	for (unsigned f = 0; f < p->env->nfiles; f++) {
+		if (!touched[f])
+			continue;
+		int e = datasync(p->fds[f]);
+		atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+		if (e < 0) {
+			snprintf(why, n, "fdatasync: %s", strerror(-e));
+			return e;
+		}
+	}
+	return 0;
+}
+
+static int unsafe_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	struct plain *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->env = env;
+	p->scratch = -1;
+	int r = open_data(env, p->fds, why, n);
+	if (r < 0) {
+		free(p);
+		return r;
+	}
+	*state = p;
+	return 0;
+}
+
+static int unsafe_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
+{
+	return home_and_sync(state, g, why, n);
+}
+
+static void plain_counters(void *state, struct mode_counters *c)
+{
+	struct plain *p = state;
+	memset(c, 0, sizeof(*c));
+	c->waits = atomic_load(&p->waits);
+}
+
+static void plain_teardown(void *state)
+{
+	struct plain *p = state;
+	for (unsigned i = 0; i < p->env->nfiles; i++)
+		close(p->fds[i]);
+	if (p->scratch >= 0)
+		close(p->scratch);
+	free(p->slot);
+	free(p);
+}
+
+static int dw_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	int r = unsafe_setup(env, state, why, n);
+	if (r < 0)
+		return r;
+	struct plain *p = *state;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/doublewrite.scratch", env->dir);
+	p->scratch = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (env->direct ? O_DIRECT : 0), 0600);
+	p->slot = calloc(env->threads, sizeof(uint64_t));
+	if (p->scratch < 0 || !p->slot) {
+		r = p->slot ? -errno : -ENOMEM;
+		snprintf(why, n, "creating %s: %s", path, strerror(-r));
+		plain_teardown(p);
+		return r;
+	}
+	/* The scratch area is written for real first, as InnoDB's is: its
+	 * writes are then overwrites, like the home writes. */
+	uint64_t size = (uint64_t)env->threads * DW_SLOTS * env->ranges * env->page;
+	void *z = NULL;
+	if (posix_memalign(&z, 4096, 1 << 20)) {
+		plain_teardown(p);
+		return -ENOMEM;
+	}
+	memset(z, 0, 1 << 20);
+	/* a page at a time: page-sized folios, as for the data files (bench.c) */
+	for (uint64_t off = 0; off < size && r == 0; off += env->page)
+		r = pwrite_full(p->scratch, z, env->page, (off_t)off, 0);
+	free(z);
+	if (r == 0)
+		r = fsync(p->scratch) < 0 ? -errno : 0;
+	if (r < 0) {
+		snprintf(why, n, "filling %s: %s", path, strerror(-r));
+		plain_teardown(p);
+		return r;
+	}
+	return 0;
+}
+
+static int dw_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
+{
+	struct plain *p = state;
+	const struct bench_env *env = p->env;
+	/* 1. every page of the group to this thread's next scratch slot, in
+	 *    one sequential write, then one wait */
+	struct iovec iov[64];
+	uint64_t slot = p->slot[thread]++ % DW_SLOTS;
+	off_t off = (off_t)(((uint64_t)thread * DW_SLOTS + slot) * env->ranges * env->page);
+	for (unsigned i = 0; i < g->n;) {
+		int cnt = 0;
+		off_t at = off + (off_t)(i * env->page);
+		for (; i < g->n && cnt < 64; i++, cnt++)
+			iov[cnt] = (struct iovec){(void *)g->r[i].buf, env->page};
+		int e = pwritev_full(p->scratch, iov, cnt, at, 0);
+		if (e < 0) {
+			snprintf(why, n, "scratch write: %s", strerror(-e));
+			return e;
+		}
+	}
+	int e = datasync(p->scratch);
+	atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+	if (e < 0) {
+		snprintf(why, n, "scratch fdatasync: %s", strerror(-e));
+		return e;
+	}
+	/* 2. the pages home, and a wait per file */
+	return home_and_sync(p, g, why, n);
+}
+
+/* --- atomio ------------------------------------------------------------------ */
+
+struct am {
+	atomio *st;
+	int files[MAX_FILES_OPEN];
+	size_t page;
+	char err[512];
+};
+
+static int am_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	struct am *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->page = env->page;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/atomio.log", env->dir);
+	struct atomio_options o = {.log_size = env->log_size, .flags = ATOMIO_CREATE,
+				   .errbuf = a->err, .errbuf_size = sizeof(a->err)};
+	int r = atomio_open(path, &o, &a->st);
+	if (r < 0) {
+		snprintf(why, n, "atomio_open %s: %s", path, a->err[0] ? a->err : atomio_strerror(r));
+		free(a);
+		return r;
+	}
+	for (unsigned i = 0; i < env->nfiles; i++) {
+		r = atomio_file_open(a->st, env->paths[i], env->direct ? O_DIRECT : 0, 0);
+		if (r < 0) {
+			snprintf(why, n, "atomio_file_open %s: %s", env->paths[i],
+				 a->err[0] ? a->err : atomio_strerror(r));
+			atomio_close(a->st);
+			free(a);
+			return r;
+		}
+		a->files[i] = r;
+	}
+	*state = a;
+	return 0;
+}
+
+static int am_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
+{
+	struct am *a = state;
+	int r;
+	if (g->n == 1) {
+		ssize_t w = atomio_pwrite(a->st, a->files[g->r[0].file], g->r[0].buf, a->page,
+					  (off_t)g->r[0].off);
+		r = w < 0 ? (int)w : 0;
+		if (r < 0)
+			snprintf(why, n, "atomio_pwrite: %s", atomio_strerror(r));
+		return r;
+	}
+	atomio_tx *tx;
+	r = atomio_tx_begin(a->st, &tx);
+	for (unsigned i = 0; r == 0 && i < g->n; i++)
+		r = atomio_tx_write(tx, a->files[g->r[i].file], g->r[i].buf, a->page, (off_t)g->r[i].off);
+	if (r == 0)
+		r = atomio_tx_commit(tx);
+	else
+		atomio_tx_abort(tx);
+	if (r < 0)
+		snprintf(why, n, "atomio group: %s", atomio_strerror(r));
+	return r;
+}
+
+static int am_finish(void *state, char *why, size_t n)
+{
+	struct am *a = state;
+	int r = atomio_checkpoint(a->st);
+	if (r < 0)
+		snprintf(why, n, "atomio_checkpoint: %s", atomio_strerror(r));
+	return r;
+}
+
+static void am_counters(void *state, struct mode_counters *c)
+{
+	struct am *a = state;
+	struct atomio_stats s;
+	atomio_stats(a->st, &s);
+	c->waits = s.log_syncs + s.data_syncs;
+	c->log_bytes = s.bytes_logged;
+	c->home_bytes = s.bytes_home;
+	c->checkpoints = s.checkpoints;
+}
+
+static void am_teardown(void *state)
+{
+	struct am *a = state;
+	int r = atomio_close(a->st);
+	if (r < 0)
+		cli_warn("atomio mode: atomio_close: %s", atomio_strerror(r));
+	free(a);
+}
+
+/* --- kernel RWF_ATOMIC ----------------------------------------------------------- */
+
+static int kernel_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	if (env->ranges > 1) {
+		snprintf(why, n, "RWF_ATOMIC makes one range atomic, not a group of %u", env->ranges);
+		return BENCH_SKIP;
+	}
+	if (!env->direct) {
+		snprintf(why, n, "RWF_ATOMIC needs O_DIRECT (drop --buffered)");
+		return BENCH_SKIP;
+	}
+	struct plain *p;
+	int r = unsafe_setup(env, (void **)&p, why, n);
+	if (r < 0)
+		return r;
+	struct stx_info sx;
+	r = sys_statx_info(p->fds[0], "", AT_EMPTY_PATH, &sx);
+	if (r < 0 || !sx.has_atomic || !sx.unit_max) {
+		snprintf(why, n, "%s does not accept RWF_ATOMIC (statx: no atomic write limits)",
+			 env->fs_desc);
+		plain_teardown(p);
+		return BENCH_SKIP;
+	}
+	if (env->page < sx.unit_min || env->page > sx.unit_max || (env->page & (env->page - 1))) {
+		snprintf(why, n, "%zu-byte pages are outside RWF_ATOMIC's unit range %u..%u here",
+			 env->page, sx.unit_min, sx.unit_max);
+		plain_teardown(p);
+		return BENCH_SKIP;
+	}
+	/* One real write: statx can promise what the write path refuses. */
+	void *buf = NULL;
+	if (posix_memalign(&buf, 4096, env->page)) {
+		plain_teardown(p);
+		return -ENOMEM;
+	}
+	memset(buf, 0, env->page);
+	r = pwrite_full(p->fds[0], buf, env->page, 0, RWF_ATOMIC | RWF_DSYNC);
+	free(buf);
+	if (r < 0) {
+		snprintf(why, n, "a trial RWF_ATOMIC write failed: %s", strerror(-r));
+		plain_teardown(p);
+		return r == -EOPNOTSUPP || r == -EINVAL ? BENCH_SKIP : r;
+	}
+	*state = p;
+	return 0;
+}
+
+static int kernel_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
+{
+	struct plain *p = state;
+	const struct bench_range *r = &g->r[0];
+	/* One range; one device wait (RWF_DSYNC), all or nothing (RWF_ATOMIC):
+	 * no short-write retry, a partial atomic write would be a kernel bug. */
+	struct iovec iov = {(void *)r->buf, p->env->page};
+	ssize_t w = pwritev2(p->fds[r->file], &iov, 1, (off_t)r->off, RWF_ATOMIC | RWF_DSYNC);
+	atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+	if (w != (ssize_t)p->env->page) {
+		int e = w < 0 ? -errno : -EIO;
+		snprintf(why, n, "pwritev2(RWF_ATOMIC): %s", w < 0 ? strerror(-e) : "short write");
+		return e;
+	}
+	return 0;
+}
+
+/* --- the table ------------------------------------------------------------------ */
+
+static const struct bench_mode m_unsafe = {
+	"unsafe", "pwrite + fdatasync per file: durable, no torn-page protection",
+	unsafe_setup, unsafe_op, NULL, plain_counters, plain_teardown,
+};
+static const struct bench_mode m_doublewrite = {
+	"doublewrite", "InnoDB-style: pages to a scratch area + fdatasync, then home + fdatasync",
+	dw_setup, dw_op, NULL, plain_counters, plain_teardown,
+};
+static const struct bench_mode m_atomio = {
+	"atomio", "one atomio group per op (atomio_pwrite for one range)",
+	am_setup, am_op, am_finish, am_counters, am_teardown,
+};
+static const struct bench_mode m_kernel = {
+	"kernel", "pwritev2(RWF_ATOMIC|RWF_DSYNC), one range, O_DIRECT, where the fs accepts it",
+	kernel_setup, kernel_op, NULL, plain_counters, plain_teardown,
+};
+
+const struct bench_mode *const bench_modes[] = {&m_unsafe, &m_doublewrite, &m_atomio, &m_kernel};
+const unsigned bench_nmodes = sizeof(bench_modes) / sizeof(bench_modes[0]);

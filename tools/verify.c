@@ -1,0 +1,931 @@
+/*
+ * verify.c: `atomio verify write` and `atomio verify check` (see verify.h
+ * for the method, the block format and the state file).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "atomio.h"
+#include "cli.h"
+#include "sys.h" /* RWF_ATOMIC, RWF_DSYNC */
+#include "verify.h"
+
+/* --- blocks ------------------------------------------------------------------ */
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+struct sect_hdr {
+	uint64_t group, block, run;
+	uint32_t sector, magic;
+};
+
+void v_stamp(void *buf, uint32_t bsize, uint64_t run, uint64_t idx, uint64_t g)
+{
+	char *p = buf;
+	for (uint32_t s = 0; s < bsize / V_SECTOR; s++) {
+		char *sec = p + (size_t)s * V_SECTOR;
+		struct sect_hdr h = {g, idx, run, s, V_MAGIC};
+		memcpy(sec, &h, sizeof(h));
+		uint64_t x = mix(run ^ mix(idx ^ mix(g ^ mix(s))));
+		for (size_t k = sizeof(h); k + 8 <= V_SECTOR; k += 8) {
+			x = mix(x);
+			memcpy(sec + k, &x, 8);
+		}
+	}
+	uint64_t c = XXH3_64bits_withSeed(p, bsize - 8, run);
+	memcpy(p + bsize - 8, &c, 8);
+}
+
+static uint64_t rng_next(uint64_t *s) { return mix(*s += 0x632BE59BD9B4E019ull); }
+
+void v_group_blocks(const struct vstate_hdr *h, uint64_t g, uint64_t *out)
+{
+	uint64_t s = mix(h->seed ^ mix(g));
+	if (h->mode == VM_KERNEL) {
+		/* one naturally aligned run of R blocks: one RWF_ATOMIC write */
+		uint64_t start = rng_next(&s) % (h->nblocks / h->ranges) * h->ranges;
+		for (uint32_t i = 0; i < h->ranges; i++)
+			out[i] = start + i;
+		return;
+	}
+	for (uint32_t i = 0; i < h->ranges; i++) {
+		bool dup;
+		do {
+			out[i] = rng_next(&s) % h->nblocks;
+			dup = false;
+			for (uint32_t k = 0; k < i; k++)
+				dup |= out[k] == out[i];
+		} while (dup);
+	}
+}
+
+/* --- state file ----------------------------------------------------------------- */
+
+static uint64_t rec_csum(uint64_t run, uint64_t g) { return mix(run ^ 0x5354415445524543ull) ^ mix(g); }
+
+static int read_full(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (int)(done == len);
+}
+
+static int write_full(int fd, const void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int sync_fd(int fd, bool data_only)
+{
+	int r;
+	do
+		r = data_only ? fdatasync(fd) : fsync(fd);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+static int sync_dir_of(const char *path)
+{
+	char d[PATH_MAX];
+	snprintf(d, sizeof(d), "%s", path);
+	char *s = strrchr(d, '/');
+	if (!s)
+		strcpy(d, ".");
+	else if (s == d)
+		d[1] = 0;
+	else
+		*s = 0;
+	int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = sync_fd(fd, false);
+	close(fd);
+	return r;
+}
+
+/* Read the header and count the acknowledged groups. */
+static int state_load(const char *path, struct vstate_hdr *h, uint64_t *acked)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		cli_warn("state file %s: %s", path, strerror(errno));
+		return EX_ERROR;
+	}
+	int r = read_full(fd, h, sizeof(*h), 0);
+	if (r <= 0 || memcmp(h->magic, V_STATE_MAGIC, 8) || h->version != 1 ||
+	    XXH3_64bits_withSeed(h, offsetof(struct vstate_hdr, csum), 0) != h->csum ||
+	    h->bsize < V_SECTOR || h->bsize % V_SECTOR || !h->ranges || h->ranges > V_MAX_RANGES ||
+	    h->nblocks < 4ull * h->ranges || h->mode < VM_ATOMIO || h->mode > VM_KERNEL) {
+		close(fd);
+		cli_warn("state file %s: %s", path,
+			 r < 0 ? strerror(-r) : "not an atomio verify state file (or its header is damaged)");
+		return EX_ERROR;
+	}
+	/* Records in 64 KiB chunks; the first missing or bad one ends the list
+	 * (a torn last record is the normal end after a power cut). */
+	uint64_t a = 0;
+	char buf[65536];
+	for (off_t off = V_STATE_HDR;; off += sizeof(buf)) {
+		ssize_t n = pread(fd, buf, sizeof(buf), off);
+		if (n < 0 && errno == EINTR) {
+			off -= sizeof(buf);
+			continue;
+		}
+		if (n <= 0)
+			break;
+		bool end = false;
+		for (ssize_t k = 0; k + (ssize_t)V_STATE_REC <= n; k += V_STATE_REC) {
+			uint64_t rec[2];
+			memcpy(rec, buf + k, sizeof(rec));
+			if (rec[0] != a + 1 || rec[1] != rec_csum(h->run_id, rec[0])) {
+				end = true;
+				break;
+			}
+			a++;
+		}
+		if (end || n < (ssize_t)sizeof(buf))
+			break;
+	}
+	close(fd);
+	*acked = a;
+	return EX_OK;
+}
+
+/* --- write ------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t v_stop;
+static void v_on_signal(int sig)
+{
+	(void)sig;
+	v_stop = 1;
+}
+
+static void data_paths(const struct vopts *o, char *data, char *log, size_t n)
+{
+	snprintf(data, n, "%s/%s", o->dir, V_DATA_NAME);
+	snprintf(log, n, "%s/%s", o->dir, V_LOG_NAME);
+}
+
+int v_write(const struct vopts *o)
+{
+	char data[PATH_MAX + 64], logp[PATH_MAX + 64];
+	data_paths(o, data, logp, sizeof(data));
+	struct stat ds, ss;
+	if (stat(o->dir, &ds) < 0) {
+		cli_warn("%s: %s", o->dir, strerror(errno));
+		return EX_ERROR;
+	}
+	if (!S_ISDIR(ds.st_mode)) {
+		cli_warn("%s: not a directory", o->dir);
+		return EX_ERROR;
+	}
+	if (lstat(o->state, &ss) == 0) {
+		cli_warn("state file %s exists: check it first, or remove it to start a new run", o->state);
+		return EX_ERROR;
+	}
+	if (o->mode == VM_KERNEL && !o->direct) {
+		cli_warn("--kernel needs O_DIRECT (drop --buffered)");
+		return EX_USAGE;
+	}
+	uint64_t rid;
+	if (getrandom(&rid, sizeof(rid), 0) != sizeof(rid))
+		rid = mix((uint64_t)time(NULL) ^ (uint64_t)getpid());
+
+	/* Start clean: a log left by an earlier run could otherwise replay its
+	 * records into the new data file's predecessor (recovery refuses a
+	 * replaced file; we remove both). */
+	if ((unlink(data) < 0 && errno != ENOENT) || (unlink(logp) < 0 && errno != ENOENT)) {
+		cli_warn("removing the previous run's files in %s: %s", o->dir, strerror(errno));
+		return EX_ERROR;
+	}
+	bool direct = o->direct;
+	int fd = open(data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
+	if (fd < 0 && errno == EINVAL && direct && o->mode != VM_KERNEL) {
+		if (!o->quiet)
+			cli_warn("O_DIRECT refused in %s; using buffered writes", o->dir);
+		direct = false;
+		fd = open(data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	}
+	if (fd < 0) {
+		int e = errno;
+		cli_warn("creating %s: %s", data, strerror(e));
+		return o->mode == VM_KERNEL && e == EINVAL ? EX_UNSUPP : EX_ERROR;
+	}
+	uint64_t gbytes = (uint64_t)o->ranges * o->bsize;
+	if (o->mode == VM_KERNEL) {
+		struct stx_info sx;
+		int r = sys_statx_info(fd, "", AT_EMPTY_PATH, &sx);
+		if (r < 0 || !sx.has_atomic || !sx.unit_max || gbytes < sx.unit_min || gbytes > sx.unit_max ||
+		    (gbytes & (gbytes - 1))) {
+			if (r < 0 || !sx.has_atomic || !sx.unit_max)
+				cli_warn("--kernel: this filesystem does not accept RWF_ATOMIC (statx: no atomic "
+					 "write limits)");
+			else
+				cli_warn("--kernel: a group of %llu bytes is outside RWF_ATOMIC's unit range "
+					 "%u..%u (or not a power of two)",
+					 (unsigned long long)gbytes, sx.unit_min, sx.unit_max);
+			close(fd);
+			unlink(data);
+			return EX_UNSUPP;
+		}
+	}
+	/* Version 0 of every block, durable, before any group. */
+	size_t chunk_blocks = (1u << 20) / o->bsize ? (1u << 20) / o->bsize : 1;
+	char *buf = NULL;
+	if (posix_memalign((void **)&buf, 4096, chunk_blocks * o->bsize + gbytes)) {
+		close(fd);
+		return EX_ERROR;
+	}
+	char *gbuf = buf + chunk_blocks * o->bsize;
+	for (uint64_t b = 0; b < o->nblocks; b += chunk_blocks) {
+		uint64_t n = o->nblocks - b < chunk_blocks ? o->nblocks - b : chunk_blocks;
+		for (uint64_t k = 0; k < n; k++)
+			v_stamp(buf + k * o->bsize, o->bsize, rid, b + k, 0);
+		int r = write_full(fd, buf, n * o->bsize, (off_t)(b * o->bsize));
+		if (r < 0) {
+			cli_warn("filling %s: %s", data, strerror(-r));
+			free(buf);
+			close(fd);
+			return EX_ERROR;
+		}
+	}
+	int r = sync_fd(fd, false);
+	if (r == 0)
+		r = sync_dir_of(data);
+	if (r < 0) {
+		cli_warn("syncing %s: %s", data, strerror(-r));
+		free(buf);
+		close(fd);
+		return EX_ERROR;
+	}
+	struct stat fs;
+	fstat(fd, &fs);
+
+	atomio *st = NULL;
+	int afile = -1;
+	char err[512] = "";
+	if (o->mode == VM_ATOMIO) {
+		close(fd);
+		fd = -1;
+		struct atomio_options ao = {.log_size = o->log_size, .flags = ATOMIO_CREATE,
+					    .errbuf = err, .errbuf_size = sizeof(err)};
+		r = atomio_open(logp, &ao, &st);
+		if (r == 0) {
+			afile = atomio_file_open(st, data, direct ? O_DIRECT : 0, 0);
+			r = afile < 0 ? afile : 0;
+		}
+		if (r < 0) {
+			cli_warn("opening the store %s: %s", logp, err[0] ? err : atomio_strerror(r));
+			if (st)
+				atomio_close(st);
+			free(buf);
+			return EX_ERROR;
+		}
+		fd = atomio_file_fd(st, afile);
+	}
+
+	/* The state file, durable (and its directory entry) before group 1. */
+	struct vstate_hdr h = {0};
+	memcpy(h.magic, V_STATE_MAGIC, 8);
+	h.version = 1;
+	h.mode = o->mode;
+	h.run_id = rid;
+	h.seed = o->seed;
+	h.bsize = o->bsize;
+	h.ranges = o->ranges;
+	h.nblocks = o->nblocks;
+	h.data_ino = fs.st_ino;
+	h.data_dev = fs.st_dev;
+	h.flags = direct ? 1 : 0;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	h.created_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	h.csum = XXH3_64bits_withSeed(&h, offsetof(struct vstate_hdr, csum), 0);
+	int sfd = open(o->state, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (sfd < 0 || (r = write_full(sfd, &h, sizeof(h), 0)) < 0 || (r = sync_fd(sfd, false)) < 0 ||
+	    (r = sync_dir_of(o->state)) < 0) {
+		cli_warn("state file %s: %s", o->state, strerror(sfd < 0 ? errno : -r));
+		if (st)
+			atomio_close(st);
+		else
+			close(fd);
+		free(buf);
+		return EX_ERROR;
+	}
+	struct stat sts;
+	if (fstat(sfd, &sts) == 0 && sts.st_dev == ds.st_dev && !o->quiet)
+		cli_warn("warning: the state file is on the same filesystem as %s; a power cut can lose "
+			 "both (fine for a process-crash test)", o->dir);
+
+	struct sigaction sa = {0};
+	sa.sa_handler = v_on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	v_stop = 0;
+	if (!o->quiet)
+		fprintf(stderr, "%s: writing groups of %u x %u-byte blocks (%s) into %s; state in %s\n",
+			cli_cmd, o->ranges, o->bsize,
+			o->mode == VM_ATOMIO ? "atomio groups" : o->mode == VM_RAW ? "plain writes"
+										  : "RWF_ATOMIC",
+			data, o->state);
+
+	uint64_t *blocks = calloc(o->ranges, sizeof(uint64_t));
+	double t0 = now_sec(), last = t0;
+	uint64_t g = 0, last_g = 0;
+	int rc = EX_OK;
+	if (!blocks) {
+		cli_warn("out of memory");
+		v_stop = 1;
+		rc = EX_ERROR;
+	}
+	while (!v_stop) {
+		if (o->groups && g >= o->groups)
+			break;
+		if (o->duration > 0 && now_sec() - t0 >= o->duration)
+			break;
+		g++;
+		v_group_blocks(&h, g, blocks);
+		const char *what = NULL;
+		r = 0;
+		if (o->mode == VM_ATOMIO) {
+			atomio_tx *tx;
+			r = atomio_tx_begin(st, &tx);
+			for (unsigned i = 0; r == 0 && i < o->ranges; i++) {
+				v_stamp(gbuf, o->bsize, rid, blocks[i], g);
+				r = atomio_tx_write(tx, afile, gbuf, o->bsize, (off_t)(blocks[i] * o->bsize));
+			}
+			if (r == 0)
+				r = atomio_tx_commit(tx);
+			else
+				atomio_tx_abort(tx);
+			what = "atomio commit";
+		} else if (o->mode == VM_RAW) {
+			for (unsigned i = 0; r == 0 && i < o->ranges; i++) {
+				v_stamp(gbuf, o->bsize, rid, blocks[i], g);
+				r = write_full(fd, gbuf, o->bsize, (off_t)(blocks[i] * o->bsize));
+			}
+			if (r == 0)
+				r = sync_fd(fd, true);
+			what = "write + fdatasync";
+		} else {
+			for (unsigned i = 0; i < o->ranges; i++)
+				v_stamp(gbuf + (size_t)i * o->bsize, o->bsize, rid, blocks[i], g);
+			struct iovec iov = {gbuf, gbytes};
+			ssize_t n = pwritev2(fd, &iov, 1, (off_t)(blocks[0] * o->bsize), RWF_ATOMIC | RWF_DSYNC);
+			r = n == (ssize_t)gbytes ? 0 : n < 0 ? -errno : -EIO;
+			what = "pwritev2(RWF_ATOMIC|RWF_DSYNC)";
+		}
+		if (r < 0) {
+			cli_warn("group %llu: %s: %s", (unsigned long long)g, what,
+				 err[0] ? err : atomio_strerror(r));
+			rc = o->mode == VM_KERNEL && g == 1 && (r == -EOPNOTSUPP || r == -EINVAL) ? EX_UNSUPP
+												: EX_ERROR;
+			g--;
+			break;
+		}
+		/* Acknowledged: record it, durably, before the next group. */
+		uint64_t rec[2] = {g, rec_csum(rid, g)};
+		r = write_full(sfd, rec, sizeof(rec), (off_t)(V_STATE_HDR + (g - 1) * V_STATE_REC));
+		if (r == 0)
+			r = sync_fd(sfd, true);
+		if (r < 0) {
+			cli_warn("state file %s: %s", o->state, strerror(-r));
+			rc = EX_ERROR;
+			break;
+		}
+		if (o->after_ack)
+			o->after_ack(g, st, fd, o->hook_arg);
+		double t = now_sec();
+		if (!o->quiet && t - last >= 1.0) {
+			fprintf(stderr, "%s: %llu groups acknowledged (%.0f/s)\n", cli_cmd,
+				(unsigned long long)g, (double)(g - last_g) / (t - last));
+			last = t;
+			last_g = g;
+		}
+	}
+	double secs = now_sec() - t0;
+	free(blocks);
+	free(buf);
+	close(sfd);
+	if (st) {
+		r = atomio_close(st);
+		if (r < 0 && rc == EX_OK) {
+			cli_warn("closing the store: %s", err[0] ? err : atomio_strerror(r));
+			rc = EX_ERROR;
+		}
+	} else {
+		close(fd);
+	}
+	if (!o->quiet)
+		printf("%llu groups acknowledged in %.1f s (%.0f/s); after a crash or power cut run:\n"
+		       "  atomio verify check %s --state %s\n",
+		       (unsigned long long)g, secs, secs > 0 ? (double)g / secs : 0.0, o->dir, o->state);
+	return rc;
+}
+
+/* --- check ---------------------------------------------------------------------------- */
+
+enum { ST_OK = 0, ST_TORN, ST_LOST, ST_CORRUPT, ST_FUTURE };
+
+static void add_example(struct vresult *r, uint64_t block, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void add_example(struct vresult *r, uint64_t block, const char *fmt, ...)
+{
+	if (r->nex >= V_EXAMPLES)
+		return;
+	struct vproblem *p = &r->ex[r->nex++];
+	p->block = block;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->what, sizeof(p->what), fmt, ap);
+	va_end(ap);
+}
+
+static bool group_wrote(const struct vstate_hdr *h, uint64_t g, uint64_t idx, uint64_t *tmp)
+{
+	if (g == 0)
+		return true;
+	v_group_blocks(h, g, tmp);
+	for (uint32_t i = 0; i < h->ranges; i++)
+		if (tmp[i] == idx)
+			return true;
+	return false;
+}
+
+/* Describe a block whose checksum fails: which version each sector holds. */
+static int torn_desc(const struct vstate_hdr *h, const char *b, uint64_t idx, char *out, size_t n)
+{
+	uint32_t ns = h->bsize / V_SECTOR;
+	size_t len = 0;
+	int known = 0;
+	uint64_t prev_g = UINT64_MAX;
+	uint32_t start = 0;
+	out[0] = 0;
+	for (uint32_t s = 0; s <= ns; s++) {
+		uint64_t gs = UINT64_MAX - 1; /* unknown */
+		if (s < ns) {
+			struct sect_hdr sh;
+			memcpy(&sh, b + (size_t)s * V_SECTOR, sizeof(sh));
+			if (sh.magic == V_MAGIC && sh.run == h->run_id && sh.block == idx && sh.sector == s) {
+				gs = sh.group;
+				known++;
+			}
+		}
+		if (s == ns || (s > 0 && gs != prev_g)) {
+			if (len < n) {
+				char what[48];
+				if (prev_g == UINT64_MAX - 1)
+					snprintf(what, sizeof(what), "unrecognised");
+				else
+					snprintf(what, sizeof(what), "group %llu", (unsigned long long)prev_g);
+				if (start == s - 1)
+					len += (size_t)snprintf(out + len, n - len, "%ssector %u %s",
+								len ? ", " : "", start, what);
+				else
+					len += (size_t)snprintf(out + len, n - len, "%ssectors %u-%u %s",
+								len ? ", " : "", start, s - 1, what);
+			}
+			start = s;
+		}
+		prev_g = gs;
+	}
+	return known;
+}
+
+int v_check(const struct vopts *o, struct vresult *res)
+{
+	memset(res, 0, sizeof(*res));
+	int rc = state_load(o->state, &res->hdr, &res->acked);
+	if (rc)
+		return rc;
+	const struct vstate_hdr *h = &res->hdr;
+	char data[PATH_MAX + 64], logp[PATH_MAX + 64];
+	data_paths(o, data, logp, sizeof(data));
+	struct stat fs;
+	if (lstat(data, &fs) < 0) {
+		cli_warn("%s: %s", data, strerror(errno));
+		return EX_ERROR;
+	}
+	if (!S_ISREG(fs.st_mode) || fs.st_ino != h->data_ino) {
+		cli_warn("%s is not the data file the state file describes (inode %llu, expected %llu)",
+			 data, (unsigned long long)fs.st_ino, (unsigned long long)h->data_ino);
+		return EX_ERROR;
+	}
+	if (h->mode == VM_ATOMIO) {
+		/* What the application would see: recover first (replays every
+		 * committed group whole), then read the file. */
+		char err[512] = "";
+		struct atomio_options ao = {.flags = o->force_paths ? ATOMIO_FORCE_PATHS : 0,
+					    .errbuf = err, .errbuf_size = sizeof(err)};
+		atomio *st;
+		int r = atomio_open(logp, &ao, &st);
+		if (r == -EBUSY) {
+			cli_warn("the store %s is in use: stop the writer first", logp);
+			return EX_ERROR;
+		}
+		if (r < 0) {
+			cli_warn("recovering the store %s: %s", logp, err[0] ? err : atomio_strerror(r));
+			return EX_ERROR;
+		}
+		struct atomio_stats s;
+		atomio_stats(st, &s);
+		res->recovered = s.groups_recovered;
+		r = atomio_close(st);
+		if (r < 0) {
+			cli_warn("closing the store %s: %s", logp, atomio_strerror(r));
+			return EX_ERROR;
+		}
+	}
+	int fd = open(data, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		cli_warn("%s: %s", data, strerror(errno));
+		return EX_ERROR;
+	}
+	uint64_t N = h->nblocks, A = res->acked;
+	uint64_t *last = calloc(N, sizeof(uint64_t));
+	uint8_t *status = calloc(N, 1);
+	uint64_t *tmp = calloc(h->ranges, sizeof(uint64_t));
+	uint64_t *infl = calloc(h->ranges, sizeof(uint64_t));
+	size_t chunk = ((4u << 20) / h->bsize ? (4u << 20) / h->bsize : 1) * (size_t)h->bsize;
+	char *buf = malloc(chunk);
+	if (!last || !status || !tmp || !infl || !buf) {
+		cli_warn("out of memory for %llu blocks", (unsigned long long)N);
+		close(fd);
+		return EX_ERROR;
+	}
+	for (uint64_t g = 1; g <= A; g++) {
+		v_group_blocks(h, g, tmp);
+		for (uint32_t i = 0; i < h->ranges; i++)
+			last[tmp[i]] = g;
+	}
+	v_group_blocks(h, A + 1, infl);
+	res->inflight_size = h->ranges;
+
+	uint64_t done_bytes = 0, total = N * h->bsize;
+	for (uint64_t b = 0; b < N;) {
+		size_t want = total - done_bytes < chunk ? (size_t)(total - done_bytes) : chunk;
+		int r = read_full(fd, buf, want, (off_t)done_bytes);
+		if (r < 0) {
+			cli_warn("reading %s: %s", data, strerror(-r));
+			close(fd);
+			return EX_ERROR;
+		}
+		if (r == 0) {
+			cli_warn("%s is shorter than the %llu blocks the state file describes", data,
+				 (unsigned long long)N);
+			close(fd);
+			return EX_ERROR;
+		}
+		for (size_t off = 0; off < want; off += h->bsize, b++) {
+			const char *blk = buf + off;
+			bool in_flight = false;
+			for (uint32_t i = 0; i < h->ranges; i++)
+				in_flight |= infl[i] == b;
+			uint64_t c;
+			memcpy(&c, blk + h->bsize - 8, 8);
+			struct sect_hdr sh;
+			memcpy(&sh, blk, sizeof(sh));
+			if (c != XXH3_64bits_withSeed(blk, h->bsize - 8, h->run_id)) {
+				char d[160];
+				int known = torn_desc(h, blk, b, d, sizeof(d));
+				if (known) {
+					status[b] = ST_TORN;
+					res->torn++;
+					add_example(res, b, "torn: %s", d);
+				} else {
+					status[b] = ST_CORRUPT;
+					res->corrupt++;
+					bool zero = true;
+					for (uint32_t k = 0; k < h->bsize && zero; k++)
+						zero = blk[k] == 0;
+					add_example(res, b, "corrupt: %s", zero ? "all zeros" : "not a block of this run");
+				}
+				continue;
+			}
+			if (sh.magic != V_MAGIC || sh.run != h->run_id || sh.block != b) {
+				status[b] = ST_CORRUPT;
+				res->corrupt++;
+				if (sh.magic == V_MAGIC && sh.run == h->run_id)
+					add_example(res, b, "corrupt: holds block %llu's data (group %llu): a "
+							    "misdirected write",
+						    (unsigned long long)sh.block, (unsigned long long)sh.group);
+				else
+					add_example(res, b, "corrupt: a valid block of another run");
+				continue;
+			}
+			uint64_t v = sh.group;
+			if (v == last[b] || (in_flight && v == A + 1)) {
+				status[b] = ST_OK;
+				res->ok++;
+				if (in_flight && v == A + 1)
+					res->inflight_new++;
+				else if (in_flight)
+					res->inflight_old++;
+			} else if (v < last[b] && group_wrote(h, v, b, tmp)) {
+				status[b] = ST_LOST;
+				res->lost++;
+				if (in_flight)
+					res->inflight_old++;
+				add_example(res, b, "lost: shows group %llu, but acknowledged group %llu wrote it",
+					    (unsigned long long)v, (unsigned long long)last[b]);
+			} else {
+				status[b] = ST_CORRUPT;
+				res->corrupt++;
+				add_example(res, b, "corrupt: shows group %llu, which %s", (unsigned long long)v,
+					    v > A + 1 ? "was never started (state file behind?)"
+						      : "never wrote this block");
+			}
+		}
+		done_bytes += want;
+	}
+	close(fd);
+
+	/* Half-applied acknowledged groups: a lost block next to a block of
+	 * the same group that made it (each group counted once). */
+	uint64_t *counted = NULL;
+	size_t ncounted = 0, capc = 0;
+	for (uint64_t b = 0; b < N; b++) {
+		if (status[b] != ST_LOST)
+			continue;
+		uint64_t g = last[b];
+		bool seen = false;
+		for (size_t k = 0; k < ncounted && !seen; k++)
+			seen = counted[k] == g;
+		if (seen)
+			continue;
+		v_group_blocks(h, g, tmp);
+		bool some_ok = false;
+		for (uint32_t i = 0; i < h->ranges; i++)
+			some_ok |= last[tmp[i]] == g && status[tmp[i]] == ST_OK;
+		if (ncounted == capc) {
+			capc = capc ? 2 * capc : 16;
+			uint64_t *nc = realloc(counted, capc * sizeof(uint64_t));
+			if (!nc)
+				break;
+			counted = nc;
+		}
+		counted[ncounted++] = g;
+		if (some_ok) {
+			res->half++;
+			add_example(res, b, "group %llu (acknowledged) is half-applied: this block lost it, "
+					    "others of the group have it", (unsigned long long)g);
+		}
+	}
+	free(counted);
+	if (res->inflight_new && res->inflight_old) {
+		res->half++;
+		add_example(res, infl[0], "group %llu (in flight at the crash) is half-applied: %llu of "
+					  "%u blocks new", (unsigned long long)(A + 1),
+			    (unsigned long long)res->inflight_new, h->ranges);
+	}
+	free(last);
+	free(status);
+	free(tmp);
+	free(infl);
+	free(buf);
+	return res->torn || res->lost || res->corrupt || res->half ? EX_FOUND : EX_OK;
+}
+
+static const char *mode_name(uint32_t m)
+{
+	return m == VM_ATOMIO ? "atomio groups" : m == VM_RAW ? "plain writes (--raw)" : "RWF_ATOMIC (--kernel)";
+}
+
+void v_print(const struct vopts *o, const struct vresult *r, bool json)
+{
+	const struct vstate_hdr *h = &r->hdr;
+	bool pass = !(r->torn || r->lost || r->corrupt || r->half);
+	const char *infl = r->inflight_new == 0 ? "not applied"
+			   : r->inflight_old == 0 ? "applied whole"
+						  : "HALF-APPLIED";
+	if (json) {
+		struct json j;
+		json_init(&j, stdout);
+		json_obj(&j, NULL);
+		json_str(&j, "target", o->dir);
+		json_str(&j, "state", o->state);
+		json_str(&j, "mode", h->mode == VM_ATOMIO ? "atomio" : h->mode == VM_RAW ? "raw" : "kernel");
+		json_uint(&j, "block_size", h->bsize);
+		json_uint(&j, "blocks", h->nblocks);
+		json_uint(&j, "ranges_per_group", h->ranges);
+		json_uint(&j, "acknowledged_groups", r->acked);
+		if (h->mode == VM_ATOMIO)
+			json_uint(&j, "recovered_groups", r->recovered);
+		json_obj(&j, "in_flight_group");
+		json_uint(&j, "group", r->acked + 1);
+		json_uint(&j, "blocks_new", r->inflight_new);
+		json_uint(&j, "blocks_old", r->inflight_old);
+		json_str(&j, "status", infl);
+		json_end_obj(&j);
+		json_uint(&j, "ok", r->ok);
+		json_uint(&j, "torn", r->torn);
+		json_uint(&j, "lost", r->lost);
+		json_uint(&j, "corrupt", r->corrupt);
+		json_uint(&j, "half_applied_groups", r->half);
+		json_bool(&j, "pass", pass);
+		json_arr(&j, "examples");
+		for (unsigned i = 0; i < r->nex; i++) {
+			json_obj(&j, NULL);
+			json_uint(&j, "block", r->ex[i].block);
+			json_str(&j, "problem", r->ex[i].what);
+			json_end_obj(&j);
+		}
+		json_end_arr(&j);
+		json_end_obj(&j);
+		json_finish(&j);
+		return;
+	}
+	printf("target      %s: %s, %llu blocks of %u bytes, %u per group\n", o->dir, mode_name(h->mode),
+	       (unsigned long long)h->nblocks, h->bsize, h->ranges);
+	printf("state       %s: %llu groups acknowledged\n", o->state, (unsigned long long)r->acked);
+	if (h->mode == VM_ATOMIO)
+		printf("recovery    replayed %llu committed groups from the log\n",
+		       (unsigned long long)r->recovered);
+	printf("in flight   group %llu: %s (%llu of %u blocks new)\n", (unsigned long long)(r->acked + 1),
+	       infl, (unsigned long long)r->inflight_new, h->ranges);
+	printf("blocks      %llu ok, %llu torn, %llu lost, %llu corrupt; %llu half-applied groups\n",
+	       (unsigned long long)r->ok, (unsigned long long)r->torn, (unsigned long long)r->lost,
+	       (unsigned long long)r->corrupt, (unsigned long long)r->half);
+	for (unsigned i = 0; i < r->nex; i++)
+		printf("  block %llu: %s\n", (unsigned long long)r->ex[i].block, r->ex[i].what);
+	if (pass)
+		printf("PASS: no torn block, no lost acknowledged write, no half-applied group\n");
+	else
+		printf("FAIL: %llu torn, %llu lost, %llu corrupt, %llu half-applied groups\n",
+		       (unsigned long long)r->torn, (unsigned long long)r->lost, (unsigned long long)r->corrupt,
+		       (unsigned long long)r->half);
+}
+
+/* --- command line ------------------------------------------------------------------------ */
+
+static void help(void)
+{
+	printf("usage: atomio verify write DIR --state FILE [--raw | --kernel] [OPTIONS]\n"
+	       "       atomio verify check DIR --state FILE [--json] [--force-paths]\n"
+	       "       atomio verify selftest [--dir DIR] [--keep]\n\n"
+	       "A torn-write and lost-write checker for a device or filesystem, in the spirit of\n"
+	       "diskchecker.pl.  'write' fills DIR/" V_DATA_NAME " with stamped, checksummed\n"
+	       "blocks, then writes groups of them (through atomio groups, a log in\n"
+	       "DIR/" V_LOG_NAME "; or --kernel: one RWF_ATOMIC write per group; or --raw: plain\n"
+	       "writes + fdatasync, unprotected) and records every acknowledged group in FILE,\n"
+	       "which should live on ANOTHER device.  Cut the power while it runs; after the\n"
+	       "reboot 'check' (which first recovers the atomio store) reports torn blocks, lost\n"
+	       "acknowledged writes and half-applied groups.  'selftest' proves the checker catches\n"
+	       "them: a killed writer, a lying device (through atomio's ops table) and blocks torn,\n"
+	       "reverted or misplaced by hand.\n\n"
+	       "write options:\n"
+	       "  --state FILE        where acknowledged groups are recorded (must not exist)\n"
+	       "  --raw               plain pwrite + fdatasync: shows what atomio prevents\n"
+	       "  --kernel            pwritev2(RWF_ATOMIC|RWF_DSYNC) of one aligned run of blocks\n"
+	       "  --block-size SIZE   bytes per block, a multiple of 512 (default 4096)\n"
+	       "  --blocks N          blocks in the data file (default 16384)\n"
+	       "  --ranges N          blocks per group (default 4; --kernel: a power of two)\n"
+	       "  --duration SECS     stop after this long (default: until interrupted)\n"
+	       "  --groups N          stop after N groups\n"
+	       "  --buffered          buffered data file (default O_DIRECT)\n"
+	       "  --log-size SIZE     atomio's log (default 64M)\n"
+	       "  --seed N            block choice seed (default 1)\n"
+	       "  -q, --quiet         no progress or summary lines\n"
+	       "check options:\n"
+	       "  --state FILE        the state file of the write run\n"
+	       "  --json              print the report as JSON\n"
+	       "  --force-paths       recover even if the data file was replaced (ATOMIO_FORCE_PATHS)\n"
+	       "selftest options:\n"
+	       "  --dir DIR           where to run (default /var/tmp)\n"
+	       "  --keep              keep the selftest's files\n\n"
+	       "Files in DIR named " V_DATA_NAME " and " V_LOG_NAME " are replaced by 'write'.\n"
+	       "Exit status: 0 written / no violation / every selftest scenario as expected;\n"
+	       "1 violations found (check) or a selftest scenario failed; 2 usage error;\n"
+	       "3 error; 4 not supported here (--kernel without RWF_ATOMIC).\n");
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	if (argc < 2)
+		cli_usage("which: write, check or selftest?");
+	const char *sub = argv[1];
+	if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+		help();
+		return EX_OK;
+	}
+	if (!strcmp(sub, "selftest"))
+		return v_selftest(argc - 1, argv + 1);
+	bool wr = !strcmp(sub, "write"), ck = !strcmp(sub, "check");
+	if (!wr && !ck)
+		cli_usage("no 'verify %s' (write, check or selftest)", sub);
+	enum { O_STATE = 256, O_RAW, O_KERNEL, O_BS, O_BLOCKS, O_RANGES, O_DUR, O_GROUPS, O_BUF,
+	       O_LOG, O_SEED, O_JSON, O_FORCE };
+	static const struct option lo[] = {
+		{"state", required_argument, 0, O_STATE},   {"raw", no_argument, 0, O_RAW},
+		{"kernel", no_argument, 0, O_KERNEL},       {"block-size", required_argument, 0, O_BS},
+		{"blocks", required_argument, 0, O_BLOCKS}, {"ranges", required_argument, 0, O_RANGES},
+		{"duration", required_argument, 0, O_DUR},  {"groups", required_argument, 0, O_GROUPS},
+		{"buffered", no_argument, 0, O_BUF},        {"log-size", required_argument, 0, O_LOG},
+		{"seed", required_argument, 0, O_SEED},     {"json", no_argument, 0, O_JSON},
+		{"force-paths", no_argument, 0, O_FORCE},   {"quiet", no_argument, 0, 'q'},
+		{"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+	};
+	struct vopts o = {.mode = VM_ATOMIO, .bsize = 4096, .ranges = 4, .nblocks = 16384,
+			  .direct = true, .log_size = 64ull << 20, .seed = 1};
+	bool json = false, ranges_set = false;
+	int c;
+	opterr = 0;
+	optind = 1;
+	argc--;
+	argv++;
+	while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
+		bool wopt = c == O_RAW || c == O_KERNEL || c == O_BS || c == O_BLOCKS || c == O_RANGES ||
+			    c == O_DUR || c == O_GROUPS || c == O_BUF || c == O_LOG || c == O_SEED;
+		if (ck && wopt)
+			cli_usage("'%s' is an option of 'verify write'", argv[optind - 1]);
+		if (wr && (c == O_JSON || c == O_FORCE))
+			cli_usage("'%s' is an option of 'verify check'", argv[optind - 1]);
+		switch (c) {
+		case O_STATE: o.state = optarg; break;
+		case O_RAW:
+			if (o.mode == VM_KERNEL)
+				cli_usage("--raw or --kernel, not both");
+			o.mode = VM_RAW;
+			break;
+		case O_KERNEL:
+			if (o.mode == VM_RAW)
+				cli_usage("--raw or --kernel, not both");
+			o.mode = VM_KERNEL;
+			break;
+		case O_BS: o.bsize = (uint32_t)cli_size("--block-size", optarg); break;
+		case O_BLOCKS: o.nblocks = cli_uint("--blocks", optarg, 16, 1ull << 36); break;
+		case O_RANGES: o.ranges = (unsigned)cli_uint("--ranges", optarg, 1, V_MAX_RANGES); ranges_set = true; break;
+		case O_DUR: o.duration = cli_seconds("--duration", optarg); break;
+		case O_GROUPS: o.groups = cli_uint("--groups", optarg, 1, UINT64_MAX); break;
+		case O_BUF: o.direct = false; break;
+		case O_LOG: o.log_size = cli_size("--log-size", optarg); break;
+		case O_SEED: o.seed = cli_uint("--seed", optarg, 0, UINT64_MAX); break;
+		case O_JSON: json = true; break;
+		case O_FORCE: o.force_paths = true; break;
+		case 'q': o.quiet = true; break;
+		case 'h': help(); return EX_OK;
+		default: cli_bad_option(argv, c);
+		}
+	}
+	if (optind != argc - 1)
+		cli_usage(optind >= argc ? "which DIR?" : "one DIR only");
+	o.dir = argv[optind];
+	if (!o.state)
+		cli_usage("--state FILE is required (put it on another device)");
+	if (wr) {
+		if (o.bsize < V_SECTOR || o.bsize % V_SECTOR || o.bsize > (64u << 20))
+			cli_usage("--block-size must be a multiple of 512, at most 64M");
+		if (o.mode == VM_KERNEL && !ranges_set)
+			o.ranges = 1;
+		if (o.mode == VM_KERNEL && (o.ranges & (o.ranges - 1)))
+			cli_usage("--kernel: --ranges must be a power of two (one aligned RWF_ATOMIC write)");
+		if (o.nblocks < 4ull * o.ranges)
+			cli_usage("--blocks must be at least 4 x --ranges");
+		if (o.log_size < 65536)
+			cli_usage("--log-size must be at least 64k");
+		return v_write(&o);
+	}
+	struct vresult r;
+	int rc = v_check(&o, &r);
+	if (rc == EX_OK || rc == EX_FOUND)
+		v_print(&o, &r, json);
+	return rc;
+}
