@@ -49,12 +49,14 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
  * for an operator who has checked the files by hand (atomio recover --force-paths). */
 #define ATOMIO_FORCE_PATHS 0x4u
 
-/* Engine (zero = ATOMIO_ENGINE_AUTO: io_uring when it can be set up and the
- * default system-call table is in use, else the plain engine).  At most one
- * of the two.  atomio_caps().engine says which engine a store runs. */
+/* Engine.  Zero = automatic: io_uring where it was measured to pay (the
+ * parallel O_DIRECT home writes of an ATOMIO_DIRECT_HOME store), with the
+ * default system-call table and where a ring can be set up; plain system
+ * calls for the rest.  At most one of the two.  atomio_caps().engine says
+ * whether a store uses io_uring. */
 #define ATOMIO_ENGINE_PLAIN 0x10u /* one system call per I/O, no io_uring */
-#define ATOMIO_ENGINE_URING 0x20u /* io_uring, also under a test backend; plain
-				      when io_uring cannot be set up (EPERM, ENOSYS) */
+#define ATOMIO_ENGINE_URING 0x20u /* every write through io_uring, also under a test
+				      backend; plain where io_uring cannot be set up */
 /* Kernel fast path (see atomio_caps().fast_path_max).  Zero = automatic: a
  * single-range group on an O_DIRECT file is written in place with
  * RWF_ATOMIC | RWF_DSYNC, skipping the log, only where the device backs

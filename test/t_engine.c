@@ -62,19 +62,23 @@ static void selection(void)
 	CHECK_EQ(engine_of(st), ATOMIO_ENGINE_PLAIN);
 	CHECK_OK(atomio_close(st));
 
-	/* AUTO: io_uring where the kernel allows it (skip the check where not) */
+	/* AUTO: plain log writes; io_uring for the home writes of a
+	 * DIRECT_HOME store where the kernel allows it */
 	st = open_store("auto.log", 0);
+	CHECK_EQ(engine_of(st), ATOMIO_ENGINE_PLAIN);
+	CHECK_OK(atomio_close(st));
+	st = open_store("auto.log", ATOMIO_DIRECT_HOME);
 	unsigned e = engine_of(st);
 	CHECK(e == ATOMIO_ENGINE_PLAIN || e == ATOMIO_ENGINE_URING);
 	if (e == ATOMIO_ENGINE_PLAIN)
 		fprintf(stderr, "note: io_uring unavailable here; AUTO fell back to plain\n");
 	CHECK_OK(atomio_close(st));
 
-	/* Under a test backend AUTO is plain (the ring would bypass it) ... */
+	/* Under a test backend AUTO is plain (a ring would bypass it) ... */
 	fake = atomio_sys_linux;
 	fake.name = "fake";
 	atomio_sys_set(&fake);
-	st = open_store("auto.log", 0);
+	st = open_store("auto.log", ATOMIO_DIRECT_HOME);
 	CHECK_EQ(engine_of(st), ATOMIO_ENGINE_PLAIN);
 	CHECK_OK(atomio_close(st));
 	/* ... unless asked; and a refused setup (ENOSYS, EPERM) falls back. */
