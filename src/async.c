@@ -6,7 +6,9 @@
  * log writes with every other group queued meanwhile) and returns at once.
  * A store-owned worker thread, started by the first asynchronous commit,
  * leads batches whenever the queue's head has no thread of its own waiting to
- * lead it (commit.c).  A finished group goes to the completion list; its
+ * lead it (commit.c).  A second store thread, the checkpointer, started when
+ * the log first fills to half, runs background checkpoints (checkpoint.c), so
+ * that a checkpoint never holds up the asynchronous groups.  A finished group goes to the completion list; its
  * callback runs in whichever thread calls atomio_poll, never while atomio
  * holds a lock, so a callback may begin and commit new groups.
  *
@@ -29,6 +31,7 @@ void async_init(atomio *st)
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&st->worker_cv, NULL);
 	pthread_cond_init(&st->ckpt_cv, NULL);
+	pthread_cond_init(&st->ckpter_cv, NULL);
 	st->efd = -1;
 }
 
@@ -37,14 +40,33 @@ void async_destroy(atomio *st)
 	pthread_cond_destroy(&st->cq_cv);
 	pthread_cond_destroy(&st->worker_cv);
 	pthread_cond_destroy(&st->ckpt_cv);
+	pthread_cond_destroy(&st->ckpter_cv);
 	if (st->efd >= 0)
 		atomio_sys->close(st->efd);
 	st->efd = -1;
 }
 
 /* The worker: leads batches nobody else is there to lead (asynchronous
- * groups), and runs background checkpoints (checkpoint.c). */
+ * groups). */
 static void *worker_main(void *arg)
+{
+	atomio *st = arg;
+	pthread_mutex_lock(&st->lock);
+	while (!st->worker_stop) {
+		if (st->q_head && can_lead_locked(st)) {
+			lead_locked(st);
+		} else {
+			st->worker_idle = true;
+			pthread_cond_wait(&st->worker_cv, &st->lock);
+			st->worker_idle = false;
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+/* The checkpointer: background checkpoints. */
+static void *ckpter_main(void *arg)
 {
 	atomio *st = arg;
 	pthread_mutex_lock(&st->lock);
@@ -52,10 +74,8 @@ static void *worker_main(void *arg)
 		if (st->ckpt_wanted && !st->ckpt_busy) {
 			st->ckpt_wanted = false;
 			checkpoint_background_locked(st);
-		} else if (st->q_head && can_lead_locked(st)) {
-			lead_locked(st);
 		} else {
-			pthread_cond_wait(&st->worker_cv, &st->lock);
+			pthread_cond_wait(&st->ckpter_cv, &st->lock);
 		}
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -75,17 +95,37 @@ int async_worker_locked(atomio *st)
 	return 0;
 }
 
-/* Stop the worker.  The store has no group in flight (atomio_close checked). */
+/* Ask the checkpointer (started if need be) for a background checkpoint.
+ * Lock held.  0 or -EAGAIN. */
+int async_checkpoint_locked(atomio *st)
+{
+	if (!st->ckpter_on) {
+		st->worker_stop = false;
+		int r = pthread_create(&st->ckpter, NULL, ckpter_main, st);
+		if (r)
+			return -r;
+		st->ckpter_on = true;
+	}
+	st->ckpt_wanted = true;
+	pthread_cond_signal(&st->ckpter_cv);
+	return 0;
+}
+
+/* Stop the store threads.  The store has no group in flight (atomio_close
+ * checked); a background checkpoint in progress is finished first. */
 void async_stop(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
-	bool on = st->worker_on;
+	bool w = st->worker_on, c = st->ckpter_on;
 	st->worker_stop = true;
 	pthread_cond_signal(&st->worker_cv);
+	pthread_cond_signal(&st->ckpter_cv);
 	pthread_mutex_unlock(&st->lock);
-	if (on)
+	if (w)
 		pthread_join(st->worker, NULL);
-	st->worker_on = false;
+	if (c)
+		pthread_join(st->ckpter, NULL);
+	st->worker_on = st->ckpter_on = false;
 }
 
 /* An asynchronous group is finished (commit.c).  Lock held. */
@@ -139,7 +179,7 @@ int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)
 	st->async_busy++;
 	/* Even an empty group is queued: its callback comes in commit order. */
 	commit_enqueue_locked(st, tx);
-	if (!st->log_busy)
+	if (can_lead_locked(st))
 		pthread_cond_signal(&st->worker_cv);
 	pthread_mutex_unlock(&st->lock);
 	return 0;

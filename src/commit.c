@@ -52,12 +52,25 @@ bool can_lead_locked(const atomio *st)
 	       (!st->log_inflight || (st->log_inflight < LOG_SLOTS && st->q_len >= 2));
 }
 
-/* Let whoever should lead next know: the waiter of the queue's head, and
- * anyone waiting in role_acquire (or for the writes in flight to drain). */
+/* Let whoever should lead next know: the waiter of the queue's head -- or,
+ * when that is an asynchronous group and the worker is busy elsewhere, the
+ * first committing thread behind it (it leads the whole queue from the head)
+ * -- and anyone waiting in role_acquire (or for writes in flight to drain). */
 static void wake_next_locked(atomio *st)
 {
-	if (st->q_head && st->q_head->wake && can_lead_locked(st))
-		pthread_cond_signal(st->q_head->wake);
+	if (can_lead_locked(st)) {
+		unsigned looked = 0;
+		for (atomio_tx *t = st->q_head; t && looked < 64; t = t->qnext, looked++) {
+			if (t->wake != &st->worker_cv) {
+				pthread_cond_signal(t->wake);
+				break;
+			}
+			if (st->worker_idle) {
+				pthread_cond_signal(&st->worker_cv);
+				break;
+			}
+		}
+	}
 	pthread_cond_broadcast(&st->role_cv);
 }
 
@@ -445,10 +458,8 @@ again:
 		 * home, while commits go on.  (If no worker can be started, a
 		 * full log is checkpointed in the commit path as before.) */
 		if (st->used > st->area_size / 2 && !st->ckpt_busy && !st->ckpt_wanted &&
-		    !(st->flags & ATOMIO_NO_BG_CHECKPOINT) && async_worker_locked(st) == 0) {
-			st->ckpt_wanted = true;
-			pthread_cond_signal(&st->worker_cv);
-		}
+		    !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
+			(void)async_checkpoint_locked(st);
 	}
 	uint32_t i = 0;
 	for (atomio_tx *t = first, *next; i < n; t = next, i++) {

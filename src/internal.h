@@ -168,7 +168,7 @@ struct atomio {
 	uint64_t head, head_seq, used;
 	uint64_t home_seq, home_off;
 	bool ckpt_busy;      /* a checkpoint runs */
-	bool ckpt_wanted;    /* the worker should run a background checkpoint */
+	bool ckpt_wanted;    /* the checkpointer thread should run a background checkpoint */
 	pthread_cond_t ckpt_cv;
 	uint64_t rec_epoch;  /* epoch records carry (fixed after recovery) */
 	int failed;          /* 0, or the error that poisoned the store */
@@ -198,9 +198,9 @@ struct atomio {
 	struct home_op *hops; /* io_uring home writes in flight (home role) */
 
 	/* asynchronous commits (async.c), under lock */
-	pthread_t worker;
-	bool worker_on, worker_stop;
-	pthread_cond_t worker_cv, cq_cv;
+	pthread_t worker, ckpter;
+	bool worker_on, worker_stop, worker_idle, ckpter_on;
+	pthread_cond_t worker_cv, cq_cv, ckpter_cv;
 	struct atomio_tx *cq_head, *cq_tail; /* done, callback not yet run */
 	unsigned async_busy; /* async groups queued or in a batch */
 	int efd;             /* eventfd, or -1 */
@@ -261,6 +261,7 @@ void guard_free(struct guard *g);
 /* async.c */
 void async_init(atomio *st);
 int async_worker_locked(atomio *st);
+int async_checkpoint_locked(atomio *st);
 void async_complete_locked(atomio *st, atomio_tx *tx);
 void async_stop(atomio *st);
 void async_destroy(atomio *st);
