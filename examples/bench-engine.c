@@ -3,7 +3,10 @@
  *
  * Three sections, each interleaving its modes (every repetition runs every
  * mode for the same time, in rotating order, so that drift on a shared
- * machine hits all alike), reporting medians over repetitions and ratios:
+ * machine hits all alike), reporting medians over repetitions, and ratios two
+ * ways: of the medians, and the median of each repetition's own ratio (modes
+ * minutes apart on a shared machine see different loads; within a repetition
+ * they are seconds apart):
  *
  *   single   one thread, one PAGE-byte page per operation:
  *              unsafe       pwrite + fdatasync (no torn-write protection)
@@ -319,12 +322,19 @@ int main(int argc, char **argv)
 				printf("  rep %d %-12s %8.0f ops/s\n", rep + 1, names[m], rate[m][rep]);
 				fflush(stdout);
 			}
-		double med[NM];
+		double med[NM], ru[NM][64], rd[NM][64];
+		for (int m = 0; m < NM; m++)
+			for (int rep = 0; rep < reps && rep < 64; rep++) {
+				ru[m][rep] = rate[m][rep] / rate[0][rep];
+				rd[m][rep] = rate[m][rep] / rate[1][rep];
+			}
 		for (int m = 0; m < NM; m++)
 			med[m] = median(rate[m], reps);
-		printf("%-12s %12s %10s %10s\n", "mode", "median op/s", "vs unsafe", "vs dblwr");
+		printf("%-12s %12s %10s %10s %14s %14s\n", "mode", "median op/s", "vs unsafe", "vs dblwr",
+		       "per-rep unsafe", "per-rep dblwr");
 		for (int m = 0; m < NM; m++)
-			printf("%-12s %12.0f %9.2fx %9.2fx\n", names[m], med[m], med[m] / med[0], med[m] / med[1]);
+			printf("%-12s %12.0f %9.2fx %9.2fx %13.2fx %13.2fx\n", names[m], med[m], med[m] / med[0],
+			       med[m] / med[1], median(ru[m], reps), median(rd[m], reps));
 	}
 
 	if (strstr(sections, "threads")) {
@@ -338,12 +348,14 @@ int main(int argc, char **argv)
 				       stores[e].name, t ? nthreads : 1, rate[e][t][rep], spc[e][t][rep]);
 				fflush(stdout);
 			}
-		printf("%-8s %14s %14s %8s %18s\n", "engine", "1 thread c/s", "T threads c/s", "ratio",
-		       "syncs/commit (T)");
+		printf("%-8s %14s %14s %8s %9s %18s\n", "engine", "1 thread c/s", "T threads c/s", "ratio",
+		       "per-rep", "syncs/commit (T)");
 		for (int e = 0; e < 2; e++) {
-			double one = median(rate[e][0], reps), many = median(rate[e][1], reps);
-			printf("%-8s %14.0f %14.0f %7.2fx %18.3f\n", stores[e].name, one, many, many / one,
-			       median(spc[e][1], reps));
+			double one = median(rate[e][0], reps), many = median(rate[e][1], reps), pr[64];
+			for (int rep = 0; rep < reps && rep < 64; rep++)
+				pr[rep] = rate[e][1][rep] / rate[e][0][rep];
+			printf("%-8s %14.0f %14.0f %7.2fx %8.2fx %18.3f\n", stores[e].name, one, many, many / one,
+			       median(pr, reps), median(spc[e][1], reps));
 		}
 	}
 
@@ -369,12 +381,15 @@ int main(int argc, char **argv)
 				printf("  rep %d %-12s %8.0f groups/s\n", rep + 1, names[m], rate[m][rep]);
 				fflush(stdout);
 			}
-		double med[NM];
-		for (int m = 0; m < NM; m++)
+		double med[NM], rd[NM][64];
+		for (int m = 0; m < NM; m++) {
 			med[m] = median(rate[m], reps);
-		printf("%-12s %14s %10s\n", "mode", "median grp/s", "vs dblwr");
+			for (int rep = 0; rep < reps && rep < 64; rep++)
+				rd[m][rep] = rate[m][rep] / rate[0][rep];
+		}
+		printf("%-12s %14s %10s %14s\n", "mode", "median grp/s", "vs dblwr", "per-rep dblwr");
 		for (int m = 0; m < NM; m++)
-			printf("%-12s %14.0f %9.2fx\n", names[m], med[m], med[m] / med[0]);
+			printf("%-12s %14.0f %9.2fx %13.2fx\n", names[m], med[m], med[m] / med[0], median(rd[m], reps));
 	}
 
 	for (int i = 0; i < 3; i++) {
