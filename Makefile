@@ -57,7 +57,7 @@ $(BUILD)/libatomio.so: $(LIB_OBJS) src/libatomio.map
 	$(CC) -shared -Wl,-soname,libatomio.so.0 -Wl,--version-script=src/libatomio.map -o $@ $(LIB_OBJS) $(LIBS)
 
 $(BUILD)/atomio.pc: Makefile | $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: atomio\nDescription: atomic write groups over a checksummed redo log\nVersion: 0.1\nRequires.private: libxxhash\nLibs: -L$${libdir} -latomio\nLibs.private: -lxxhash -pthread\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: atomio\nDescription: atomic write groups over a checksummed redo log\nVersion: 0.1\nRequires.private: libxxhash liburing\nLibs: -L$${libdir} -latomio\nLibs.private: -lxxhash -luring -pthread\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
 
 $(BUILD) $(BUILD)/obj $(BUILD)/san/obj $(BUILD)/test $(BUILD)/san/test:
 	mkdir -p $@

@@ -49,6 +49,32 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
  * for an operator who has checked the files by hand (atomio recover --force-paths). */
 #define ATOMIO_FORCE_PATHS 0x4u
 
+/* Engine.  Zero = automatic: io_uring where it was measured to pay (the
+ * parallel O_DIRECT home writes of an ATOMIO_DIRECT_HOME store), with the
+ * default system-call table and where a ring can be set up; plain system
+ * calls for the rest.  At most one of the two.  atomio_caps().engine says
+ * whether a store uses io_uring. */
+#define ATOMIO_ENGINE_PLAIN 0x10u /* one system call per I/O, no io_uring */
+#define ATOMIO_ENGINE_URING 0x20u /* every write through io_uring, also under a test
+				      backend; plain where io_uring cannot be set up */
+/* Kernel fast path (see atomio_caps().fast_path_max).  Zero = automatic: a
+ * single-range group on an O_DIRECT file is written in place with
+ * RWF_ATOMIC | RWF_DSYNC, skipping the log, only where the device backs
+ * atomic writes in hardware.  At most one of the two. */
+#define ATOMIO_FAST_PATH_OFF 0x40u   /* never */
+#define ATOMIO_FAST_PATH_FORCE 0x80u /* wherever the kernel accepts RWF_ATOMIC,
+					 also in software (XFS copy-on-write: slow; for tests) */
+/* Home writes of O_DIRECT data files with O_DIRECT, on the commit's path
+ * (io_uring submits a group's writes at once).  Default: through a buffered
+ * descriptor of the same file, see docs/API.md, "Which reads see what". */
+#define ATOMIO_DIRECT_HOME 0x200u
+/* No background checkpoints: the log is checkpointed only when it is full
+ * (in the commit that needs the room), on atomio_checkpoint and at close, as
+ * a stop-the-world step.  Default: when the log is half full, a store thread
+ * syncs the data files and frees the log while commits go on.  For test
+ * backends that want one deterministic order of system calls. */
+#define ATOMIO_NO_BG_CHECKPOINT 0x400u
+
 struct atomio_options {
 	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 64 MiB */
 	uint32_t flags;    /* ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS */
@@ -101,6 +127,17 @@ ssize_t atomio_pwritev(atomio *st, int file, const struct iovec *iov, int iovcnt
 
 int atomio_checkpoint(atomio *st);
 
+/* --- asynchronous commits ------------------------------------------------------ */
+
+/* Called once per group committed with atomio_tx_commit_async, from
+ * atomio_poll, with 0 (durable and visible, as after atomio_tx_commit) or
+ * the error atomio_tx_commit would have returned. */
+typedef void (*atomio_done_fn)(void *arg, int result);
+
+int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg);
+int atomio_poll(atomio *st, int timeout_ms);
+int atomio_event_fd(atomio *st);
+
 /* --- limits and counters ------------------------------------------------------ */
 
 struct atomio_caps {
@@ -111,9 +148,31 @@ struct atomio_caps {
 	uint32_t log_block;         /* alignment of log writes (bytes) */
 	uint32_t dio_offset_align;  /* O_DIRECT files: offset/length alignment (0 = buffered) */
 	uint32_t dio_mem_align;     /* O_DIRECT files: buffer alignment (0 = buffered) */
-	uint32_t reserved0;
-	uint64_t reserved[8];
+	uint32_t engine;            /* ATOMIO_ENGINE_PLAIN or ATOMIO_ENGINE_URING */
+	/* The kernel's atomic-write limits for this file: statx(STATX_WRITE_ATOMIC)
+	 * (0 = no atomic writes, or a kernel before 6.11; unit_max_opt: 6.16+,
+	 * the largest hardware-backed size where the filesystem can also do
+	 * slower software atomic writes, 0 = no such boundary) ... */
+	uint32_t atomic_write_unit_min;
+	uint32_t atomic_write_unit_max;
+	uint32_t atomic_write_unit_max_opt;
+	uint32_t atomic_write_segments_max;
+	/* ... and its block device's queue limits (sysfs, 0 = none or unknown). */
+	uint32_t bdev_atomic_write_max_bytes;
+	uint32_t bdev_atomic_write_unit_min_bytes;
+	uint32_t bdev_atomic_write_unit_max_bytes;
+	uint32_t bdev_atomic_write_boundary_bytes;
+	/* Largest single-range group atomio writes in place with RWF_ATOMIC,
+	 * skipping the log (power-of-two lengths from atomic_write_unit_min up to
+	 * this, naturally aligned); 0 = never for this file. */
+	uint32_t fast_path_max;
+	uint32_t flags;             /* ATOMIO_CAP_* */
+	uint64_t reserved[3];
 };
+
+#define ATOMIO_CAP_ATOMIC_WRITE 0x1u /* statx: the file accepts RWF_ATOMIC writes */
+#define ATOMIO_CAP_HW_ATOMIC 0x2u    /* ... backed by the device (fast_path_max is hardware's) */
+#define ATOMIO_CAP_DIRECT_HOME 0x4u  /* home writes of this O_DIRECT file bypass the page cache */
 
 struct atomio_stats {
 	uint64_t commits;          /* groups committed (acknowledged) */
@@ -125,7 +184,8 @@ struct atomio_stats {
 	uint64_t groups_recovered; /* groups replayed by recovery when this store was opened */
 	uint64_t batches;          /* log writes that carried one or more groups (group commit) */
 	uint64_t log_full_waits;   /* commits that had to wait for a checkpoint to free log space */
-	uint64_t reserved[7];
+	uint64_t fast_writes;      /* groups written in place by the kernel fast path (no log) */
+	uint64_t reserved[6];
 };
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps);

@@ -4,6 +4,8 @@
 # Add a package here, not in the Makefile or the CI script.
 set -eu
 PKGS="gcc make libc6-dev libxxhash-dev"
+# the engine: io_uring through liburing
+PKGS="$PKGS liburing-dev"
 # the atomio command's tests: jq reads its JSON; xfsprogs makes the XFS loop image
 PKGS="$PKGS jq xfsprogs"
 missing=""

@@ -1,36 +1,94 @@
 /*
- * commit.c: group commit.
+ * commit.c: group commit, as a two-stage pipeline.
  *
- * Committing threads queue their groups; whichever thread finds no leader
- * becomes the leader, takes every queued group that fits (in queue order:
- * this is the commit order), writes them as ONE log write with RWF_DSYNC (one
- * device wait for the whole batch), then performs their home writes in the
- * same order, and wakes the others.  The leader keeps leading until its own
- * group is done, then hands the role to the next waiter.  Only the role holder
- * ever writes the log, writes home data or checkpoints, so those need no
- * further locking, and home writes of overlapping groups land in commit order.
+ * Committing threads queue their groups; the queue order is the commit
+ * order.  Two roles move them on:
  *
- * A group that does not fit the log's free space makes the leader checkpoint
- * first; the leader waits on nobody while it holds the role, so that wait
- * cannot deadlock.  A group that could never fit was refused with -E2BIG
- * before it was queued.
+ *  - the LOG role.  A thread whose group is queued and finds the role free
+ *    takes it, takes every queued group that fits as one batch, numbers the
+ *    batch, writes the batch's records as ONE log write made durable (one
+ *    device wait for all of them), and gives the role up at once, so that
+ *    the next batch's log write can start while this batch goes home;
+ *  - the HOME stage.  The same thread then waits until every earlier batch
+ *    is home (home_next == its number), performs its batch's home writes in
+ *    group order, advances home_next, and marks the groups done.
+ *
+ * Hence: a home write is issued only after the record that can redo it is
+ * durable; home writes land in commit order (batches in number order, groups
+ * in queue order within a batch); and a commit returns only after its home
+ * writes were issued (to the page cache) or completed (O_DIRECT), so any
+ * read of the file sees the group.  Throughput grows with threads: while one
+ * log write is in flight the next batch gathers in the queue, and while one
+ * batch is applied home the next one's log write runs.
+ *
+ * A group that takes the kernel fast path (fastpath.c) is a batch of its own,
+ * written in place durably in the log stage instead of a log write, with no
+ * home stage work; its place in the commit order is that of its batch.
+ *
+ * A group that does not fit the log's free space makes the log role holder
+ * wait for the home stage to drain and checkpoint (checkpoint.c); it waits
+ * only on home stages, which wait on nothing but earlier home stages, so that
+ * cannot deadlock.  atomio_checkpoint and atomio_close take the log role the
+ * same way (role_acquire), ahead of queued commits.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 #include "internal.h"
 
 #define MAX_BATCH (8u << 20)   /* bytes of records per log write */
 #define STAGE_KEEP (16u << 20) /* staging kept between batches */
 
+/* May a thread start leading a batch now?  The log role is free, no
+ * role_acquire is waiting, and no log write is in flight -- or a slot is free
+ * and at least two groups wait: a second write in flight overlaps device
+ * waits, but a batch of one while another write runs would only spend a
+ * device wait where waiting for that write and sharing the next is cheaper.
+ * Lock held. */
+bool can_lead_locked(const atomio *st)
+{
+	return !st->log_busy && !st->role_waiters &&
+	       (!st->log_inflight || (st->log_inflight < LOG_SLOTS && st->q_len >= 2));
+}
+
+/* Let whoever should lead next know: the waiter of the queue's head -- or,
+ * when that is an asynchronous group and the worker is busy elsewhere, the
+ * first committing thread behind it (it leads the whole queue from the head)
+ * -- and anyone waiting in role_acquire (or for writes in flight to drain). */
+static void wake_next_locked(atomio *st)
+{
+	if (can_lead_locked(st)) {
+		unsigned looked = 0;
+		for (atomio_tx *t = st->q_head; t && looked < 64; t = t->qnext, looked++) {
+			if (t->wake != &st->worker_cv) {
+				pthread_cond_signal(t->wake);
+				break;
+			}
+			if (st->worker_idle) {
+				pthread_cond_signal(&st->worker_cv);
+				break;
+			}
+		}
+	}
+	pthread_cond_broadcast(&st->role_cv);
+}
+
 int role_acquire(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
-	while (st->leader)
-		pthread_cond_wait(&st->cond, &st->lock);
-	st->leader = true;
+	st->role_waiters++;
+	while (st->log_busy)
+		pthread_cond_wait(&st->role_cv, &st->lock);
+	st->role_waiters--;
+	st->log_busy = true;
+	/* Every batch logged so far must be durable and home: a checkpoint
+	 * syncs the data files and then gives up the records that could redo
+	 * them. */
+	while (st->log_inflight)
+		pthread_cond_wait(&st->role_cv, &st->lock);
+	while (st->home_next != st->batch_next)
+		pthread_cond_wait(&st->home_cv, &st->lock);
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
@@ -38,24 +96,24 @@ int role_acquire(atomio *st)
 void role_release(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
-	st->leader = false;
-	pthread_cond_broadcast(&st->cond);
+	st->log_busy = false;
+	wake_next_locked(st);
 	pthread_mutex_unlock(&st->lock);
 }
 
-static int stage_reserve(atomio *st, size_t len)
+static int stage_reserve(struct logslot *ls, size_t len)
 {
-	if (st->stage_cap >= len)
+	if (ls->cap >= len)
 		return 0;
-	size_t cap = st->stage_cap ? st->stage_cap : 65536;
+	size_t cap = ls->cap ? ls->cap : 65536;
 	while (cap < len)
 		cap *= 2;
 	void *p = NULL;
 	if (posix_memalign(&p, 4096, cap))
 		return -ENOMEM;
-	free(st->stage);
-	st->stage = p;
-	st->stage_cap = cap;
+	free(ls->stage);
+	ls->stage = p;
+	ls->cap = cap;
 	return 0;
 }
 
@@ -67,7 +125,7 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 		.type = REC_TYPE_GROUP,
 		.flags = last ? REC_F_LAST : 0,
 		.seq = tx->seq,
-		.epoch = st->sb.epoch,
+		.epoch = st->rec_epoch,
 		.rec_len = tx->rec_len,
 		.data_len = tx->data_len,
 		.nsegs = tx->nsegs,
@@ -94,170 +152,339 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 	memcpy(buf, &h, sizeof(h));
 }
 
-static int apply_home(atomio *st, const atomio_tx *tx)
+/* Where a log write of len bytes can go now (area offset), and how many
+ * bytes fit there (*room); UINT64_MAX if nowhere until a checkpoint frees
+ * space.  Live records run from head to tail around the ring (checkpoint.c);
+ * a write never wraps inside itself: it goes at the tail, or at the area's
+ * start when the tail is too close to the end.  Lock held. */
+static uint64_t log_place(const atomio *st, uint64_t len, uint64_t *room)
 {
-	for (uint32_t i = 0; i < tx->nsegs; i++) {
-		const struct seg *s = &tx->segs[i];
-		struct afile *f = file_get(st, (int)s->file);
-		int r;
-		if (!f)
-			return -EBADF;
-		if (s->kind == SEG_WRITE) {
-			r = sys_pwrite_full(f->fd, s->src, s->len, (off_t)s->off, 0);
-			if (r == 0)
-				atomic_fetch_add(&st->stats.bytes_home, s->len);
-			f->dirty = true;
-		} else {
-			do
-				r = atomio_sys->ftruncate(f->fd, (off_t)s->off);
-			while (r == -EINTR);
-			f->dirty = f->resized = true;
+	if (st->used == 0 || st->tail > st->head) {
+		if (st->tail + len <= st->area_size) {
+			*room = st->area_size - st->tail;
+			return st->tail;
 		}
-		if (r < 0) {
-			st_err(st, "writing home data of file %u: %s", s->file, strerror(-r));
-			return r;
+		if (len <= st->head) {
+			*room = st->head;
+			return 0;
 		}
+		return UINT64_MAX;
 	}
+	if (st->tail + len <= st->head) { /* wrapped: free space is [tail, head) */
+		*room = st->head - st->tail;
+		return st->tail;
+	}
+	return UINT64_MAX;
+}
+
+void commit_init(atomio *st)
+{
+	/* after recovery: an empty log at the superblock's head */
+	st->rec_epoch = st->sb.epoch;
+	st->head = st->tail = st->sb.head_off;
+	st->head_seq = st->home_seq = st->sb.head_seq;
+	st->home_off = st->tail;
+	st->used = 0;
+}
+
+/* Lay a batch's records (txs linked by qnext, n of them, 'bytes' of records)
+ * out in the slot's staging buffer.  Log role held (the guard is the role's),
+ * lock not held. */
+static int build_batch(atomio *st, struct logslot *ls, atomio_tx *first, uint32_t n, uint64_t bytes,
+		       uint64_t live_seq)
+{
+	uint64_t len = align_up(bytes, st->block);
+	int r = stage_reserve(ls, len);
+	if (r < 0)
+		return r;
+	char *p = ls->stage;
+	uint32_t i = 0;
+	for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
+		if (!t->nsegs)
+			continue; /* an empty group has no record */
+		build_record(st, t, p, (uint64_t)(p - (char *)ls->stage) + t->rec_len == bytes);
+		guard_add(st, t, live_seq);
+		p += t->rec_len;
+	}
+	memset(p, 0, len - bytes);
 	return 0;
 }
 
-/* Write a batch (txs linked by qnext, n of them, 'bytes' of records) at area
- * offset 'off', then apply it home.  Sets each tx->result.  Role held, lock
- * not held. */
-static void run_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, uint64_t off)
+/* Write the built batch at area offset off, durably.  A write slot held, lock
+ * not held: up to LOG_SLOTS of these run at once. */
+static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t off)
 {
 	uint64_t len = align_up(bytes, st->block);
-	int r = stage_reserve(st, len);
+	/* The commit point: one sequential write made durable before it
+	 * returns (engine.c).  No separate commit block: the checksum tells a
+	 * whole record from a torn one.  Writes in flight together cover
+	 * disjoint whole blocks, so a torn one cannot damage another; if one
+	 * is torn and a later one is whole, recovery stops at the torn one and
+	 * the later groups, never acknowledged (the home stage goes in order),
+	 * are not replayed either. */
+	int r = engine_log_write(st, ls, ls->stage, len, st->area_off + off);
+	if (r < 0)
+		st_err(st, "writing the log %s: %s", st->log_path, strerror(-r));
+	if (ls->cap > STAGE_KEEP) {
+		free(ls->stage);
+		ls->stage = NULL;
+		ls->cap = 0;
+	}
 	if (r == 0) {
-		char *p = st->stage;
-		uint32_t i = 0;
-		for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
-			build_record(st, t, p, i == n - 1);
-			p += t->rec_len;
-		}
-		memset(p, 0, len - bytes);
-		/* The commit point: one sequential write made durable before it
-		 * returns (O_DIRECT + RWF_DSYNC: a FUA write, or write + flush,
-		 * with no journal commit since the blocks are preallocated).  No
-		 * separate commit block: the checksum tells a whole record from a
-		 * torn one. */
-		r = sys_pwrite_full(st->log_fd, st->stage, len, (off_t)(st->area_off + off), RWF_DSYNC);
-		if (r == -EOPNOTSUPP) {
-			r = sys_pwrite_full(st->log_fd, st->stage, len, (off_t)(st->area_off + off), 0);
-			while (r == 0 && (r = atomio_sys->fdatasync(st->log_fd)) == -EINTR)
-				;
-		}
-		if (r < 0)
-			st_err(st, "writing the log %s: %s", st->log_path, strerror(-r));
+		atomic_fetch_add(&st->stats.log_syncs, 1);
+		atomic_fetch_add(&st->stats.batches, 1);
+		atomic_fetch_add(&st->stats.bytes_logged, len);
 	}
-	if (st->stage_cap > STAGE_KEEP) {
-		free(st->stage);
-		st->stage = NULL;
-		st->stage_cap = 0;
-	}
-	if (r < 0) {
-		/* Unknown whether any of it reached the media: refuse further
-		 * commits; reopening replays whatever did, whole. */
-		st_fail(st, r);
-		uint32_t i = 0;
-		for (atomio_tx *t = first; i < n; t = t->qnext, i++)
-			t->result = r;
-		return;
-	}
-	atomic_fetch_add(&st->stats.log_syncs, 1);
-	atomic_fetch_add(&st->stats.batches, 1);
-	atomic_fetch_add(&st->stats.bytes_logged, len);
+	return r;
+}
 
-	/* Home writes, no flush: the records are durable, so a crash from here
-	 * on is repaired by replay.  The checkpoint syncs them later. */
-	int err = 0;
-	uint32_t i = 0;
-	for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
-		if (!err) {
-			err = apply_home(st, t);
-			if (err)
-				st_fail(st, err);
-		}
-		t->result = err;
-		if (!err)
-			atomic_fetch_add(&st->stats.commits, 1);
-	}
+static void fail_locked(atomio *st, int err)
+{
+	/* As st_fail, with the lock already held. */
+	if (!st->failed)
+		st->failed = err ? err : -EIO;
+}
+
+/* A group is finished: hand it to its owner.  Lock held. */
+static void finish_locked(atomio *st, atomio_tx *t, int result)
+{
+	t->result = result;
+	t->state = TX_DONE; /* the owner may free it from here on */
+	if (t->done)
+		async_complete_locked(st, t);
+	else
+		pthread_cond_signal(t->wake);
 }
 
 static void fail_queue_locked(atomio *st, int err)
 {
-	for (atomio_tx *t = st->q_head; t; t = t->qnext) {
-		t->result = err;
-		t->state = TX_DONE;
-	}
+	atomio_tx *t = st->q_head;
 	st->q_head = st->q_tail = NULL;
+	st->q_len = 0;
+	while (t) {
+		atomio_tx *next = t->qnext;
+		finish_locked(st, t, err);
+		t = next;
+	}
 }
 
-/* Lead batches until 'me' is done.  Called and returns with st->lock held. */
-static void lead_locked(atomio *st, atomio_tx *me)
+/* Take the log role, form one batch from the head of the queue and lay out
+ * its records, give the role up (the next batch can be formed and written
+ * while this one's write is in flight), write it, then run its home stage.
+ * Called and returns with the lock held; the caller checked can_lead_locked
+ * and that the queue is not empty. */
+void lead_locked(atomio *st)
 {
-	while (me->state != TX_DONE) {
-		if (st->failed) {
-			fail_queue_locked(st, ATOMIO_EFAILED);
-			break;
+	st->log_busy = true;
+	atomio_tx *first, *last = NULL;
+	uint32_t n = 0;
+	uint64_t bytes = 0, off = 0, room = 0, live_seq;
+	bool fast;
+	int r;
+again:
+	for (;;) {
+		first = st->q_head;
+		if (st->failed || !first) {
+			/* Nothing may be written after an error whose effect on
+			 * the media is unknown. */
+			if (st->failed)
+				fail_queue_locked(st, ATOMIO_EFAILED);
+			st->log_busy = false;
+			wake_next_locked(st);
+			return;
 		}
-		atomio_tx *first = st->q_head;
-		ASSERT(first);
-		uint64_t room = st->area_size - st->tail;
-		if (align_up(first->rec_len, st->block) > room) {
-			/* Log full: free it.  Only the role holder writes, so
-			 * every earlier group is already home. */
-			atomic_fetch_add(&st->stats.log_full_waits, 1);
-			pthread_mutex_unlock(&st->lock);
-			checkpoint_locked(st);
-			pthread_mutex_lock(&st->lock);
+		fast = fast_eligible(st, first);
+		if (fast && st->log_inflight) {
+			/* A fast-path write is durable the moment it lands: every
+			 * earlier log write must be durable first (commit order). */
+			pthread_cond_wait(&st->role_cv, &st->lock);
 			continue;
 		}
-		uint64_t bytes = 0;
-		uint32_t n = 0;
-		atomio_tx *t = first, *last = NULL;
-		for (; t; t = t->qnext) {
+		if (fast)
+			break;
+		off = log_place(st, align_up(first->rec_len, st->block), &room);
+		if (off != UINT64_MAX)
+			break;
+		/* Log full.  A background checkpoint is freeing space: wait for
+		 * it.  Else free it all: that needs every logged batch home
+		 * first; it runs with the role held, unlocked. */
+		atomic_fetch_add(&st->stats.log_full_waits, 1);
+		if (st->ckpt_busy) {
+			pthread_cond_wait(&st->ckpt_cv, &st->lock);
+			continue;
+		}
+		while (st->log_inflight)
+			pthread_cond_wait(&st->role_cv, &st->lock);
+		while (st->home_next != st->batch_next)
+			pthread_cond_wait(&st->home_cv, &st->lock);
+		pthread_mutex_unlock(&st->lock);
+		checkpoint_locked(st);
+		pthread_mutex_lock(&st->lock);
+	}
+	n = 0;
+	bytes = 0;
+	if (fast) {
+		n = 1;
+		last = first;
+	} else {
+		for (atomio_tx *t = first; t; t = t->qnext) {
 			uint64_t nb = bytes + t->rec_len;
-			if (n && (align_up(nb, st->block) > room || nb > MAX_BATCH))
+			if (n && (align_up(nb, st->block) > room || nb > MAX_BATCH || fast_eligible(st, t)))
 				break;
-			t->seq = st->next_seq++;
+			if (t->nsegs)
+				t->seq = st->next_seq++;
 			bytes = nb;
 			n++;
 			last = t;
 		}
-		st->q_head = last->qnext;
-		if (!st->q_head)
-			st->q_tail = NULL;
-		uint64_t off = st->tail;
-		st->tail = off + align_up(bytes, st->block);
-		pthread_mutex_unlock(&st->lock);
-
-		run_batch(st, first, n, bytes, off);
-
-		pthread_mutex_lock(&st->lock);
+		uint64_t len = align_up(bytes, st->block);
+		if (off != st->tail)
+			st->used += st->area_size - st->tail; /* a wrap skips the end */
+		st->used += len;
+		st->tail = off + len;
+		/* the ring's invariant: head + used lands on the tail */
+		ASSERT(st->used <= st->area_size);
+		ASSERT((st->head + st->used) % st->area_size == st->tail % st->area_size);
+	}
+	live_seq = st->head_seq;
+	/* what a checkpoint may cut at once this batch is home */
+	uint64_t end_seq = st->next_seq, end_off = st->tail % st->area_size;
+	uint64_t k = st->batch_next++;
+	st->q_len -= n;
+	st->q_head = last->qnext;
+	if (!st->q_head)
+		st->q_tail = NULL;
+	{
 		uint32_t i = 0;
-		for (t = first; i < n; i++) {
-			atomio_tx *next = t->qnext;
-			t->state = TX_DONE; /* the owner may free it from here on */
-			t = next;
+		for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
+			t->state = TX_BATCHED;
+			t->batch = k;
+			t->fast = fast;
 		}
-		pthread_cond_broadcast(&st->cond);
+	}
+	/* a free write slot: there is one, since can_lead_locked held on entry
+	 * and writes in flight only finish meanwhile */
+	unsigned slot = 0;
+	while (st->slot_busy & (1u << slot))
+		slot++;
+	ASSERT(slot < LOG_SLOTS);
+	struct logslot *ls = &st->slots[slot];
+	pthread_mutex_unlock(&st->lock);
+
+	/* --- log stage: role held, lock not held --- */
+	if (fast) {
+		const struct seg *s = &first->segs[0];
+		struct afile *f = file_get(st, (int)s->file);
+		r = f ? engine_fast_write(st, f, s->src, s->len, s->off) : -EBADF;
+		if (r == -EOPNOTSUPP || r == -EINVAL) {
+			/* The kernel refused RWF_ATOMIC before writing anything
+			 * (limits it did not report, or a filesystem change):
+			 * no fast path for this file from now on; the group goes
+			 * back to the head of the queue and takes the log.  Only
+			 * the role holder numbers batches, so k is still the
+			 * last number given out. */
+			f->caps.fast_max = 0;
+			pthread_mutex_lock(&st->lock);
+			st->batch_next--;
+			st->q_len++;
+			first->state = TX_QUEUED;
+			first->fast = false;
+			if (!st->q_head)
+				st->q_tail = first;
+			first->qnext = st->q_head;
+			st->q_head = first;
+			goto again;
+		}
+		if (r < 0)
+			st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
+		else
+			atomic_fetch_add(&st->stats.fast_writes, 1);
+		pthread_mutex_lock(&st->lock);
+		if (r < 0)
+			fail_locked(st, r);
+		st->log_busy = false;
+		wake_next_locked(st);
+	} else {
+		r = bytes ? build_batch(st, ls, first, n, bytes, live_seq) : 0;
+		pthread_mutex_lock(&st->lock);
+		/* Hand the role on: the next batch is formed while this one is
+		 * written. */
+		st->log_busy = false;
+		if (r < 0) {
+			fail_locked(st, r);
+		} else if (bytes) {
+			st->log_inflight++;
+			st->slot_busy |= 1u << slot;
+			wake_next_locked(st);
+			pthread_mutex_unlock(&st->lock);
+			r = write_batch(st, ls, bytes, off);
+			pthread_mutex_lock(&st->lock);
+			st->log_inflight--;
+			st->slot_busy &= ~(1u << slot);
+			if (r < 0) {
+				/* Unknown whether any of it reached the media:
+				 * refuse further commits; reopening replays
+				 * whatever did, whole. */
+				fail_locked(st, r);
+			}
+		}
+		wake_next_locked(st);
+	}
+
+	/* --- home stage: in batch order --- */
+	while (st->home_next != k)
+		pthread_cond_wait(&st->home_cv, &st->lock);
+	if (r == 0 && st->failed) {
+		/* An earlier batch's home writes failed: this batch is durable
+		 * in the log but must not be applied out of order; reopening
+		 * replays it. */
+		r = ATOMIO_EFAILED;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (r == 0 && !fast) {
+		r = engine_home(st, first, n);
+		if (r < 0)
+			st_err(st, "writing home data: %s", strerror(-r));
+	}
+	pthread_mutex_lock(&st->lock);
+	if (r < 0)
+		fail_locked(st, r);
+	st->home_next = k + 1;
+	pthread_cond_broadcast(&st->home_cv);
+	if (r == 0 && !fast && bytes) {
+		st->home_seq = end_seq;
+		st->home_off = end_off;
+		/* More than half the log in use: have the worker free what is
+		 * home, while commits go on.  (If no worker can be started, a
+		 * full log is checkpointed in the commit path as before.) */
+		if (st->used > st->area_size / 2 && !st->ckpt_busy && !st->ckpt_wanted &&
+		    !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
+			(void)async_checkpoint_locked(st);
+	}
+	uint32_t i = 0;
+	for (atomio_tx *t = first, *next; i < n; t = next, i++) {
+		next = t->qnext;
+		if (r == 0)
+			atomic_fetch_add(&st->stats.commits, 1);
+		finish_locked(st, t, r);
 	}
 }
 
-int commit_tx(atomio_tx *tx)
+/* Checks done before a group is queued.  0 or -E2BIG. */
+int commit_prepare(atomio_tx *tx)
 {
 	atomio *st = tx->st;
-	if (tx->nsegs == 0)
-		return 0; /* an empty group is trivially atomic */
-	tx->rec_len = rec_len_for(tx->nsegs, tx->data_len);
+	/* An empty group (only asynchronous ones are queued) has no record but
+	 * keeps its place in the commit order. */
+	tx->rec_len = tx->nsegs ? rec_len_for(tx->nsegs, tx->data_len) : 0;
 	if (align_up(tx->rec_len, st->block) > st->area_size)
 		return -E2BIG;
-	pthread_mutex_lock(&st->lock);
-	if (st->failed) {
-		pthread_mutex_unlock(&st->lock);
-		return ATOMIO_EFAILED;
-	}
+	return 0;
+}
+
+void commit_enqueue_locked(atomio *st, atomio_tx *tx)
+{
+	st->q_len++;
 	tx->state = TX_QUEUED;
 	tx->qnext = NULL;
 	if (st->q_tail)
@@ -265,17 +492,35 @@ int commit_tx(atomio_tx *tx)
 	else
 		st->q_head = tx;
 	st->q_tail = tx;
-	while (tx->state != TX_DONE) {
-		if (!st->leader) {
-			st->leader = true;
-			lead_locked(st, tx);
-			st->leader = false;
-			pthread_cond_broadcast(&st->cond);
-		} else {
-			pthread_cond_wait(&st->cond, &st->lock);
-		}
+}
+
+int commit_tx(atomio_tx *tx)
+{
+	atomio *st = tx->st;
+	if (tx->nsegs == 0)
+		return 0; /* an empty group is trivially atomic */
+	int r = commit_prepare(tx);
+	if (r < 0)
+		return r;
+	pthread_cond_t cv;
+	pthread_cond_init(&cv, NULL);
+	tx->wake = &cv;
+	tx->done = NULL;
+	pthread_mutex_lock(&st->lock);
+	if (st->failed) {
+		pthread_mutex_unlock(&st->lock);
+		pthread_cond_destroy(&cv);
+		return ATOMIO_EFAILED;
 	}
-	int r = tx->result;
+	commit_enqueue_locked(st, tx);
+	while (tx->state != TX_DONE) {
+		if (tx->state == TX_QUEUED && can_lead_locked(st))
+			lead_locked(st);
+		else
+			pthread_cond_wait(&cv, &st->lock);
+	}
+	r = tx->result;
 	pthread_mutex_unlock(&st->lock);
+	pthread_cond_destroy(&cv);
 	return r;
 }

@@ -165,7 +165,7 @@ int cat_load(atomio *st)
 		f->dev = e.dev;
 		f->ino = e.ino;
 		f->fsid = e.fsid;
-		f->fd = -1;
+		f->fd = f->hfd = -1;
 		atomic_store(&st->files[e.id], f);
 		pos = align_up(pos + CAT_ENTRY_HDR + e.path_len, 8);
 	}
@@ -458,7 +458,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		f->dev = dev;
 		f->ino = ino;
 		f->fsid = fsid;
-		f->fd = -1;
+		f->fd = f->hfd = -1;
 		atomic_store(&st->files[id], f);
 		r = cat_write(st);
 		if (r < 0) {
@@ -472,6 +472,9 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	f->dio_mem_align = dio_mem;
 	f->dio_off_align = dio_off;
 	f->dirty = f->resized = false;
+	guard_free(&f->guard);
+	file_open_home(st, f, fd); /* engine.c: the descriptor home writes use */
+	file_probe_caps(st, f, fd);
 	/* Publish: the fd is set last; file_get() tests it. */
 	atomic_store_explicit(&st->files[f->id], f, memory_order_release);
 	__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
@@ -500,8 +503,11 @@ void files_close_all(atomio *st)
 		struct afile *f = atomic_load(&st->files[id]);
 		if (!f)
 			continue;
+		if (f->hfd >= 0 && f->hfd != f->fd)
+			atomio_sys->close(f->hfd);
 		if (f->fd >= 0)
 			atomio_sys->close(f->fd);
+		guard_free(&f->guard);
 		afile_free(f);
 		st->files[id] = NULL;
 	}

@@ -121,11 +121,21 @@
  *   commit:     records -> log, O_DIRECT + RWF_DSYNC (one device wait; or write
  *               + fdatasync where O_DIRECT is refused).  Only then are the home
  *               (in-place) writes issued, without a flush: a home write can never
- *               reach the media before the record that can redo it.
+ *               reach the media before the record that can redo it.  (Home
+ *               writes of O_DIRECT data files may go through the page cache.)
+ *   fast path:  a group of one write may instead be written in place with
+ *               RWF_ATOMIC | RWF_DSYNC and no record, but only when no live
+ *               record (seq >= the durable head seq) covers any of its bytes or
+ *               changes its file's size: replay never writes an older record
+ *               over it.
  *   checkpoint: fdatasync every data file written since the last checkpoint
  *               (fsync where its size changed), THEN write the superblock with
- *               head = 0, head seq = next seq, to the older slot with RWF_DSYNC.
- *               Only after that may the record area be overwritten.
+ *               the new head, to the older slot with RWF_DSYNC: head = 0, head
+ *               seq = next seq when every record is home (full checkpoint), or
+ *               head = the offset just after a record whose group and every
+ *               earlier one are home, head seq = that record's seq + 1 (while
+ *               commits go on; the writer wraps around the area meanwhile).
+ *               Only after that may the space before the new head be overwritten.
  *   open:       recovery replays the log, fsyncs the files it wrote, then writes
  *               the superblock with epoch + 1 and an empty log (head 0), durably,
  *               before the first new record.

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <liburing.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -88,6 +90,43 @@ static int lx_realpath(const char *path, char *out)
 	return realpath(path, out) ? 0 : -errno;
 }
 
+static int lx_uring_init(unsigned entries, struct io_uring *ring)
+{
+	/* liburing returns a negative errno itself (EPERM where io_uring is
+	 * disabled by sysctl or seccomp, ENOSYS on kernels without it). */
+	return io_uring_queue_init(entries, ring, 0);
+}
+
+static int lx_uring_enter(struct io_uring *ring, unsigned wait_nr)
+{
+	return io_uring_submit_and_wait(ring, wait_nr);
+}
+
+static void lx_uring_exit(struct io_uring *ring) { io_uring_queue_exit(ring); }
+
+static int lx_eventfd(unsigned initval)
+{
+	int fd = eventfd(initval, EFD_CLOEXEC | EFD_NONBLOCK);
+	return fd < 0 ? -errno : fd;
+}
+
+static ssize_t lx_read(int fd, void *buf, size_t len)
+{
+	ssize_t n = read(fd, buf, len);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t lx_write(int fd, const void *buf, size_t len)
+{
+	ssize_t n = write(fd, buf, len);
+	return n < 0 ? -errno : n;
+}
+
+static int lx_fadvise(int fd, off_t off, off_t len, int advice)
+{
+	return -posix_fadvise(fd, off, len, advice); /* returns the error number itself */
+}
+
 const struct atomio_sysops atomio_sys_linux = {
 	.name = "linux",
 	.open = lx_open,
@@ -106,6 +145,13 @@ const struct atomio_sysops atomio_sys_linux = {
 	.unlink = lx_unlink,
 	.getrandom = lx_getrandom,
 	.realpath = lx_realpath,
+	.uring_init = lx_uring_init,
+	.uring_enter = lx_uring_enter,
+	.uring_exit = lx_uring_exit,
+	.eventfd = lx_eventfd,
+	.read = lx_read,
+	.write = lx_write,
+	.fadvise = lx_fadvise,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -186,6 +232,42 @@ int sys_pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf)
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	return sys_pwritev_full(fd, &iov, 1, off, rwf);
+}
+
+int sys_uring_init(unsigned entries, struct io_uring *ring)
+{
+	return atomio_sys->uring_init ? atomio_sys->uring_init(entries, ring) : -ENOSYS;
+}
+
+int sys_uring_enter(struct io_uring *ring, unsigned wait_nr)
+{
+	return atomio_sys->uring_enter ? atomio_sys->uring_enter(ring, wait_nr) : -ENOSYS;
+}
+
+void sys_uring_exit(struct io_uring *ring)
+{
+	if (atomio_sys->uring_exit)
+		atomio_sys->uring_exit(ring);
+}
+
+int sys_eventfd(unsigned initval)
+{
+	return atomio_sys->eventfd ? atomio_sys->eventfd(initval) : -ENOSYS;
+}
+
+ssize_t sys_read(int fd, void *buf, size_t len)
+{
+	return atomio_sys->read ? atomio_sys->read(fd, buf, len) : -ENOSYS;
+}
+
+ssize_t sys_write(int fd, const void *buf, size_t len)
+{
+	return atomio_sys->write ? atomio_sys->write(fd, buf, len) : -ENOSYS;
+}
+
+int sys_fadvise(int fd, off_t off, off_t len, int advice)
+{
+	return atomio_sys->fadvise ? atomio_sys->fadvise(fd, off, len, advice) : -ENOSYS;
 }
 
 int sys_fsync_dir(const char *dir)

@@ -75,6 +75,7 @@ _Static_assert(sizeof(struct atomio_statx) == 0x100, "statx layout");
 #endif
 
 struct statfs;
+struct io_uring; /* liburing's ring; sys.c and engine.c include <liburing.h> */
 
 struct atomio_sysops {
 	const char *name;
@@ -96,6 +97,32 @@ struct atomio_sysops {
 	int (*getrandom)(void *buf, size_t len);
 	/* Canonical absolute path (symlinks resolved) of an existing path, in out[PATH_MAX]. */
 	int (*realpath)(const char *path, char *out);
+
+	/* --- added by the engine (issue 4).  A backend written before these
+	 * existed leaves them NULL: atomio then treats each call as failing
+	 * with -ENOSYS (see the sys_* wrappers below), which selects the plain
+	 * engine and makes atomio_event_fd report -ENOSYS. --- */
+
+	/* io_uring (liburing's io_uring_queue_init / io_uring_submit_and_wait /
+	 * io_uring_queue_exit).  uring_enter submits every prepared entry and
+	 * waits for at least wait_nr completions; it returns the number of
+	 * entries submitted or a negative errno.  Reading completions from the
+	 * ring's shared memory is no system call.  The uring engine writes
+	 * through the ring, NOT through pwritev: a backend that records or fails
+	 * writes must leave these NULL, or open its stores with
+	 * ATOMIO_ENGINE_PLAIN (ATOMIO_ENGINE_AUTO picks the plain engine for any
+	 * table but atomio_sys_linux).  A backend that fails uring_enter while
+	 * requests are in flight must let a later call succeed: their buffers
+	 * cannot be freed before they complete. */
+	int (*uring_init)(unsigned entries, struct io_uring *ring);
+	int (*uring_enter)(struct io_uring *ring, unsigned wait_nr);
+	void (*uring_exit)(struct io_uring *ring);
+	/* eventfd(2) with EFD_CLOEXEC | EFD_NONBLOCK, and read/write of its counter */
+	int (*eventfd)(unsigned initval);
+	ssize_t (*read)(int fd, void *buf, size_t len);
+	ssize_t (*write)(int fd, const void *buf, size_t len);
+	/* posix_fadvise (returns 0 or a negative errno) */
+	int (*fadvise)(int fd, off_t off, off_t len, int advice);
 };
 
 /* The table in use; the default is atomio_sys_linux. */
@@ -114,6 +141,15 @@ ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off);
  * remainder is durable too.  Returns 0 or a negative errno. */
 int sys_pwritev_full(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf);
 int sys_pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf);
+
+/* The engine's entries, NULL-safe (-ENOSYS where a backend lacks them). */
+int sys_uring_init(unsigned entries, struct io_uring *ring);
+int sys_uring_enter(struct io_uring *ring, unsigned wait_nr);
+void sys_uring_exit(struct io_uring *ring);
+int sys_eventfd(unsigned initval);
+ssize_t sys_read(int fd, void *buf, size_t len);
+ssize_t sys_write(int fd, const void *buf, size_t len);
+int sys_fadvise(int fd, off_t off, off_t len, int advice);
 
 /* fsync a directory by path (used after creating or renaming an entry in it). */
 int sys_fsync_dir(const char *dir);

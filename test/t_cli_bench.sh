@@ -28,10 +28,12 @@ for A in $BINS; do
 	     .process_bytes <= 2.02 * .user_bytes and .syncs_per_op == 2 and .ops_vs_doublewrite == 1' "$J"
 	# atomio (one thread, one data file): one log write per commit and one
 	# data sync per checkpoint (at least one per slice); the process wrote
-	# the log, the home pages and a 4 KiB superblock per checkpoint
+	# the log, the home pages and a 4 KiB superblock per checkpoint -- home
+	# pages through the page cache (also for an O_DIRECT file, engine.c), so
+	# a page written twice between checkpoints reaches the device once
 	jqv '.runs[] | select(.mode=="atomio") | .home_bytes == .user_bytes and .log_bytes > .user_bytes
 	     and .checkpoints >= (.rep_ops | length) and .syncs == .ops + .checkpoints
-	     and .process_bytes >= .log_bytes + .home_bytes
+	     and .process_bytes >= .log_bytes
 	     and .process_bytes <= 1.01 * (.log_bytes + .home_bytes + 4096 * .checkpoints)' "$J"
 	head -c 5 "$T/b.svg" | grep -q '<?xml' || fail "not an SVG"
 	tail -n 1 "$T/b.svg" | grep -q '</svg>' || fail "SVG not finished"

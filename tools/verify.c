@@ -305,7 +305,7 @@ int v_write(const struct vopts *o)
 	if (o->mode == VM_ATOMIO) {
 		close(fd);
 		fd = -1;
-		struct atomio_options ao = {.log_size = o->log_size, .flags = ATOMIO_CREATE,
+		struct atomio_options ao = {.log_size = o->log_size, .flags = ATOMIO_CREATE | o->store_flags,
 					    .errbuf = err, .errbuf_size = sizeof(err)};
 		r = atomio_open(logp, &ao, &st);
 		if (r == 0) {

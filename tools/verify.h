@@ -69,6 +69,7 @@ struct vopts {
 	uint64_t seed;
 	bool quiet;
 	bool force_paths;
+	uint32_t store_flags; /* extra atomio_options flags for the writer's store */
 	/* selftest hook: called after group g is acknowledged and recorded */
 	void (*after_ack)(uint64_t g, atomio *st, int data_fd, void *arg);
 	void *hook_arg;

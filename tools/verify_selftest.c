@@ -184,7 +184,10 @@ static void lying_device(const char *base)
 	struct lie_plan plan = {.start = 30, .die = 40};
 	struct vopts o = {.dir = dir, .state = state, .mode = VM_ATOMIO, .bsize = 4096, .ranges = 4,
 			  .nblocks = 1024, .direct = false, .log_size = 64 << 20, .seed = 11,
-			  .quiet = true, .after_ack = lie_hook, .hook_arg = &plan};
+			  .quiet = true, .after_ack = lie_hook, .hook_arg = &plan,
+			  /* the backend installed mid-run must see every write:
+			   * no io_uring ring, no store thread */
+			  .store_flags = ATOMIO_ENGINE_PLAIN | ATOMIO_NO_BG_CHECKPOINT};
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0)
