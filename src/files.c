@@ -82,6 +82,38 @@ int file_identity(int fd, uint64_t *dev, uint64_t *ino, uint64_t *fsid)
 	return 0;
 }
 
+/* The largest size the file's filesystem allows (ext4: 16 TiB, vfat: 4 GiB),
+ * at most MAX_OFFSET.  A write beyond it fails with EFBIG, and fails again at
+ * every replay: a record that can never be applied would make the store
+ * impossible to open.  So groups are checked against this limit before they
+ * are logged, and recovery checks records against it before replaying any.
+ * The kernel's llseek refuses SEEK_SET beyond the same limit (s_maxbytes)
+ * that write and truncate check, without touching the file: a binary search
+ * over it finds the limit.  The file position is restored (the application
+ * may use it through atomio_file_fd). */
+uint64_t file_max_size(int fd)
+{
+	if (!atomio_sys->lseek)
+		return MAX_OFFSET;
+	off_t pos = atomio_sys->lseek(fd, 0, SEEK_CUR);
+	if (pos < 0)
+		return MAX_OFFSET; /* no llseek at all: nothing to learn */
+	uint64_t lo = 0, hi = MAX_OFFSET;
+	if (atomio_sys->lseek(fd, (off_t)hi, SEEK_SET) >= 0) {
+		lo = hi;
+	} else {
+		while (hi - lo > 1) {
+			uint64_t mid = lo + (hi - lo) / 2;
+			if (atomio_sys->lseek(fd, (off_t)mid, SEEK_SET) >= 0)
+				lo = mid;
+			else
+				hi = mid;
+		}
+	}
+	atomio_sys->lseek(fd, pos, SEEK_SET);
+	return lo;
+}
+
 /* --- catalog ---------------------------------------------------------------- */
 
 static int cat_parse(atomio *st, const char *buf, uint64_t size, struct cat_hdr_disk *h_out)
@@ -471,6 +503,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	f->direct = direct;
 	f->dio_mem_align = dio_mem;
 	f->dio_off_align = dio_off;
+	f->max_size = file_max_size(fd);
 	f->dirty = f->resized = false;
 	/* Publish: the fd is set last; file_get() tests it. */
 	atomic_store_explicit(&st->files[f->id], f, memory_order_release);

@@ -39,6 +39,7 @@ struct afile {
 	bool direct;                /* O_DIRECT */
 	uint32_t dio_mem_align;     /* for O_DIRECT files */
 	uint32_t dio_off_align;
+	uint64_t max_size;          /* largest size its filesystem allows (<= MAX_OFFSET) */
 	/* Written since the last checkpoint: needs fdatasync (dirty) or fsync
 	 * (resized) before the log space that can redo it is reused.  Guarded
 	 * by the commit role (only the leader writes home data). */
@@ -147,6 +148,7 @@ struct afile *file_get(atomio *st, int id);
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz);
 int file_check_path(const char *path, uint16_t flags);
 int file_identity(int fd, uint64_t *dev, uint64_t *ino, uint64_t *fsid);
+uint64_t file_max_size(int fd);
 void files_close_all(atomio *st);
 
 /* commit.c */

@@ -40,6 +40,7 @@ struct rcv {
 	uint64_t epoch;
 	int *fds;         /* by file id, -1 = not open */
 	uint8_t *needed;  /* bitmap by file id */
+	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
 };
 
 static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
@@ -125,6 +126,9 @@ static int check_segs(struct rcv *rc, const struct rec *rec)
 			return ATOMIO_ECORRUPT;
 		}
 		rc->needed[d->file / 8] |= (uint8_t)(1u << (d->file % 8));
+		uint64_t end = d->kind == SEG_WRITE ? d->off + d->len : d->off;
+		if (end > rc->maxend[d->file])
+			rc->maxend[d->file] = end;
 	}
 	return 0;
 }
@@ -259,7 +263,8 @@ int recover(atomio *st)
 	rc.buf = aligned_alloc_zero(4096, CHUNK);
 	rc.fds = malloc(sizeof(int) * MAX_FILES);
 	rc.needed = calloc(MAX_FILES / 8, 1);
-	if (!rc.buf || !rc.fds || !rc.needed)
+	rc.maxend = calloc(MAX_FILES, sizeof(*rc.maxend));
+	if (!rc.buf || !rc.fds || !rc.needed || !rc.maxend)
 		goto out;
 	for (uint32_t i = 0; i < MAX_FILES; i++)
 		rc.fds[i] = -1;
@@ -274,6 +279,18 @@ int recover(atomio *st)
 		r = open_checked(&rc, atomic_load(&st->files[id]));
 		if (r < 0)
 			goto out;
+		/* A range the file's filesystem cannot hold would fail at every
+		 * replay (EFBIG): refuse before anything is written.  atomio
+		 * never logs one (file_max_size); a file moved to a smaller
+		 * filesystem or a crafted record can. */
+		uint64_t lim = file_max_size(rc.fds[id]);
+		if (rc.maxend[id] > lim) {
+			st_err(st, "%s: a record writes file %u up to byte %llu, beyond the %llu its "
+				   "filesystem allows; nothing replayed", st->log_path, id,
+			       (unsigned long long)rc.maxend[id], (unsigned long long)lim);
+			r = ATOMIO_ECORRUPT;
+			goto out;
+		}
 	}
 	if (count) {
 		uint64_t c2, s2;
@@ -316,6 +333,7 @@ out:
 				atomio_sys->close(rc.fds[i]);
 	free(rc.fds);
 	free(rc.needed);
+	free(rc.maxend);
 	free(rc.buf);
 	return r;
 }

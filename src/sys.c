@@ -88,6 +88,12 @@ static int lx_realpath(const char *path, char *out)
 	return realpath(path, out) ? 0 : -errno;
 }
 
+static off_t lx_lseek(int fd, off_t off, int whence)
+{
+	off_t r = lseek(fd, off, whence);
+	return r < 0 ? -errno : r;
+}
+
 const struct atomio_sysops atomio_sys_linux = {
 	.name = "linux",
 	.open = lx_open,
@@ -106,6 +112,7 @@ const struct atomio_sysops atomio_sys_linux = {
 	.unlink = lx_unlink,
 	.getrandom = lx_getrandom,
 	.realpath = lx_realpath,
+	.lseek = lx_lseek,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;

@@ -96,6 +96,10 @@ struct atomio_sysops {
 	int (*getrandom)(void *buf, size_t len);
 	/* Canonical absolute path (symlinks resolved) of an existing path, in out[PATH_MAX]. */
 	int (*realpath)(const char *path, char *out);
+	/* lseek(2); used only to learn a data file's largest size (SEEK_SET
+	 * past the filesystem's limit fails with EINVAL).  May be NULL in a
+	 * test backend: the limit is then taken to be 2^62. */
+	off_t (*lseek)(int fd, off_t off, int whence);
 };
 
 /* The table in use; the default is atomio_sys_linux. */
