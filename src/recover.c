@@ -41,6 +41,7 @@ struct rcv {
 	int *fds;         /* by file id, -1 = not open */
 	uint8_t *needed;  /* bitmap by file id */
 	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
+	uint64_t log_dev, log_ino; /* the log itself is never a data file */
 };
 
 static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
@@ -170,6 +171,23 @@ static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uin
 	return 0;
 }
 
+/* Is what fd refers to the file registered as f?  1 = yes, 0 = another
+ * file, 2 = not a regular file, < 0 an errno. */
+static int same_file(int fd, const struct afile *f, struct stat *sb)
+{
+	uint64_t dev, ino, fsid;
+	int r = atomio_sys->fstat(fd, sb);
+	if (r == 0)
+		r = file_identity(fd, &dev, &ino, &fsid);
+	if (r < 0)
+		return r;
+	if (!S_ISREG(sb->st_mode))
+		return 2;
+	/* Same inode on the same filesystem (the device number may change
+	 * across boots; the filesystem id usually does not). */
+	return ino == f->ino && (dev == f->dev || (fsid && fsid == f->fsid));
+}
+
 static int open_checked(struct rcv *rc, struct afile *f)
 {
 	atomio *st = rc->st;
@@ -182,44 +200,73 @@ static int open_checked(struct rcv *rc, struct afile *f)
 		       f->path, f->id);
 		return ATOMIO_EBADPATH;
 	}
-	/* O_NOFOLLOW: a symlink planted at the path is refused, not followed.
-	 * O_NONBLOCK: opening a FIFO planted there must not hang recovery. */
-	int fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd == -ELOOP) {
-		st_err(st, "%s: data file %s is now a symbolic link; nothing replayed", st->log_path,
-		       path);
+	/* First look without opening: O_PATH opens no FIFO, device or socket
+	 * planted at the path (a device's open can act: a tape rewinds, a
+	 * watchdog arms; a FIFO's can block), and with O_NOFOLLOW a symlink
+	 * there is seen as a symlink, never followed. */
+	int pfd = atomio_sys->open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (pfd == -ENOENT || pfd == -ENOTDIR || pfd == -ELOOP) {
+		st_err(st, "%s: data file %s is gone (%s); nothing replayed; restore it, or create "
+			   "it and reopen with ATOMIO_FORCE_PATHS (atomio recover --force-paths)",
+		       st->log_path, path, pfd == -ENOENT ? "no such file"
+				   : "a directory on its path was replaced");
 		return ATOMIO_EIDENTITY;
 	}
-	if (fd < 0) {
+	if (pfd < 0) {
 		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
-		       st->log_path, path, strerror(-fd));
-		return fd == -ENOENT ? ATOMIO_EIDENTITY : fd;
+		       st->log_path, path, strerror(-pfd));
+		return pfd;
 	}
 	struct stat sb;
-	uint64_t dev, ino, fsid;
-	r = atomio_sys->fstat(fd, &sb);
-	if (r == 0)
-		r = file_identity(fd, &dev, &ino, &fsid);
+	r = same_file(pfd, f, &sb);
 	if (r < 0) {
-		atomio_sys->close(fd);
+		atomio_sys->close(pfd);
 		return r;
 	}
-	if (!S_ISREG(sb.st_mode)) {
-		atomio_sys->close(fd);
-		st_err(st, "%s: data file %s is no longer a regular file; nothing replayed",
-		       st->log_path, path);
+	const char *why = NULL;
+	if (S_ISLNK(sb.st_mode))
+		why = "is now a symbolic link";
+	else if (r == 2)
+		why = "is no longer a regular file";
+	else if (sb.st_dev == rc->log_dev && sb.st_ino == rc->log_ino)
+		why = "is the store's own log"; /* even with FORCE_PATHS */
+	if (why) {
+		atomio_sys->close(pfd);
+		st_err(st, "%s: data file %s %s; nothing replayed", st->log_path, path, why);
 		return ATOMIO_EIDENTITY;
 	}
-	/* Same inode on the same filesystem (the device number may change
-	 * across boots; the filesystem id usually does not). */
-	bool same = ino == f->ino && (dev == f->dev || (fsid && fsid == f->fsid));
-	if (!same && !(st->flags & ATOMIO_FORCE_PATHS)) {
-		atomio_sys->close(fd);
+	if (r == 0 && !(st->flags & ATOMIO_FORCE_PATHS)) {
+		atomio_sys->close(pfd);
 		st_err(st, "%s: data file %s was replaced since it was registered (inode %llu, "
 			   "recorded %llu); nothing replayed; check it and reopen with "
 			   "ATOMIO_FORCE_PATHS (atomio recover --force-paths) to replay into it",
-		       st->log_path, path, (unsigned long long)ino, (unsigned long long)f->ino);
+		       st->log_path, path, (unsigned long long)sb.st_ino, (unsigned long long)f->ino);
 		return ATOMIO_EIDENTITY;
+	}
+	/* Then open for writing the inode just checked, not the path again:
+	 * through /proc/self/fd the open reaches that inode even if the path
+	 * is swapped meanwhile (no window between check and write).  Without
+	 * /proc, open the path (never blocking on a FIFO) and check that it
+	 * is still the same inode. */
+	char pp[64];
+	snprintf(pp, sizeof(pp), "/proc/self/fd/%d", pfd);
+	int fd = atomio_sys->open(pp, O_RDWR | O_CLOEXEC | O_NOCTTY, 0);
+	if (fd == -ENOENT)
+		fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0) {
+		atomio_sys->close(pfd);
+		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
+		       st->log_path, path, strerror(-fd));
+		return fd == -ELOOP || fd == -ENOENT ? ATOMIO_EIDENTITY : fd;
+	}
+	struct stat sb2;
+	r = atomio_sys->fstat(fd, &sb2);
+	atomio_sys->close(pfd);
+	if (r < 0 || !S_ISREG(sb2.st_mode) || sb2.st_dev != sb.st_dev || sb2.st_ino != sb.st_ino) {
+		atomio_sys->close(fd);
+		st_err(st, "%s: data file %s changed while recovery checked it; nothing replayed",
+		       st->log_path, path);
+		return r < 0 ? r : ATOMIO_EIDENTITY;
 	}
 	rc->fds[f->id] = fd;
 	return 0;
@@ -268,6 +315,12 @@ int recover(atomio *st)
 		goto out;
 	for (uint32_t i = 0; i < MAX_FILES; i++)
 		rc.fds[i] = -1;
+	struct stat ls;
+	r = atomio_sys->fstat(st->log_fd, &ls);
+	if (r < 0)
+		goto out;
+	rc.log_dev = ls.st_dev;
+	rc.log_ino = ls.st_ino;
 
 	uint64_t count = 0, seq_end = st->sb.head_seq;
 	r = walk(&rc, check_record, &count, &seq_end);
