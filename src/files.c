@@ -401,6 +401,17 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		st_err(st, "%s: not a regular file", canon);
 		goto out_close;
 	}
+	struct stat lsb;
+	r = atomio_sys->fstat(st->log_fd, &lsb);
+	if (r < 0)
+		goto out_close;
+	if (sb.st_dev == lsb.st_dev && sb.st_ino == lsb.st_ino) {
+		/* Group data written over the log would destroy the records
+		 * that make it atomic (by its name or through a hard link). */
+		r = -EINVAL;
+		st_err(st, "%s: is the store's own log", canon);
+		goto out_close;
+	}
 	if (created) {
 		/* The new inode and its directory entry must be durable before
 		 * any group names the file: fsync the file, then its directory. */

@@ -312,6 +312,18 @@ int main(void)
 	lp_free(&before);
 	lp_free(&after);
 	check_b_untouched();
+	/* ... nor registered as a data file, by its name or a hard link */
+	new_case("register-log");
+	{
+		atomio *st;
+		struct atomio_options o = t_opts(65536);
+		CHECK_OK(atomio_open(P("log"), &o, &st));
+		CHECK_OK(link(P("log"), P("loglink")));
+		CHECK_EQ(atomio_file_open(st, P("log"), 0, 0), -EINVAL);
+		CHECK_EQ(atomio_file_open(st, P("loglink"), 0, 0), -EINVAL);
+		CHECK_OK(atomio_close(st));
+	}
+
 	/* 8. the log writable by others, or owned by another user */
 	new_case("log-perms");
 	setup();
