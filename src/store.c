@@ -137,7 +137,7 @@ static int sb_check(const struct sb_disk *sb, uint64_t file_size, int *why)
 		return -1;
 	if (sb->area_off < sb->cat_off + 2 * sb->cat_size || sb->area_off % b || sb->area_size % b ||
 	    sb->area_size < MIN_LOG_BLOCKS * b || sb->area_size > (1ull << 48) ||
-	    sb->area_off + sb->area_size > file_size)
+	    sb->area_off > file_size || sb->area_size > file_size - sb->area_off) /* no wrap */
 		return -1;
 	if (sb->head_off >= sb->area_size || sb->head_off % 8)
 		return -1;
