@@ -7,6 +7,7 @@
  * and replays nothing into ANY file; a race that swaps the file between the
  * identity check and the write cannot redirect the bytes. */
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
@@ -447,6 +448,50 @@ int main(void)
 		CHECK(e && e->path_len == 5 && !memcmp(e + 1, "sub/x", 5) && (e->flags & CAT_F_RELATIVE));
 		lp_free(&l);
 	}
+
+	/* 12. memory: a (sparse) log whose catalogs are 1 GiB each, the most
+	 * the format allows, holding 64 bytes: opening it must not need
+	 * memory in proportion to the catalog's room, only to its content */
+#ifndef ATOMIO_SAN /* ASan reserves terabytes of address space: no RLIMIT_AS */
+	new_case("huge-catalog");
+	setup();
+	{
+		struct lp l;
+		CHECK_OK(lp_load(&l, P("log")));
+		struct sb_disk sb = *lp_sb(&l);
+		const uint64_t cs = 1ull << 30;
+		uint64_t area_off = align_up(CAT_OFF + 2 * cs, sb.block);
+		int fd = open(P("log.big"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+		CHECK(fd >= 0);
+		CHECK_OK(ftruncate(fd, (off_t)(area_off + sb.area_size)));
+		for (int c = 0; c < 2; c++) {
+			struct cat_hdr_disk *h = lp_cat(&l, &sb, c);
+			CHECK(pwrite(fd, h, sb.cat_size, (off_t)(CAT_OFF + (uint64_t)c * cs)) == (ssize_t)sb.cat_size);
+		}
+		CHECK(pwrite(fd, l.b + sb.area_off, sb.area_size, (off_t)area_off) == (ssize_t)sb.area_size);
+		sb.cat_size = cs;
+		sb.area_off = area_off;
+		lp_sb_seal(&sb);
+		CHECK(pwrite(fd, &sb, sizeof(sb), (off_t)((sb.generation % 2) * SB_SLOT)) == (ssize_t)sizeof(sb));
+		close(fd);
+		lp_free(&l);
+		CHECK_OK(rename(P("log.big"), P("log")));
+		fflush(NULL);
+		pid_t p = fork();
+		if (p == 0) {
+			struct rlimit rl = {512ull << 20, 512ull << 20};
+			CHECK_OK(setrlimit(RLIMIT_AS, &rl));
+			int r = open_store(0);
+			fflush(stdout);
+			_exit(r == 0 ? 0 : 1);
+		}
+		int ws;
+		CHECK(waitpid(p, &ws, 0) == p && WIFEXITED(ws));
+		CHECK_EQ(WEXITSTATUS(ws), 0);
+		check_replayed(P("sub/a"));
+		unlink(P("log"));
+	}
+#endif
 
 	/* 11. the race: the file is swapped after recovery checked it and
 	 * before it writes.  The bytes go to the file that was checked (or
