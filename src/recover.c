@@ -100,7 +100,7 @@ static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *r
 
 /* A record with a right checksum must also make sense; if not, the log was
  * written by something that is not atomio (or atomio has a bug): refuse. */
-static int check_segs(struct rcv *rc, const struct rec *rec)
+static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 {
 	atomio *st = rc->st;
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
@@ -126,6 +126,8 @@ static int check_segs(struct rcv *rc, const struct rec *rec)
 			       (unsigned long long)rec->h.seq, i, why);
 			return ATOMIO_ECORRUPT;
 		}
+		if (!collect)
+			continue;
 		rc->needed[d->file / 8] |= (uint8_t)(1u << (d->file % 8));
 		uint64_t end = d->kind == SEG_WRITE ? d->off + d->len : d->off;
 		if (end > rc->maxend[d->file])
@@ -276,10 +278,24 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 {
 	atomio *st = rc->st;
 	uint64_t data = rec->pos + REC_HDR + (uint64_t)REC_DESC * rec->h.nsegs;
+	/* The record was read again: check it again, whole, before writing
+	 * any of it.  Someone who ignores the log's lock may have changed it
+	 * since the check pass; an unchecked file id would index past fds. */
+	int r = check_segs(rc, rec, false);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < rec->h.nsegs; i++)
+		if (rc->fds[rec->segs[i].file] < 0 ||
+		    (rec->segs[i].kind == SEG_WRITE ? rec->segs[i].off + rec->segs[i].len
+						    : rec->segs[i].off) > rc->maxend[rec->segs[i].file]) {
+			st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
+			       (unsigned long long)rec->h.seq);
+			return ATOMIO_ECORRUPT;
+		}
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		int fd = rc->fds[d->file];
-		int r = 0;
+		r = 0;
 		if (d->kind == SEG_SETSIZE) {
 			do
 				r = atomio_sys->ftruncate(fd, (off_t)d->off);
@@ -301,7 +317,7 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 	return 0;
 }
 
-static int check_record(struct rcv *rc, const struct rec *rec) { return check_segs(rc, rec); }
+static int check_record(struct rcv *rc, const struct rec *rec) { return check_segs(rc, rec, true); }
 
 int recover(atomio *st)
 {

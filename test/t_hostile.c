@@ -161,6 +161,28 @@ static void swap_on_reopen(const char *path, int flags)
 	CHECK_OK(rename(P("decoy"), P("sub/a")));
 }
 
+/* Rewrite the log's first record (valid checksum, file id 70000) while
+ * recovery opens the data files: between its check pass and its replay. */
+static int edit_armed;
+static void edit_log_on_open(const char *path, int flags)
+{
+	if (!edit_armed || !(flags & O_PATH))
+		return;
+	edit_armed = 0;
+	struct lp l;
+	CHECK_OK(lp_load(&l, P("log")));
+	struct sb_disk *sb = lp_sb(&l);
+	struct seg_disk *d = lp_seg(&l, sb, sb->head_off, 0);
+	CHECK(d);
+	d->file = 70000;
+	CHECK_OK(lp_rec_seal(&l, sb, sb->head_off));
+	/* in place: recovery holds the log open */
+	int fd = open(P("log"), O_WRONLY);
+	CHECK(fd >= 0 && pwrite(fd, l.b, l.n, 0) == (ssize_t)l.n);
+	close(fd);
+	lp_free(&l);
+}
+
 int main(void)
 {
 	t_dir();
@@ -492,6 +514,19 @@ int main(void)
 		unlink(P("log"));
 	}
 #endif
+
+	/* 13. the log itself changed (by someone ignoring its lock) between
+	 * recovery's check pass and its replay: the replay checks every
+	 * record again; nothing is written through an unchecked file id */
+	new_case("log-changed");
+	setup();
+	on_open = edit_log_on_open;
+	edit_armed = 1;
+	CHECK_EQ(open_store(0), ATOMIO_ECORRUPT);
+	on_open = NULL;
+	CHECK_EQ(edit_armed, 0);
+	CHECK_EQ(fsize(P("sub/a")), 0);
+	check_b_untouched();
 
 	/* 11. the race: the file is swapped after recovery checked it and
 	 * before it writes.  The bytes go to the file that was checked (or
