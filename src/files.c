@@ -129,7 +129,7 @@ static int cat_check_copy(atomio *st, int i, char *tmp, size_t tmpsz, struct cat
 	if (r < 0)
 		return r;
 	if (h->magic != CAT_MAGIC || h->store_id != st->store_id || h->used < CAT_HDR ||
-	    h->used > st->cat_size || h->count > MAX_FILES)
+	    h->used > st->cat_size || h->count > MAX_FILES || h->generation >= MAX_GENERATION)
 		return ATOMIO_ECORRUPT;
 	XXH3_state_t xs;
 	XXH3_INITSTATE(&xs); /* see fmt_csum */

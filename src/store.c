@@ -141,6 +141,8 @@ static int sb_check(const struct sb_disk *sb, uint64_t file_size, int *why)
 		return -1;
 	if (sb->head_off >= sb->area_size || sb->head_off % 8)
 		return -1;
+	if (sb->generation >= MAX_GENERATION)
+		return -1; /* its successor could wrap to 0 and lose to the stale slot */
 	return 0;
 }
 
