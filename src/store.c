@@ -335,8 +335,10 @@ static int create_log(atomio *st, const char *path, uint64_t log_size)
 		r = cat_write_initial(fd, CAT_OFF, cat_size, sb.store_id);
 	/* fsync (not fdatasync): the file's size and blocks must be durable
 	 * before its name appears under the final path. */
-	while (r == 0 && (r = atomio_sys->fsync(fd)) == -EINTR)
-		;
+	if (r == 0)
+		do /* EINTR: interrupted, nothing lost; again */
+			r = atomio_sys->fsync(fd);
+		while (r == -EINTR);
 	if (r < 0) {
 		st_err(st, "initialising %s: %s", tmp, strerror(-r));
 		goto out_unlink;
