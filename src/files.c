@@ -236,6 +236,8 @@ int cat_load(atomio *st)
 		f->fsid = e.fsid;
 		f->fd = -1;
 		atomic_store(&st->files[e.id], f);
+		if (e.id >= st->files_hi)
+			st->files_hi = e.id + 1;
 		pos = align_up(pos + CAT_ENTRY_HDR + e.path_len, 8);
 	}
 	if (r == ATOMIO_ECORRUPT)

@@ -117,6 +117,7 @@ struct atomio {
 	/* registered files: files[id] published with release/acquire */
 	_Atomic(struct afile *) *files;
 	uint32_t nfiles_cat;  /* entries in the catalog */
+	uint32_t files_hi;    /* one past the highest id in the catalog loaded at open */
 	uint64_t cat_gen;
 	pthread_mutex_t cat_lock; /* serialises registrations */
 

@@ -42,6 +42,7 @@ struct rcv {
 	uint8_t *needed;  /* bitmap by file id */
 	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
 	uint64_t log_dev, log_ino; /* the log itself is never a data file */
+	uint32_t hi;               /* the tables above have this many entries */
 };
 
 static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
@@ -106,7 +107,7 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		const char *why = NULL;
-		if (d->file >= MAX_FILES || !atomic_load(&st->files[d->file]))
+		if (d->file >= rc->hi || !atomic_load(&st->files[d->file]))
 			why = "names a file the store never registered";
 		else if (d->reserved)
 			why = "has a nonzero reserved field";
@@ -324,12 +325,16 @@ int recover(atomio *st)
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
 	int r = -ENOMEM;
 	rc.buf = aligned_alloc_zero(4096, CHUNK);
-	rc.fds = malloc(sizeof(int) * MAX_FILES);
-	rc.needed = calloc(MAX_FILES / 8, 1);
-	rc.maxend = calloc(MAX_FILES, sizeof(*rc.maxend));
+	/* Tables by file id, up to the highest id in the catalog (a record
+	 * naming any other id is refused before it is used as an index). */
+	const uint32_t hi = st->files_hi ? st->files_hi : 1;
+	rc.hi = hi;
+	rc.fds = malloc(sizeof(int) * hi);
+	rc.needed = calloc((hi + 7) / 8, 1);
+	rc.maxend = calloc(hi, sizeof(*rc.maxend));
 	if (!rc.buf || !rc.fds || !rc.needed || !rc.maxend)
 		goto out;
-	for (uint32_t i = 0; i < MAX_FILES; i++)
+	for (uint32_t i = 0; i < hi; i++)
 		rc.fds[i] = -1;
 	struct stat ls;
 	r = atomio_sys->fstat(st->log_fd, &ls);
@@ -342,7 +347,7 @@ int recover(atomio *st)
 	r = walk(&rc, check_record, &count, &seq_end);
 	if (r < 0)
 		goto out;
-	for (uint32_t id = 0; id < MAX_FILES && count; id++) {
+	for (uint32_t id = 0; id < hi && count; id++) {
 		if (!(rc.needed[id / 8] & (1u << (id % 8))))
 			continue;
 		r = open_checked(&rc, atomic_load(&st->files[id]));
@@ -373,7 +378,7 @@ int recover(atomio *st)
 		}
 		/* fsync (sizes may have changed): the replayed data must be
 		 * durable before the superblock gives up the records. */
-		for (uint32_t id = 0; id < MAX_FILES; id++) {
+		for (uint32_t id = 0; id < hi; id++) {
 			if (rc.fds[id] < 0)
 				continue;
 			do
@@ -397,7 +402,7 @@ int recover(atomio *st)
 	atomic_store(&st->stats.groups_recovered, count);
 out:
 	if (rc.fds)
-		for (uint32_t i = 0; i < MAX_FILES; i++)
+		for (uint32_t i = 0; i < rc.hi; i++)
 			if (rc.fds[i] >= 0)
 				atomio_sys->close(rc.fds[i]);
 	free(rc.fds);
