@@ -126,7 +126,8 @@ static void (*on_open)(const char *path, int flags);
 static int w_open(const char *path, int flags, mode_t mode)
 {
 	struct stat sb;
-	if (!(flags & O_PATH) && (flags & O_ACCMODE) != O_RDONLY && lstat(path, &sb) == 0 &&
+	if (!(flags & O_PATH) && (flags & O_ACCMODE) != O_RDONLY &&
+	    ((flags & O_NOFOLLOW) ? lstat(path, &sb) : stat(path, &sb)) == 0 &&
 	    !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
 		opened_nonreg_rw++;
 	if (on_open)
@@ -152,7 +153,15 @@ static int swap_armed;
 static void swap_on_reopen(const char *path, int flags)
 {
 	static int seen;
-	if (!swap_armed || (flags & O_PATH) || !(strstr(path, "/sub/a") || strstr(path, "/proc/self/fd/")))
+	if (!swap_armed || (flags & O_PATH))
+		return;
+	char target[8192] = "";
+	if (!strncmp(path, "/proc/self/fd/", 14)) {
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = 0;
+		path = target;
+	}
+	if (!strstr(path, "/sub/a"))
 		return;
 	(void)seen;
 	swap_armed = 0;
@@ -582,6 +591,28 @@ int main(void)
 		uint8_t *d = t_slurp(P("sub/a"), &n);
 		CHECK(d && n == 104 && !memcmp(d + 100, "G2G2", 4)); /* acknowledged: kept */
 		free(d);
+	}
+
+	/* 15. the log's own path holds (or a symlink there leads to) a device,
+	 * a FIFO or a directory: refused without being opened for writing */
+	new_case("log-not-regular");
+	for (int kind = 0; kind < 3; kind++) {
+		unlink(P("log"));
+		rmdir(P("log"));
+		if (kind == 0)
+			CHECK_OK(symlink("/dev/null", P("log")));
+		else if (kind == 1)
+			CHECK_OK(mkfifo(P("log"), 0600));
+		else
+			CHECK_OK(mkdir(P("log"), 0700));
+		opened_nonreg_rw = 0;
+		int r = open_store(0);
+		CHECK(r == ATOMIO_ENOTLOG || (kind == 2 && r == -EISDIR));
+		CHECK_EQ(opened_nonreg_rw, 0);
+		atomio *st;
+		struct atomio_options o = {.flags = ATOMIO_CREATE};
+		CHECK(atomio_open(P("log"), &o, &st) < 0);
+		CHECK_EQ(opened_nonreg_rw, 0);
 	}
 
 	/* 11. the race: the file is swapped after recovery checked it and
