@@ -8,6 +8,8 @@ PKGS="gcc make libc6-dev libxxhash-dev"
 PKGS="$PKGS liburing-dev"
 # the atomio command's tests: jq reads its JSON; xfsprogs makes the XFS loop image
 PKGS="$PKGS jq xfsprogs"
+# fuzzing: clang with its libFuzzer runtime
+PKGS="$PKGS clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

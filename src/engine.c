@@ -195,8 +195,10 @@ static int plain_log_write(atomio *st, const void *buf, size_t len, uint64_t off
 		/* No RWF_DSYNC here: a write, then fdatasync, is the same
 		 * durability at the price of a second call. */
 		r = sys_pwrite_full(st->log_fd, buf, len, (off_t)off, 0);
-		while (r == 0 && (r = atomio_sys->fdatasync(st->log_fd)) == -EINTR)
-			;
+		if (r == 0)
+			do /* EINTR: interrupted, nothing lost; again */
+				r = atomio_sys->fdatasync(st->log_fd);
+			while (r == -EINTR);
 	}
 	return r;
 }
@@ -365,8 +367,10 @@ int engine_home(atomio *st, atomio_tx *first, uint32_t n)
 				/* A size change orders against the file's writes
 				 * still in flight. */
 				err = wave_flush(st, &w);
-				while (err == 0 && (err = atomio_sys->ftruncate(f->hfd, (off_t)s->off)) == -EINTR)
-					;
+				if (err == 0)
+					do
+						err = atomio_sys->ftruncate(f->hfd, (off_t)s->off);
+					while (err == -EINTR);
 			}
 		}
 	}

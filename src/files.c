@@ -20,6 +20,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
 #include "internal.h"
 
 struct afile *file_get(atomio *st, int id)
@@ -82,19 +85,67 @@ int file_identity(int fd, uint64_t *dev, uint64_t *ino, uint64_t *fsid)
 	return 0;
 }
 
+/* The largest size the file's filesystem allows (ext4: 16 TiB, vfat: 4 GiB),
+ * at most MAX_OFFSET.  A write beyond it fails with EFBIG, and fails again at
+ * every replay: a record that can never be applied would make the store
+ * impossible to open.  So groups are checked against this limit before they
+ * are logged, and recovery checks records against it before replaying any.
+ * The kernel's llseek refuses SEEK_SET beyond the same limit (s_maxbytes)
+ * that write and truncate check, without touching the file: a binary search
+ * over it finds the limit.  The file position is restored (the application
+ * may use it through atomio_file_fd). */
+uint64_t file_max_size(int fd)
+{
+	if (!atomio_sys->lseek)
+		return MAX_OFFSET;
+	off_t pos = atomio_sys->lseek(fd, 0, SEEK_CUR);
+	if (pos < 0)
+		return MAX_OFFSET; /* no llseek at all: nothing to learn */
+	uint64_t lo = 0, hi = MAX_OFFSET;
+	if (atomio_sys->lseek(fd, (off_t)hi, SEEK_SET) >= 0) {
+		lo = hi;
+	} else {
+		while (hi - lo > 1) {
+			uint64_t mid = lo + (hi - lo) / 2;
+			if (atomio_sys->lseek(fd, (off_t)mid, SEEK_SET) >= 0)
+				lo = mid;
+			else
+				hi = mid;
+		}
+	}
+	atomio_sys->lseek(fd, pos, SEEK_SET);
+	return lo;
+}
+
 /* --- catalog ---------------------------------------------------------------- */
 
-static int cat_parse(atomio *st, const char *buf, uint64_t size, struct cat_hdr_disk *h_out)
+/* Check catalog copy i: header plausible, checksum right over its used
+ * bytes, streamed through a small buffer, so that checking a copy costs
+ * memory in proportion to nothing the log says.  0 = valid. */
+static int cat_check_copy(atomio *st, int i, char *tmp, size_t tmpsz, struct cat_hdr_disk *h)
 {
-	struct cat_hdr_disk h;
-	memcpy(&h, buf, sizeof(h));
-	if (h.magic != CAT_MAGIC || h.store_id != st->store_id || h.used < CAT_HDR || h.used > size ||
-	    h.count > MAX_FILES)
+	uint64_t base = st->cat_off + (uint64_t)i * st->cat_size;
+	int r = log_read(st, base, h, sizeof(*h));
+	if (r < 0)
+		return r;
+	if (h->magic != CAT_MAGIC || h->store_id != st->store_id || h->used < CAT_HDR ||
+	    h->used > st->cat_size || h->count > MAX_FILES || h->generation >= MAX_GENERATION)
 		return ATOMIO_ECORRUPT;
-	if (fmt_csum(buf, h.used, st->store_id, offsetof(struct cat_hdr_disk, csum)) != h.csum)
-		return ATOMIO_ECORRUPT;
-	*h_out = h;
-	return 0;
+	XXH3_state_t xs;
+	XXH3_INITSTATE(&xs); /* see fmt_csum */
+	XXH3_64bits_reset_withSeed(&xs, st->store_id);
+	struct cat_hdr_disk z = *h;
+	z.csum = 0;
+	XXH3_64bits_update(&xs, &z, sizeof(z));
+	for (uint64_t done = CAT_HDR; done < h->used;) {
+		size_t n = h->used - done < tmpsz ? (size_t)(h->used - done) : tmpsz;
+		r = log_read(st, base + done, tmp, n);
+		if (r < 0)
+			return r;
+		XXH3_64bits_update(&xs, tmp, n);
+		done += n;
+	}
+	return XXH3_64bits_digest(&xs) == h->csum ? 0 : ATOMIO_ECORRUPT;
 }
 
 static void afile_free(struct afile *f)
@@ -107,27 +158,45 @@ static void afile_free(struct afile *f)
 
 int cat_load(atomio *st)
 {
-	char *buf = malloc(2 * st->cat_size);
+	const size_t tmpsz = 64 * 1024;
+	char *tmp = malloc(tmpsz);
+	if (!tmp)
+		return -ENOMEM;
+	struct cat_hdr_disk h[2];
+	bool ok[2];
+	int r = 0;
+	for (int i = 0; i < 2 && r >= 0; i++) {
+		r = cat_check_copy(st, i, tmp, tmpsz, &h[i]);
+		ok[i] = r == 0;
+		if (r == ATOMIO_ECORRUPT)
+			r = 0;
+	}
+	free(tmp);
+	if (r < 0)
+		return r;
+	int pick = ok[0] && ok[1] ? (h[1].generation > h[0].generation) : ok[1] ? 1 : ok[0] ? 0 : -1;
+	if (pick < 0) {
+		st_err(st, "%s: no valid file catalog", st->log_path);
+		return ATOMIO_ECORRUPT;
+	}
+	/* Only the chosen copy's used bytes are held, and its checksum is
+	 * checked again on exactly the bytes parsed below. */
+	char *buf = malloc(h[pick].used);
 	if (!buf)
 		return -ENOMEM;
-	int r = log_read(st, st->cat_off, buf, 2 * st->cat_size);
+	r = log_read(st, st->cat_off + (uint64_t)pick * st->cat_size, buf, h[pick].used);
+	if (r == 0 && (memcmp(buf, &h[pick], CAT_HDR) ||
+		       fmt_csum(buf, h[pick].used, st->store_id, offsetof(struct cat_hdr_disk, csum)) !=
+			       h[pick].csum)) {
+		st_err(st, "%s: the file catalog changed while it was read", st->log_path);
+		r = ATOMIO_ECORRUPT;
+	}
 	if (r < 0) {
 		free(buf);
 		return r;
 	}
-	struct cat_hdr_disk h[2];
-	bool ok[2];
-	for (int i = 0; i < 2; i++)
-		ok[i] = cat_parse(st, buf + i * st->cat_size, st->cat_size, &h[i]) == 0;
-	int pick = ok[0] && ok[1] ? (h[1].generation > h[0].generation) : ok[1] ? 1 : ok[0] ? 0 : -1;
-	if (pick < 0) {
-		free(buf);
-		st_err(st, "%s: no valid file catalog", st->log_path);
-		return ATOMIO_ECORRUPT;
-	}
-	const char *c = buf + (size_t)pick * st->cat_size;
+	const char *c = buf;
 	uint64_t pos = CAT_HDR, used = h[pick].used;
-	r = 0;
 	for (uint32_t i = 0; i < h[pick].count; i++) {
 		struct cat_entry_disk e;
 		if (pos + CAT_ENTRY_HDR > used) {
@@ -167,6 +236,8 @@ int cat_load(atomio *st)
 		f->fsid = e.fsid;
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[e.id], f);
+		if (e.id >= st->files_hi)
+			st->files_hi = e.id + 1;
 		pos = align_up(pos + CAT_ENTRY_HDR + e.path_len, 8);
 	}
 	if (r == ATOMIO_ECORRUPT)
@@ -369,6 +440,17 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		st_err(st, "%s: not a regular file", canon);
 		goto out_close;
 	}
+	struct stat lsb;
+	r = atomio_sys->fstat(st->log_fd, &lsb);
+	if (r < 0)
+		goto out_close;
+	if (sb.st_dev == lsb.st_dev && sb.st_ino == lsb.st_ino) {
+		/* Group data written over the log would destroy the records
+		 * that make it atomic (by its name or through a hard link). */
+		r = -EINVAL;
+		st_err(st, "%s: is the store's own log", canon);
+		goto out_close;
+	}
 	if (created) {
 		/* The new inode and its directory entry must be durable before
 		 * any group names the file: fsync the file, then its directory. */
@@ -471,6 +553,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	f->direct = direct;
 	f->dio_mem_align = dio_mem;
 	f->dio_off_align = dio_off;
+	f->max_size = file_max_size(fd);
 	f->dirty = f->resized = false;
 	guard_free(&f->guard);
 	file_open_home(st, f, fd); /* engine.c: the descriptor home writes use */

@@ -46,7 +46,9 @@
  *  248  u64    checksum: XXH3-64 of bytes [0,248) with seed SB_SEED
  *
  *   A slot is valid when magic, byte-order mark, version and checksum are
- *   right and the geometry is consistent (area inside the file, aligned).
+ *   right, the geometry is consistent (area inside the file, aligned) and
+ *   the generation is below 2^62 (one that could wrap to 0 would lose to the
+ *   stale slot).
  *
  * CATALOG (each copy; registered data files)
  *
@@ -54,7 +56,7 @@
  *    4  u32    entry count
  *    8  u64    store id
  *   16  u64    generation (the valid copy with the highest generation is current;
- *              generation g is written to copy g % 2)
+ *              generation g is written to copy g % 2; valid only below 2^62)
  *   24  u64    used bytes (header + entries), <= catalog_size
  *   32  u8[24] reserved, zero
  *   56  u64    checksum: XXH3-64 of bytes [0,used) with this field zero, seed store id
@@ -177,6 +179,7 @@
 #define MAX_SEGMENTS 65536u
 #define MAX_FILES 65536u
 #define MAX_OFFSET (1ull << 62) /* no write ends, and no size lies, beyond 2^62 */
+#define MAX_GENERATION (1ull << 62) /* superblock and catalog generations stay below */
 
 #define DEFAULT_LOG_SIZE (64ull << 20)
 #define MIN_LOG_BLOCKS 16u

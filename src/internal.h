@@ -68,6 +68,7 @@ struct afile {
 	bool direct_home;           /* home writes go through fd with O_DIRECT */
 	struct fcaps caps;
 	struct guard guard;         /* log role only */
+	uint64_t max_size;          /* largest size its filesystem allows (<= MAX_OFFSET) */
 	/* Written since the last checkpoint: needs fdatasync (dirty) or fsync
 	 * (resized) before the log space that can redo it is reused.  Set by the
 	 * home stage AFTER the writes, taken (exchanged to false) by a checkpoint
@@ -183,6 +184,7 @@ struct atomio {
 	/* registered files: files[id] published with release/acquire */
 	_Atomic(struct afile *) *files;
 	uint32_t nfiles_cat;  /* entries in the catalog */
+	uint32_t files_hi;    /* one past the highest id in the catalog loaded at open */
 	uint64_t cat_gen;
 	pthread_mutex_t cat_lock; /* serialises registrations */
 
@@ -227,6 +229,7 @@ struct afile *file_get(atomio *st, int id);
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz);
 int file_check_path(const char *path, uint16_t flags);
 int file_identity(int fd, uint64_t *dev, uint64_t *ino, uint64_t *fsid);
+uint64_t file_max_size(int fd);
 void files_close_all(atomio *st);
 
 /* commit.c */

@@ -40,6 +40,9 @@ struct rcv {
 	uint64_t epoch;
 	int *fds;         /* by file id, -1 = not open */
 	uint8_t *needed;  /* bitmap by file id */
+	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
+	uint64_t log_dev, log_ino; /* the log itself is never a data file */
+	uint32_t hi;               /* the tables above have this many entries */
 };
 
 static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
@@ -98,13 +101,13 @@ static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *r
 
 /* A record with a right checksum must also make sense; if not, the log was
  * written by something that is not atomio (or atomio has a bug): refuse. */
-static int check_segs(struct rcv *rc, const struct rec *rec)
+static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 {
 	atomio *st = rc->st;
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		const char *why = NULL;
-		if (d->file >= MAX_FILES || !atomic_load(&st->files[d->file]))
+		if (d->file >= rc->hi || !atomic_load(&st->files[d->file]))
 			why = "names a file the store never registered";
 		else if (d->reserved)
 			why = "has a nonzero reserved field";
@@ -124,7 +127,12 @@ static int check_segs(struct rcv *rc, const struct rec *rec)
 			       (unsigned long long)rec->h.seq, i, why);
 			return ATOMIO_ECORRUPT;
 		}
+		if (!collect)
+			continue;
 		rc->needed[d->file / 8] |= (uint8_t)(1u << (d->file % 8));
+		uint64_t end = d->kind == SEG_WRITE ? d->off + d->len : d->off;
+		if (end > rc->maxend[d->file])
+			rc->maxend[d->file] = end;
 	}
 	return 0;
 }
@@ -166,6 +174,23 @@ static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uin
 	return 0;
 }
 
+/* Is what fd refers to the file registered as f?  1 = yes, 0 = another
+ * file, 2 = not a regular file, < 0 an errno. */
+static int same_file(int fd, const struct afile *f, struct stat *sb)
+{
+	uint64_t dev, ino, fsid;
+	int r = atomio_sys->fstat(fd, sb);
+	if (r == 0)
+		r = file_identity(fd, &dev, &ino, &fsid);
+	if (r < 0)
+		return r;
+	if (!S_ISREG(sb->st_mode))
+		return 2;
+	/* Same inode on the same filesystem (the device number may change
+	 * across boots; the filesystem id usually does not). */
+	return ino == f->ino && (dev == f->dev || (fsid && fsid == f->fsid));
+}
+
 static int open_checked(struct rcv *rc, struct afile *f)
 {
 	atomio *st = rc->st;
@@ -178,44 +203,73 @@ static int open_checked(struct rcv *rc, struct afile *f)
 		       f->path, f->id);
 		return ATOMIO_EBADPATH;
 	}
-	/* O_NOFOLLOW: a symlink planted at the path is refused, not followed.
-	 * O_NONBLOCK: opening a FIFO planted there must not hang recovery. */
-	int fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd == -ELOOP) {
-		st_err(st, "%s: data file %s is now a symbolic link; nothing replayed", st->log_path,
-		       path);
+	/* First look without opening: O_PATH opens no FIFO, device or socket
+	 * planted at the path (a device's open can act: a tape rewinds, a
+	 * watchdog arms; a FIFO's can block), and with O_NOFOLLOW a symlink
+	 * there is seen as a symlink, never followed. */
+	int pfd = atomio_sys->open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (pfd == -ENOENT || pfd == -ENOTDIR || pfd == -ELOOP) {
+		st_err(st, "%s: data file %s is gone (%s); nothing replayed; restore it, or create "
+			   "it and reopen with ATOMIO_FORCE_PATHS (atomio recover --force-paths)",
+		       st->log_path, path, pfd == -ENOENT ? "no such file"
+				   : "a directory on its path was replaced");
 		return ATOMIO_EIDENTITY;
 	}
-	if (fd < 0) {
+	if (pfd < 0) {
 		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
-		       st->log_path, path, strerror(-fd));
-		return fd == -ENOENT ? ATOMIO_EIDENTITY : fd;
+		       st->log_path, path, strerror(-pfd));
+		return pfd;
 	}
 	struct stat sb;
-	uint64_t dev, ino, fsid;
-	r = atomio_sys->fstat(fd, &sb);
-	if (r == 0)
-		r = file_identity(fd, &dev, &ino, &fsid);
+	r = same_file(pfd, f, &sb);
 	if (r < 0) {
-		atomio_sys->close(fd);
+		atomio_sys->close(pfd);
 		return r;
 	}
-	if (!S_ISREG(sb.st_mode)) {
-		atomio_sys->close(fd);
-		st_err(st, "%s: data file %s is no longer a regular file; nothing replayed",
-		       st->log_path, path);
+	const char *why = NULL;
+	if (S_ISLNK(sb.st_mode))
+		why = "is now a symbolic link";
+	else if (r == 2)
+		why = "is no longer a regular file";
+	else if (sb.st_dev == rc->log_dev && sb.st_ino == rc->log_ino)
+		why = "is the store's own log"; /* even with FORCE_PATHS */
+	if (why) {
+		atomio_sys->close(pfd);
+		st_err(st, "%s: data file %s %s; nothing replayed", st->log_path, path, why);
 		return ATOMIO_EIDENTITY;
 	}
-	/* Same inode on the same filesystem (the device number may change
-	 * across boots; the filesystem id usually does not). */
-	bool same = ino == f->ino && (dev == f->dev || (fsid && fsid == f->fsid));
-	if (!same && !(st->flags & ATOMIO_FORCE_PATHS)) {
-		atomio_sys->close(fd);
+	if (r == 0 && !(st->flags & ATOMIO_FORCE_PATHS)) {
+		atomio_sys->close(pfd);
 		st_err(st, "%s: data file %s was replaced since it was registered (inode %llu, "
 			   "recorded %llu); nothing replayed; check it and reopen with "
 			   "ATOMIO_FORCE_PATHS (atomio recover --force-paths) to replay into it",
-		       st->log_path, path, (unsigned long long)ino, (unsigned long long)f->ino);
+		       st->log_path, path, (unsigned long long)sb.st_ino, (unsigned long long)f->ino);
 		return ATOMIO_EIDENTITY;
+	}
+	/* Then open for writing the inode just checked, not the path again:
+	 * through /proc/self/fd the open reaches that inode even if the path
+	 * is swapped meanwhile (no window between check and write).  Without
+	 * /proc, open the path (never blocking on a FIFO) and check that it
+	 * is still the same inode. */
+	char pp[64];
+	snprintf(pp, sizeof(pp), "/proc/self/fd/%d", pfd);
+	int fd = atomio_sys->open(pp, O_RDWR | O_CLOEXEC | O_NOCTTY, 0);
+	if (fd == -ENOENT)
+		fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0) {
+		atomio_sys->close(pfd);
+		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
+		       st->log_path, path, strerror(-fd));
+		return fd == -ELOOP || fd == -ENOENT ? ATOMIO_EIDENTITY : fd;
+	}
+	struct stat sb2;
+	r = atomio_sys->fstat(fd, &sb2);
+	atomio_sys->close(pfd);
+	if (r < 0 || !S_ISREG(sb2.st_mode) || sb2.st_dev != sb.st_dev || sb2.st_ino != sb.st_ino) {
+		atomio_sys->close(fd);
+		st_err(st, "%s: data file %s changed while recovery checked it; nothing replayed",
+		       st->log_path, path);
+		return r < 0 ? r : ATOMIO_EIDENTITY;
 	}
 	rc->fds[f->id] = fd;
 	return 0;
@@ -225,10 +279,24 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 {
 	atomio *st = rc->st;
 	uint64_t data = rec->pos + REC_HDR + (uint64_t)REC_DESC * rec->h.nsegs;
+	/* The record was read again: check it again, whole, before writing
+	 * any of it.  Someone who ignores the log's lock may have changed it
+	 * since the check pass; an unchecked file id would index past fds. */
+	int r = check_segs(rc, rec, false);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < rec->h.nsegs; i++)
+		if (rc->fds[rec->segs[i].file] < 0 ||
+		    (rec->segs[i].kind == SEG_WRITE ? rec->segs[i].off + rec->segs[i].len
+						    : rec->segs[i].off) > rc->maxend[rec->segs[i].file]) {
+			st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
+			       (unsigned long long)rec->h.seq);
+			return ATOMIO_ECORRUPT;
+		}
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		int fd = rc->fds[d->file];
-		int r = 0;
+		r = 0;
 		if (d->kind == SEG_SETSIZE) {
 			do
 				r = atomio_sys->ftruncate(fd, (off_t)d->off);
@@ -250,30 +318,53 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 	return 0;
 }
 
-static int check_record(struct rcv *rc, const struct rec *rec) { return check_segs(rc, rec); }
+static int check_record(struct rcv *rc, const struct rec *rec) { return check_segs(rc, rec, true); }
 
 int recover(atomio *st)
 {
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
 	int r = -ENOMEM;
 	rc.buf = aligned_alloc_zero(4096, CHUNK);
-	rc.fds = malloc(sizeof(int) * MAX_FILES);
-	rc.needed = calloc(MAX_FILES / 8, 1);
-	if (!rc.buf || !rc.fds || !rc.needed)
+	/* Tables by file id, up to the highest id in the catalog (a record
+	 * naming any other id is refused before it is used as an index). */
+	const uint32_t hi = st->files_hi ? st->files_hi : 1;
+	rc.hi = hi;
+	rc.fds = malloc(sizeof(int) * hi);
+	rc.needed = calloc((hi + 7) / 8, 1);
+	rc.maxend = calloc(hi, sizeof(*rc.maxend));
+	if (!rc.buf || !rc.fds || !rc.needed || !rc.maxend)
 		goto out;
-	for (uint32_t i = 0; i < MAX_FILES; i++)
+	for (uint32_t i = 0; i < hi; i++)
 		rc.fds[i] = -1;
+	struct stat ls;
+	r = atomio_sys->fstat(st->log_fd, &ls);
+	if (r < 0)
+		goto out;
+	rc.log_dev = ls.st_dev;
+	rc.log_ino = ls.st_ino;
 
 	uint64_t count = 0, seq_end = st->sb.head_seq;
 	r = walk(&rc, check_record, &count, &seq_end);
 	if (r < 0)
 		goto out;
-	for (uint32_t id = 0; id < MAX_FILES && count; id++) {
+	for (uint32_t id = 0; id < hi && count; id++) {
 		if (!(rc.needed[id / 8] & (1u << (id % 8))))
 			continue;
 		r = open_checked(&rc, atomic_load(&st->files[id]));
 		if (r < 0)
 			goto out;
+		/* A range the file's filesystem cannot hold would fail at every
+		 * replay (EFBIG): refuse before anything is written.  atomio
+		 * never logs one (file_max_size); a file moved to a smaller
+		 * filesystem or a crafted record can. */
+		uint64_t lim = file_max_size(rc.fds[id]);
+		if (rc.maxend[id] > lim) {
+			st_err(st, "%s: a record writes file %u up to byte %llu, beyond the %llu its "
+				   "filesystem allows; nothing replayed", st->log_path, id,
+			       (unsigned long long)rc.maxend[id], (unsigned long long)lim);
+			r = ATOMIO_ECORRUPT;
+			goto out;
+		}
 	}
 	if (count) {
 		uint64_t c2, s2;
@@ -287,7 +378,7 @@ int recover(atomio *st)
 		}
 		/* fsync (sizes may have changed): the replayed data must be
 		 * durable before the superblock gives up the records. */
-		for (uint32_t id = 0; id < MAX_FILES; id++) {
+		for (uint32_t id = 0; id < hi; id++) {
 			if (rc.fds[id] < 0)
 				continue;
 			do
@@ -311,11 +402,12 @@ int recover(atomio *st)
 	atomic_store(&st->stats.groups_recovered, count);
 out:
 	if (rc.fds)
-		for (uint32_t i = 0; i < MAX_FILES; i++)
+		for (uint32_t i = 0; i < rc.hi; i++)
 			if (rc.fds[i] >= 0)
 				atomio_sys->close(rc.fds[i]);
 	free(rc.fds);
 	free(rc.needed);
+	free(rc.maxend);
 	free(rc.buf);
 	return r;
 }

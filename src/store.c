@@ -137,10 +137,12 @@ static int sb_check(const struct sb_disk *sb, uint64_t file_size, int *why)
 		return -1;
 	if (sb->area_off < sb->cat_off + 2 * sb->cat_size || sb->area_off % b || sb->area_size % b ||
 	    sb->area_size < MIN_LOG_BLOCKS * b || sb->area_size > (1ull << 48) ||
-	    sb->area_off + sb->area_size > file_size)
+	    sb->area_off > file_size || sb->area_size > file_size - sb->area_off) /* no wrap */
 		return -1;
 	if (sb->head_off >= sb->area_size || sb->head_off % 8)
 		return -1;
+	if (sb->generation >= MAX_GENERATION)
+		return -1; /* its successor could wrap to 0 and lose to the stale slot */
 	return 0;
 }
 
@@ -333,8 +335,10 @@ static int create_log(atomio *st, const char *path, uint64_t log_size)
 		r = cat_write_initial(fd, CAT_OFF, cat_size, sb.store_id);
 	/* fsync (not fdatasync): the file's size and blocks must be durable
 	 * before its name appears under the final path. */
-	while (r == 0 && (r = atomio_sys->fsync(fd)) == -EINTR)
-		;
+	if (r == 0)
+		do /* EINTR: interrupted, nothing lost; again */
+			r = atomio_sys->fsync(fd);
+		while (r == -EINTR);
 	if (r < 0) {
 		st_err(st, "initialising %s: %s", tmp, strerror(-r));
 		goto out_unlink;
@@ -371,15 +375,42 @@ out:
 
 static int open_log_fd(atomio *st, const char *path)
 {
-	int fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_DIRECT, 0);
+	/* Look before opening: O_PATH opens no device or FIFO found at the
+	 * log's path or at the end of a symlink there (opening a device can
+	 * act: a watchdog arms, a tape rewinds).  Then open for writing the
+	 * inode just looked at, through /proc/self/fd, so that the path
+	 * cannot be swapped in between; without /proc, open the path (the
+	 * fstat in atomio_open checks what was opened). */
+	int pfd = atomio_sys->open(path, O_PATH | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return pfd;
+	struct stat sb;
+	int r = atomio_sys->fstat(pfd, &sb);
+	if (r == 0 && !S_ISREG(sb.st_mode))
+		r = ATOMIO_ENOTLOG;
+	if (r < 0) {
+		atomio_sys->close(pfd);
+		if (r == ATOMIO_ENOTLOG)
+			st_err(st, "%s: not a regular file", path);
+		return r;
+	}
+	char pp[64];
+	snprintf(pp, sizeof(pp), "/proc/self/fd/%d", pfd);
+	const char *at = pp;
+	int fd = atomio_sys->open(at, O_RDWR | O_CLOEXEC | O_DIRECT, 0);
+	if (fd == -ENOENT) {
+		at = path;
+		fd = atomio_sys->open(at, O_RDWR | O_CLOEXEC | O_DIRECT | O_NONBLOCK | O_NOCTTY, 0);
+	}
 	if (fd == -EINVAL) {
 		/* No O_DIRECT here (tmpfs, some FUSE): buffered writes with
 		 * RWF_DSYNC give the same durability at one more copy. */
-		fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC, 0);
+		fd = atomio_sys->open(at, O_RDWR | O_CLOEXEC | (at == path ? O_NONBLOCK | O_NOCTTY : 0), 0);
 		st->log_direct = false;
 	} else {
 		st->log_direct = true;
 	}
+	atomio_sys->close(pfd);
 	return fd;
 }
 
@@ -461,7 +492,8 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	}
 	if (fd < 0) {
 		r = fd;
-		st_err(st, "opening %s: %s", log_path, strerror(-r));
+		if (r != ATOMIO_ENOTLOG) /* that one has said why */
+			st_err(st, "opening %s: %s", log_path, strerror(-r));
 		goto fail;
 	}
 	st->log_fd = fd;

@@ -127,6 +127,12 @@ static int lx_fadvise(int fd, off_t off, off_t len, int advice)
 	return -posix_fadvise(fd, off, len, advice); /* returns the error number itself */
 }
 
+static off_t lx_lseek(int fd, off_t off, int whence)
+{
+	off_t r = lseek(fd, off, whence);
+	return r < 0 ? -errno : r;
+}
+
 const struct atomio_sysops atomio_sys_linux = {
 	.name = "linux",
 	.open = lx_open,
@@ -152,6 +158,7 @@ const struct atomio_sysops atomio_sys_linux = {
 	.read = lx_read,
 	.write = lx_write,
 	.fadvise = lx_fadvise,
+	.lseek = lx_lseek,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;

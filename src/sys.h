@@ -123,6 +123,11 @@ struct atomio_sysops {
 	ssize_t (*write)(int fd, const void *buf, size_t len);
 	/* posix_fadvise (returns 0 or a negative errno) */
 	int (*fadvise)(int fd, off_t off, off_t len, int advice);
+
+	/* lseek(2); used only to learn a data file's largest size (SEEK_SET
+	 * past the filesystem's limit fails with EINVAL).  May be NULL in a
+	 * test backend: the limit is then taken to be 2^62. */
+	off_t (*lseek)(int fd, off_t off, int whence);
 };
 
 /* The table in use; the default is atomio_sys_linux. */

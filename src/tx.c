@@ -172,8 +172,8 @@ static int check_range(struct afile *f, uint64_t len, off_t off)
 {
 	if (off < 0)
 		return -EINVAL;
-	if ((uint64_t)off > MAX_OFFSET || len > MAX_OFFSET - (uint64_t)off)
-		return -EFBIG;
+	if ((uint64_t)off > f->max_size || len > f->max_size - (uint64_t)off)
+		return -EFBIG; /* see file_max_size: never log what cannot be replayed */
 	if (f->direct && (((uint64_t)off % f->dio_off_align) || (len % f->dio_off_align)))
 		return -EINVAL;
 	return 0;
@@ -289,7 +289,7 @@ int atomio_tx_truncate(atomio_tx *tx, int file, off_t size)
 	struct afile *f = file_get(tx->st, file);
 	if (!f)
 		return -EINVAL;
-	if ((uint64_t)size > MAX_OFFSET)
+	if ((uint64_t)size > f->max_size)
 		return -EFBIG;
 	int r = seg_room(tx, 1, 0);
 	if (r < 0)
