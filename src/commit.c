@@ -141,12 +141,7 @@ static void run_batch(atomio *st, atomio_tx *first, uint32_t n, uint64_t bytes, 
 		 * with no journal commit since the blocks are preallocated).  No
 		 * separate commit block: the checksum tells a whole record from a
 		 * torn one. */
-		r = sys_pwrite_full(st->log_fd, st->stage, len, (off_t)(st->area_off + off), RWF_DSYNC);
-		if (r == -EOPNOTSUPP) {
-			r = sys_pwrite_full(st->log_fd, st->stage, len, (off_t)(st->area_off + off), 0);
-			while (r == 0 && (r = atomio_sys->fdatasync(st->log_fd)) == -EINTR)
-				;
-		}
+		r = sys_pwrite_durable(st->log_fd, st->stage, len, (off_t)(st->area_off + off));
 		if (r < 0)
 			st_err(st, "writing the log %s: %s", st->log_path, strerror(-r));
 	}

@@ -225,8 +225,7 @@ static int cat_write(atomio *st)
 	 * out, or a record could name a file recovery does not know.  The
 	 * other copy stays valid until this one is. */
 	size_t len = align_up(used, st->block);
-	int r = sys_pwrite_full(st->log_fd, buf, len, (off_t)(st->cat_off + (gen % 2) * st->cat_size),
-				RWF_DSYNC);
+	int r = sys_pwrite_durable(st->log_fd, buf, len, (off_t)(st->cat_off + (gen % 2) * st->cat_size));
 	free(buf);
 	if (r < 0) {
 		st_err(st, "writing the catalog of %s: %s", st->log_path, strerror(-r));

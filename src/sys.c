@@ -188,6 +188,19 @@ int sys_pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf)
 	return sys_pwritev_full(fd, &iov, 1, off, rwf);
 }
 
+int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off)
+{
+	int r = sys_pwrite_full(fd, buf, len, off, RWF_DSYNC);
+	if (r != -EOPNOTSUPP)
+		return r;
+	/* The flag is refused before anything is written; the same durability
+	 * then takes a write and a flush. */
+	r = sys_pwrite_full(fd, buf, len, off, 0);
+	while (r == 0 && (r = atomio_sys->fdatasync(fd)) == -EINTR)
+		;
+	return r;
+}
+
 int sys_fsync_dir(const char *dir)
 {
 	int fd = atomio_sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);

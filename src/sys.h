@@ -115,6 +115,12 @@ ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off);
 int sys_pwritev_full(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf);
 int sys_pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf);
 
+/* Write the whole buffer at off, durable when it returns: RWF_DSYNC, or where
+ * the kernel or filesystem refuses it (EOPNOTSUPP: Linux before 4.7, some
+ * FUSE filesystems) a plain write and fdatasync.  Returns 0 or a negative
+ * errno. */
+int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off);
+
 /* fsync a directory by path (used after creating or renaming an entry in it). */
 int sys_fsync_dir(const char *dir);
 

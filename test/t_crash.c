@@ -75,6 +75,7 @@ static const struct entry suite[] = {
 	{"3 files O_DIRECT, 4K sectors", "files=3,direct=7,dio=4096,unit=4096,samples=8", 24, false},
 	{"512 B log blocks, wraps", "files=2,phys=512,log=131072,unit=512,samples=6,ckpt_pct=2", 36, false},
 	{"buffered log (no O_DIRECT)", "files=2,nodirect=1,samples=6", 24, false},
+	{"no RWF_DSYNC (write + fdatasync)", "files=2,nodsync=1,samples=6", 24, false},
 	{"crash and continue, one record shape", "files=2,uniform=1,crash_pct=30,reopen_pct=8,samples=6", 30, false},
 	{"many ranges", "files=1,ranges=64,samples=4,points_pct=50", 16, false},
 	{"4 threads (group commit)", "threads=4,files=3,samples=4", 12, false},
@@ -126,7 +127,7 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 	if (c->phys == 512 && c->dio > 512)
 		c->dio = 512;
 	c->nodirect = R(10) == 0;
-	c->nodsync = false; /* R(10) == 0 once the core writes without RWF_DSYNC */
+	c->nodsync = R(10) == 0;
 	c->direct = (unsigned)R(8);
 	c->uniform = R(6) == 0;
 	c->blockrec = R(8) == 0;

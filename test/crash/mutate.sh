@@ -12,7 +12,7 @@ epoch)    file=recover.c    ; expr='s/h\.epoch != rc->epoch \|\|//' ;;    # a re
 csum)     file=recover.c    ; expr='s/if \(XXH3_64bits_digest\(&xs\) != h\.csum\)/if (0)/' ;; # a torn record is replayed
 resync)   file=recover.c    ; expr='s@(\t\tif \(r < 0\)\n\t\t\treturn r;\n\t\tif \(r == 0\)\n\t\t\tbreak;)@\t\tfor (uint64_t q = pos + 8; r == 0 \&\& q + REC_HDR <= st->area_size \&\& q < pos + 65536; q += 8)\n\t\t\tif ((r = read_record(rc, q, seq + 1, \&rec)) == 1) {\n\t\t\t\tseq++;\n\t\t\t\tpos = q;\n\t\t\t}\n$1@' ;; # recovery skips a torn record to a valid one after it
 rfsync)   file=recover.c    ; expr='s/r = atomio_sys->fsync\(rc\.fds\[id\]\);/r = 0;/' ;; # replayed data not synced before the log is emptied
-dsync)    file=commit.c     ; expr='s/\(off_t\)\(st->area_off \+ off\), RWF_DSYNC\)/(off_t)(st->area_off + off), 0)/' ;; # records not durable before home writes and the ack
+dsync)    file=commit.c     ; expr='s/sys_pwrite_durable\(st->log_fd, st->stage, len, \(off_t\)\(st->area_off \+ off\)\)/sys_pwrite_full(st->log_fd, st->stage, len, (off_t)(st->area_off + off), 0)/' ;; # records not durable before home writes and the ack
 resize)   file=commit.c     ; expr='s/f->dirty = f->resized = true;/(void)0;/' ;; # a size change is not synced by the checkpoint
 ckptsync) file=checkpoint.c ; expr='s/int r = sync_file\(st, f\);/int r = 0;/' ;; # the checkpoint frees the log before home data is durable
 dirsync)  file=files.c      ; expr='s/r = sys_fsync_dir\(dir\);/r = 0;/' ;; # a new data file's name is not made durable
