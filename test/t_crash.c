@@ -131,6 +131,7 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 	c->direct = (unsigned)R(8);
 	c->uniform = R(6) == 0;
 	c->blockrec = R(8) == 0;
+	c->appfiles = R(6) == 0;
 	c->samples = 3 + R(10);
 	c->nest_pct = 3 + (int)R(15);
 #undef R

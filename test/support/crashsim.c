@@ -18,6 +18,7 @@
 #include "atomio.h"
 #include "format.h"
 #include "simfs.h"
+#include "sys.h"
 
 #define LOG_PATH "/d/log"
 #define MAXF 3
@@ -303,7 +304,7 @@ static const struct {
 } fields[] = {
 	U64(seed), INT(files), INT(groups), INT(threads), U64(log), INT(ranges), U64(bytes),
 	U64(span), INT(abort_pct), INT(ckpt_pct), INT(reopen_pct), INT(crash_pct), INT(trunc_pct),
-	INT(pwrite_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), U32(unit), U32(dio), U32(phys),
+	INT(pwrite_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), U32(unit), U32(dio), U32(phys),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct),
 	U64(ncap), U64(nsamples), INT(npoints),
 };
@@ -1332,21 +1333,41 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	simfs_mkdir(x->fs, "/e");
 	struct rng r = {mix64(x->c.seed)};
 	bool other_dir = below(&r, 2);
+	bool exists[MAXF] = {false};
 	static const char *names[2][MAXF] = {{"/d/f0", "/d/f1", "/d/f2"}, {"/d/f0", "/d/f1", "/e/f2"}};
 	for (int f = 0; f < x->c.files; f++) {
 		x->paths[f] = names[other_dir][f];
 		uint64_t k = below(&r, 4);
 		if (k == 0)
 			continue; /* created by atomio_file_open */
+		exists[f] = true;
 		uint64_t size = k == 1 ? 0 : 1 + below(&r, x->c.span ? x->c.span : 262144);
 		mf_setsize(&x->base[f], size);
 		fill(0xF11E0000ull + (uint64_t)f, 0, x->base[f].b, size);
-		simfs_put(x->fs, x->paths[f], x->base[f].b, size, 0644);
+		if (!x->c.appfiles)
+			simfs_put(x->fs, x->paths[f], x->base[f].b, size, 0644);
 	}
 
 	simfs_install(x->fs);
+	if (x->c.appfiles) {
+		/* the application writes its files just before opening the
+		 * store, and syncs nothing */
+		for (int f = 0; f < x->c.files; f++) {
+			if (!exists[f])
+				continue;
+			int fd = simfs_ops.open(x->paths[f], O_RDWR | O_CREAT | O_TRUNC, 0644);
+			struct iovec iov = {x->base[f].b, x->base[f].size};
+			if (fd < 0 || (x->base[f].size && simfs_ops.pwritev(fd, &iov, 1, 0, 0) != (ssize_t)iov.iov_len)) {
+				printf("CRASH-CHECK FAILED: setting up %s\n", x->paths[f]);
+				x->failed = 1;
+			}
+			simfs_ops.close(fd);
+		}
+	}
 	simfs_set_hook(x->fs, run_hook, x);
-	x->checking = x->c.setup;
+	/* Before registration nothing is promised about files the application
+	 * has not synced. */
+	x->checking = x->c.setup && !x->c.appfiles;
 	x->grps = NULL;
 	x->ngids = 1 + (size_t)x->c.threads * (size_t)x->c.groups;
 	x->order = calloc(x->ngids, sizeof(*x->order));

@@ -62,6 +62,8 @@ struct cs_cfg {
 	bool uniform;       /* every group has one shape (one record length) */
 	bool blockrec;      /* every group is one range whose record is exactly 4 KiB */
 	bool setup;         /* also check crash points while creating the store */
+	bool appfiles;      /* the initial files were just written by the application,
+			       not synced (their creation and bytes pending) */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
