@@ -59,28 +59,28 @@ struct entry {
 #define SAMPLES(n) (((n) + 1) / 2)
 #define NEST(n) ((n) / 3)
 #else
-#define EXH_RUNS 3
+#define EXH_RUNS 8
 #define SAMPLES(n) (n)
 #define NEST(n) (n)
 #endif
 
 static const struct entry suite[] = {
 	{"exhaustive: 1 file, 4K sectors", "files=1,ranges=2,bytes=300,span=8192,abort_pct=10,ckpt_pct=30,reopen_pct=0,"
-	 "crash_pct=0,trunc_pct=15,pwrite_pct=30,unit=4096,setup=0,cap=16384,nest_pct=20,ncap=16,nsamples=4", 4, true},
+	 "crash_pct=0,trunc_pct=15,pwrite_pct=30,unit=4096,setup=0,cap=4096,nest_pct=100,nest_max=2,ncap=16,nsamples=4", 4, true},
 	{"exhaustive: 2 files, 512 B sectors", "files=2,ranges=2,bytes=200,span=4096,abort_pct=0,ckpt_pct=40,reopen_pct=10,"
-	 "crash_pct=0,trunc_pct=10,pwrite_pct=30,unit=512,setup=0,cap=100000,nest_pct=25,ncap=100000", 3, true},
+	 "crash_pct=0,trunc_pct=10,pwrite_pct=30,unit=512,setup=0,cap=4096,nest_pct=100,nest_max=2,ncap=16,nsamples=4", 3, true},
 	{"exhaustive: O_DIRECT file, 512 B log blocks", "files=1,ranges=1,bytes=512,span=8192,abort_pct=0,ckpt_pct=50,"
-	 "reopen_pct=0,crash_pct=0,trunc_pct=0,direct=1,phys=512,unit=512,setup=0,cap=100000,nest_pct=25,ncap=100000", 4, true},
-	{"3 files, 512 B sectors", "files=3,unit=512,samples=8", 30, false},
-	{"3 files O_DIRECT, 4K sectors", "files=3,direct=7,dio=4096,unit=4096,samples=8", 24, false},
-	{"512 B log blocks, wraps", "files=2,phys=512,log=131072,unit=512,samples=6,ckpt_pct=2", 36, false},
-	{"buffered log (no O_DIRECT)", "files=2,nodirect=1,samples=6", 24, false},
-	{"no RWF_DSYNC (write + fdatasync)", "files=2,nodsync=1,samples=6", 24, false},
-	{"crash and continue, one record shape", "files=2,uniform=1,crash_pct=30,reopen_pct=8,samples=6", 30, false},
-	{"many ranges", "files=1,ranges=64,samples=4,points_pct=50", 16, false},
-	{"4 threads (group commit)", "threads=4,files=3,samples=4", 12, false},
-	{"8 threads, crash and continue", "threads=8,files=2,uniform=1,crash_pct=40,samples=3,points_pct=70", 8, false},
-	{"6 threads, 4 KiB records, crash and continue", "threads=6,files=1,blockrec=1,crash_pct=60,samples=4,ckpt_pct=10", 9, false},
+	 "reopen_pct=0,crash_pct=0,trunc_pct=0,direct=1,phys=512,unit=512,setup=0,cap=4096,nest_pct=100,nest_max=2,ncap=16,nsamples=4", 4, true},
+	{"3 files, 512 B sectors", "files=3,unit=512,samples=8", 45, false},
+	{"3 files O_DIRECT, 4K sectors", "files=3,direct=7,dio=4096,unit=4096,samples=8", 36, false},
+	{"512 B log blocks, wraps", "files=2,phys=512,log=131072,unit=512,samples=6,ckpt_pct=2", 54, false},
+	{"buffered log (no O_DIRECT)", "files=2,nodirect=1,samples=6", 36, false},
+	{"no RWF_DSYNC (write + fdatasync)", "files=2,nodsync=1,samples=6", 36, false},
+	{"crash and continue, one record shape", "files=2,uniform=1,crash_pct=30,reopen_pct=8,samples=6", 45, false},
+	{"many ranges", "files=1,ranges=64,samples=4,points_pct=50", 24, false},
+	{"4 threads (group commit)", "threads=4,files=3,samples=4", 18, false},
+	{"8 threads, crash and continue", "threads=8,files=2,uniform=1,crash_pct=40,samples=3,points_pct=70", 12, false},
+	{"6 threads, 4 KiB records, crash and continue", "threads=6,files=1,blockrec=1,crash_pct=60,samples=4,ckpt_pct=10", 13, false},
 };
 
 /* A random configuration for long runs and hunts. */
@@ -102,8 +102,9 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 		c->crash_pct = 0;
 		c->unit = R(2) ? 512 : 4096;
 		c->setup = false;
-		c->cap = 100000;
-		c->nest_pct = 25;
+		c->cap = 4096;
+		c->nest_pct = 100;
+		c->nest_max = 2;
 		c->ncap = 16;
 		c->nsamples = 4;
 		return;

@@ -288,6 +288,7 @@ void cs_cfg_default(struct cs_cfg *c)
 	c->samples = 8;
 	c->points_pct = 100;
 	c->nest_pct = 5;
+	c->nest_max = 3;
 	c->ncap = 4;
 	c->nsamples = 3;
 	c->npoints = 12;
@@ -305,7 +306,7 @@ static const struct {
 	U64(seed), INT(files), INT(groups), INT(threads), U64(log), INT(ranges), U64(bytes),
 	U64(span), INT(abort_pct), INT(ckpt_pct), INT(reopen_pct), INT(crash_pct), INT(trunc_pct),
 	INT(pwrite_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), U32(unit), U32(dio), U32(phys),
-	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct),
+	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints),
 };
 
@@ -432,6 +433,7 @@ struct ctx {
 
 	uint64_t last_pver;
 	bool stopped; /* past the deadline: no more checking */
+	int nested_here; /* nested checks at the current crash point */
 	uint64_t committing; /* single thread: gid being committed */
 	int failed;
 
@@ -886,6 +888,7 @@ static void check_point(struct ctx *x, struct simfs *fs, const struct simfs_opin
 		n = 1;
 	x->s.points_enum++;
 	x->s.points_exhaustive += ex;
+	x->nested_here = 0;
 	struct rng nr = {mix64(x->c.seed ^ 0x4e57) ^ op->index};
 	for (uint64_t i = 0; i < n && !x->failed && !x->stopped; i++) {
 		if (rp && rp->image >= 0 && (int64_t)i != rp->image)
@@ -929,10 +932,11 @@ static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 		free(ps);
 		return;
 	}
-	bool nest = (int)below(nr, 100) < x->c.nest_pct;
+	bool nest = (int)below(nr, 100) < x->c.nest_pct && x->nested_here < x->c.nest_max;
 	if (rp && (rp->npoint >= 0 || rp->npick))
 		nest = true;
 	if (nest) {
+		x->nested_here++;
 		char *ps = simfs_pick_format(p);
 		struct nest ns = {.op = op, .idx = i, .n = n, .exhaustive = ex, .pick = ps,
 				  .npoints = rpoints};

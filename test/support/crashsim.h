@@ -74,7 +74,8 @@ struct cs_cfg {
 	uint64_t cap;       /* images per crash point when enumerating every combination */
 	uint64_t samples;   /* images per crash point otherwise */
 	int points_pct;     /* crash points enumerated */
-	int nest_pct;       /* images whose recovery is crashed too */
+	int nest_pct;       /* images whose recovery is crashed too ... */
+	int nest_max;       /* ... at most this many per crash point */
 	uint64_t ncap;      /* per recovery crash point: exhaustive up to ... */
 	uint64_t nsamples;  /* ... else this many */
 	int npoints;        /* recovery crash points checked per recovery (the last 4 always) */
