@@ -71,7 +71,7 @@ static const struct entry suite[] = {
 	 "crash_pct=0,trunc_pct=10,pwrite_pct=30,unit=512,setup=0,cap=4096,nest_pct=100,nest_max=2,ncap=16,nsamples=4", 3, true},
 	{"exhaustive: O_DIRECT file, 512 B log blocks", "files=1,ranges=1,bytes=512,span=8192,abort_pct=0,ckpt_pct=50,"
 	 "reopen_pct=0,crash_pct=0,trunc_pct=0,direct=1,phys=512,unit=512,setup=0,cap=4096,nest_pct=100,nest_max=2,ncap=16,nsamples=4", 4, true},
-	{"3 files, 512 B sectors", "files=3,unit=512,samples=8", 45, false},
+	{"3 files, 512 B sectors, registered lazily", "files=3,unit=512,samples=8,lazy=1", 45, false},
 	{"3 files O_DIRECT, 4K sectors", "files=3,direct=7,dio=4096,unit=4096,samples=8", 36, false},
 	{"512 B log blocks, wraps", "files=2,phys=512,log=131072,unit=512,samples=6,ckpt_pct=2", 54, false},
 	{"buffered log (no O_DIRECT)", "files=2,nodirect=1,samples=6", 36, false},
@@ -133,6 +133,7 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 	c->uniform = R(6) == 0;
 	c->blockrec = R(8) == 0;
 	c->appfiles = R(6) == 0;
+	c->lazy = R(3) == 0;
 	c->samples = 3 + R(10);
 	c->nest_pct = 3 + (int)R(15);
 #undef R

@@ -305,7 +305,7 @@ static const struct {
 } fields[] = {
 	U64(seed), INT(files), INT(groups), INT(threads), U64(log), INT(ranges), U64(bytes),
 	U64(span), INT(abort_pct), INT(ckpt_pct), INT(reopen_pct), INT(crash_pct), INT(trunc_pct),
-	INT(pwrite_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), U32(unit), U32(dio), U32(phys),
+	INT(pwrite_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), BOOL(lazy), U32(unit), U32(dio), U32(phys),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints),
 };
@@ -415,6 +415,7 @@ struct ctx {
 	struct genparams gp;
 	atomio *st;
 	int ids[MAXF];
+	bool registered[MAXF];
 	const char *paths[MAXF];
 	bool checking;
 
@@ -1099,6 +1100,20 @@ static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 
 /* --- the workload ---------------------------------------------------------------------------- */
 
+static int register_file(struct ctx *x, int f)
+{
+	int fl = O_CREAT | ((x->c.direct & (1u << f)) ? O_DIRECT : 0);
+	x->ids[f] = atomio_file_open(x->st, x->paths[f], fl, 0644);
+	if (x->ids[f] < 0) {
+		printf("CRASH-CHECK FAILED: atomio_file_open %s: %d %s: %s\n", x->paths[f], x->ids[f],
+		       atomio_strerror(x->ids[f]), x->errbuf);
+		x->failed = 1;
+		return x->ids[f];
+	}
+	x->registered[f] = true;
+	return 0;
+}
+
 static int open_store(struct ctx *x)
 {
 	/* atomio keeps errbuf for the store's later calls: it lives in ctx */
@@ -1112,16 +1127,9 @@ static int open_store(struct ctx *x)
 		x->failed = 1;
 		return r;
 	}
-	for (int f = 0; f < x->c.files; f++) {
-		int fl = O_CREAT | ((x->c.direct & (1u << f)) ? O_DIRECT : 0);
-		x->ids[f] = atomio_file_open(x->st, x->paths[f], fl, 0644);
-		if (x->ids[f] < 0) {
-			printf("CRASH-CHECK FAILED: atomio_file_open %s: %d %s: %s\n", x->paths[f], x->ids[f],
-			       atomio_strerror(x->ids[f]), err);
-			x->failed = 1;
-			return x->ids[f];
-		}
-	}
+	for (int f = 0; f < x->c.files; f++)
+		if ((!x->c.lazy || x->registered[f]) && register_file(x, f) < 0)
+			return -1;
 	return 0;
 }
 
@@ -1315,6 +1323,8 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		x->c.files = MAXF;
 	if (x->c.threads < 1)
 		x->c.threads = 1;
+	if (x->c.threads > 1)
+		x->c.lazy = false;
 	if (x->c.nodirect)
 		x->c.direct = 0;
 	if (x->c.blockrec)
@@ -1395,6 +1405,11 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 			if (x->failed)
 				break;
 			x->committing = (uint64_t)g;
+			for (int i = 0; i < x->grps[g].nops && !x->failed; i++)
+				if (!x->registered[x->grps[g].ops[i].file])
+					register_file(x, x->grps[g].ops[i].file);
+			if (x->failed)
+				break;
 			group_done(x, &x->grps[g], do_group(x, &x->grps[g]));
 			if (x->armed && !x->failed)
 				apply_snapshot(x);

@@ -64,6 +64,8 @@ struct cs_cfg {
 	bool setup;         /* also check crash points while creating the store */
 	bool appfiles;      /* the initial files were just written by the application,
 			       not synced (their creation and bytes pending) */
+	bool lazy;          /* one thread: register a file just before its first group
+			       (catalog writes among the records) */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
