@@ -73,7 +73,7 @@ static const struct entry suite[] = {
 	 "reopen_pct=0,crash_pct=0,trunc_pct=0,direct=1,phys=512,unit=512,setup=0,cap=4096,nest_pct=100,nest_max=2,ncap=16,nsamples=4", 4, true},
 	{"3 files, 512 B sectors, registered lazily", "files=3,unit=512,samples=8,lazy=1", 45, false},
 	{"3 files O_DIRECT, 4K sectors", "files=3,direct=7,dio=4096,unit=4096,samples=8", 36, false},
-	{"512 B log blocks, wraps", "files=2,phys=512,log=131072,unit=512,samples=6,ckpt_pct=2", 54, false},
+	{"512 B log blocks, wraps, full-log groups", "files=2,phys=512,log=100000,unit=512,samples=6,ckpt_pct=2,full_pct=4", 54, false},
 	{"buffered log (no O_DIRECT)", "files=2,nodirect=1,samples=6", 36, false},
 	{"no RWF_DSYNC (write + fdatasync)", "files=2,nodsync=1,samples=6", 36, false},
 	{"crash and continue, one record shape", "files=2,uniform=1,crash_pct=30,reopen_pct=8,samples=6", 45, false},
@@ -112,7 +112,8 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 	c->files = 1 + (int)R(3);
 	c->threads = R(hunt ? 2 : 4) == 0 ? (int)(2 + R(7)) : 1;
 	c->groups = c->threads > 1 ? 6 + (int)R(15) : 10 + (int)R(50);
-	c->log = R(3) ? 65536 : 65536 << R(4);
+	c->log = R(3) ? 65536 : R(2) ? 65536ull << R(4) : 65536 + R(300000);
+	c->full_pct = R(3) ? 0 : (int)R(6);
 	c->ranges = R(4) ? 1 + (int)R(12) : 1 + (int)R(100);
 	c->bytes = R(4) ? 0 : 1 + R(20000);
 	c->span = 4096 + R(400000);

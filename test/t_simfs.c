@@ -31,6 +31,30 @@ static uint8_t byte_at(struct simfs *fs, const char *path, uint64_t off)
 	return b;
 }
 
+struct fe {
+	int seen, with_d;
+};
+
+/* Inside simfs_foreach_image the thread's system calls reach the image. */
+static int each(struct simfs *img, const struct simfs_pick *p, uint64_t idx, void *arg)
+{
+	struct fe *fe = arg;
+	CHECK(simfs_current() == img);
+	CHECK_EQ(idx, (uint64_t)fe->seen);
+	CHECK(p->n == 2);
+	struct stat sb;
+	int r = S->lstat("/d/a", &sb);
+	CHECK_OK(r);
+	uint8_t b = 0;
+	int fd = S->open("/d/a", O_RDONLY, 0);
+	CHECK(fd >= 0);
+	if (S->pread(fd, &b, 1, 4096) == 1 && b == 'D')
+		fe->with_d++;
+	S->close(fd);
+	fe->seen++;
+	return 0;
+}
+
 static int hooks;
 static void count_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 {
@@ -179,6 +203,13 @@ int main(void)
 	/* data units: 16 landing patterns, times size landed or not; but with
 	 * the size lost nothing past 4096+... is visible: 16 + 1 states */
 	CHECK_EQ(distinct, 17);
+	struct fe fe = {0};
+	uint64_t visited;
+	CHECK_OK(simfs_foreach_image(fs, &e, each, &fe, &visited));
+	CHECK_EQ(visited, 32);
+	CHECK_EQ(fe.seen, 32);
+	CHECK(fe.with_d > 0 && fe.with_d < 32);
+	CHECK(simfs_current() == fs);
 	e.exhaustive_cap = 10;
 	CHECK_EQ(simfs_enum_count(fs, &e, &ex), 5);
 	CHECK(!ex);

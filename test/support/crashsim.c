@@ -200,6 +200,19 @@ static void gen_group(const struct cs_cfg *c, const struct genparams *gp, uint64
 		g->pwrite = !g->abort && (int)below(&r, 100) < c->pwrite_pct;
 		return;
 	}
+	if (!(c->direct & 1u) && !c->uniform && (int)below(&r, 100) < c->full_pct) {
+		/* one range whose record is exactly the record area: the
+		 * largest group atomio accepts (atomio_caps max_group_bytes) */
+		g->nops = 1;
+		g->ops = calloc(1, sizeof(*g->ops));
+		if (!g->ops)
+			abort();
+		g->ops[0] = (struct gop){.kind = OP_WRITE, .file = 0, .len = gp->area - REC_HDR - REC_DESC,
+					 .off = below(&r, c->span ? c->span : 262144),
+					 .tag = mix64(gid * 131 + 1)};
+		g->pwrite = !g->abort && below(&r, 2);
+		return;
+	}
 	int maxr = c->ranges < 1 ? 1 : c->ranges;
 	int nops;
 	uint64_t k = below(sr, 10);
@@ -305,7 +318,7 @@ static const struct {
 } fields[] = {
 	U64(seed), INT(files), INT(groups), INT(threads), U64(log), INT(ranges), U64(bytes),
 	U64(span), INT(abort_pct), INT(ckpt_pct), INT(reopen_pct), INT(crash_pct), INT(trunc_pct),
-	INT(pwrite_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), BOOL(lazy), U32(unit), U32(dio), U32(phys),
+	INT(pwrite_pct), INT(full_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), BOOL(lazy), U32(unit), U32(dio), U32(phys),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints),
 };
@@ -416,6 +429,7 @@ struct ctx {
 	atomio *st;
 	int ids[MAXF];
 	bool registered[MAXF];
+	bool appfile[MAXF]; /* written by the application before the store opened */
 	const char *paths[MAXF];
 	bool checking;
 
@@ -1128,7 +1142,9 @@ static int open_store(struct ctx *x)
 		return r;
 	}
 	for (int f = 0; f < x->c.files; f++)
-		if ((!x->c.lazy || x->registered[f]) && register_file(x, f) < 0)
+		/* lazily only files atomio creates: an application's unsynced
+		 * file has no promise until it is registered */
+		if ((!x->c.lazy || x->registered[f] || x->appfile[f]) && register_file(x, f) < 0)
 			return -1;
 	return 0;
 }
@@ -1213,7 +1229,13 @@ static int do_group(struct ctx *x, const struct grp *g)
 		if (posix_memalign((void **)&b, 4096, o->len))
 			abort();
 		op_bytes(g, 0, o->off, b, o->len);
-		ssize_t n = atomio_pwrite(x->st, x->ids[o->file], b, o->len, (off_t)o->off);
+		ssize_t n;
+		if (o->len >= 2 && (o->tag & 1)) {
+			struct iovec iov[2] = {{b, o->len / 2}, {b + o->len / 2, o->len - o->len / 2}};
+			n = atomio_pwritev(x->st, x->ids[o->file], iov, 2, (off_t)o->off);
+		} else {
+			n = atomio_pwrite(x->st, x->ids[o->file], b, o->len, (off_t)o->off);
+		}
 		free(b);
 		return n == (ssize_t)o->len ? 0 : n < 0 ? (int)n : -EIO;
 	}
@@ -1369,6 +1391,7 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		for (int f = 0; f < x->c.files; f++) {
 			if (!exists[f])
 				continue;
+			x->appfile[f] = true;
 			int fd = simfs_ops.open(x->paths[f], O_RDWR | O_CREAT | O_TRUNC, 0644);
 			struct iovec iov = {x->base[f].b, x->base[f].size};
 			if (fd < 0 || (x->base[f].size && simfs_ops.pwritev(fd, &iov, 1, 0, 0) != (ssize_t)iov.iov_len)) {

@@ -57,7 +57,8 @@ struct cs_cfg {
 	int reopen_pct;     /* clean close + open before a group */
 	int crash_pct;      /* crash-and-continue during a group */
 	int trunc_pct;      /* a range is a size change */
-	int pwrite_pct;     /* single-range groups through atomio_pwrite */
+	int pwrite_pct;     /* single-range groups through atomio_pwrite(v) */
+	int full_pct;       /* groups whose record fills the whole record area */
 	unsigned direct;    /* bit i: file i opened O_DIRECT */
 	bool uniform;       /* every group has one shape (one record length) */
 	bool blockrec;      /* every group is one range whose record is exactly 4 KiB */

@@ -1735,10 +1735,13 @@ static void sampled(const struct item **v, size_t n, uint32_t unit, uint64_t see
 				opt_fate(v[i], unit, 0, x);
 			break;
 		case 2: /* everything landed but one item (dropped or torn) */
-			if (i == focus)
-				random_fate(v[i], unit, &rs, x, true), x->fate = x->fate == SIMFS_KEEP ? SIMFS_DROP : x->fate;
-			else
+			if (i == focus) {
+				random_fate(v[i], unit, &rs, x, true);
+				if (x->fate == SIMFS_KEEP)
+					x->fate = SIMFS_DROP;
+			} else {
 				opt_fate(v[i], unit, 1, x);
+			}
 			break;
 		case 3: /* nothing landed but one item (kept or torn) */
 			if (i == focus)
@@ -1795,6 +1798,28 @@ int simfs_random_pick(struct simfs *fs, uint32_t unit, uint64_t seed, struct sim
 	free(v);
 	unlock(fs);
 	return 0;
+}
+
+int simfs_foreach_image(struct simfs *fs, const struct simfs_enum *e, simfs_image_fn fn, void *arg,
+			uint64_t *count)
+{
+	lock(fs); /* the pending items stay put while we go */
+	uint64_t n = simfs_enum_count(fs, e, NULL), i;
+	int r = 0;
+	for (i = 0; i < n && r == 0; i++) {
+		struct simfs_pick p;
+		simfs_enum_pick(fs, e, i, &p);
+		struct simfs *img = simfs_crash(fs, &p);
+		struct simfs *prev = simfs_enter(img);
+		r = fn(img, &p, i, arg);
+		simfs_enter(prev);
+		simfs_free(img);
+		simfs_pick_free(&p);
+	}
+	unlock(fs);
+	if (count)
+		*count = i;
+	return r;
 }
 
 void simfs_pick_free(struct simfs_pick *pick)

@@ -231,6 +231,16 @@ int simfs_enum_pick(struct simfs *fs, const struct simfs_enum *e, uint64_t idx, 
 int simfs_random_pick(struct simfs *fs, uint32_t unit, uint64_t seed, struct simfs_pick *pick);
 void simfs_pick_free(struct simfs_pick *pick);
 
+/* Call fn on every crash image of fs now, as enumerated by e.  While fn runs
+ * the calling thread's system calls go to the image (simfs_enter), so that
+ * atomio_open there recovers it.  The image is freed after fn returns.  Stops
+ * at the first nonzero return of fn and returns it; else 0.  *count (may be
+ * NULL) gets the number of images visited. */
+typedef int (*simfs_image_fn)(struct simfs *img, const struct simfs_pick *pick, uint64_t idx,
+			      void *arg);
+int simfs_foreach_image(struct simfs *fs, const struct simfs_enum *e, simfs_image_fn fn, void *arg,
+			uint64_t *count);
+
 /* Text form of a pick, for reproducers: "u512:K,D,T2.3.0,..." (K keep, D drop,
  * Tkind.arg.bits tear).  simfs_pick_format returns a malloc'd string. */
 char *simfs_pick_format(const struct simfs_pick *pick);
