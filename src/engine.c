@@ -190,17 +190,8 @@ static void ring_run(atomio *st, struct io_uring **ringp, unsigned n, int *res)
 
 static int plain_log_write(atomio *st, const void *buf, size_t len, uint64_t off)
 {
-	int r = sys_pwrite_full(st->log_fd, buf, len, (off_t)off, RWF_DSYNC);
-	if (r == -EOPNOTSUPP) {
-		/* No RWF_DSYNC here: a write, then fdatasync, is the same
-		 * durability at the price of a second call. */
-		r = sys_pwrite_full(st->log_fd, buf, len, (off_t)off, 0);
-		if (r == 0)
-			do /* EINTR: interrupted, nothing lost; again */
-				r = atomio_sys->fdatasync(st->log_fd);
-			while (r == -EINTR);
-	}
-	return r;
+	/* RWF_DSYNC, or write + fdatasync where it is refused (sys.c) */
+	return sys_pwrite_durable(st->log_fd, buf, len, (off_t)off);
 }
 
 /* Write len bytes at off of the log, durable on return: O_DIRECT +

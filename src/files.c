@@ -296,8 +296,7 @@ static int cat_write(atomio *st)
 	 * out, or a record could name a file recovery does not know.  The
 	 * other copy stays valid until this one is. */
 	size_t len = align_up(used, st->block);
-	int r = sys_pwrite_full(st->log_fd, buf, len, (off_t)(st->cat_off + (gen % 2) * st->cat_size),
-				RWF_DSYNC);
+	int r = sys_pwrite_durable(st->log_fd, buf, len, (off_t)(st->cat_off + (gen % 2) * st->cat_size));
 	free(buf);
 	if (r < 0) {
 		st_err(st, "writing the catalog of %s: %s", st->log_path, strerror(-r));
@@ -399,6 +398,31 @@ static int open_data(const char *canon, int flags, mode_t mode, bool *created)
 	return -EAGAIN;
 }
 
+/* The file as registered (its inode, bytes and directory entry) must be
+ * durable before the catalog names it and any group is committed to it:
+ * whether atomio just created it or the application did without syncing, a
+ * power cut could otherwise lose the file and with it acknowledged groups
+ * (and recovery, finding no file, would replay nothing at all).  fsync the
+ * file, then its directory. */
+static int sync_registered(atomio *st, int fd, const char *canon)
+{
+	int r;
+	do
+		r = atomio_sys->fsync(fd);
+	while (r == -EINTR);
+	if (r == 0) {
+		const char *slash = strrchr(canon, '/');
+		char dir[PATH_MAX];
+		size_t n = slash == canon ? 1 : (size_t)(slash - canon);
+		memcpy(dir, canon, n);
+		dir[n] = 0;
+		r = sys_fsync_dir(dir);
+	}
+	if (r < 0)
+		st_err(st, "syncing %s before registering it: %s", canon, strerror(-r));
+	return r;
+}
+
 int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 {
 	if (!st || !path || !*path || (open_flags & ~ALLOWED_OPEN_FLAGS))
@@ -451,25 +475,6 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		st_err(st, "%s: is the store's own log", canon);
 		goto out_close;
 	}
-	if (created) {
-		/* The new inode and its directory entry must be durable before
-		 * any group names the file: fsync the file, then its directory. */
-		do
-			r = atomio_sys->fsync(fd);
-		while (r == -EINTR);
-		if (r == 0) {
-			char *slash = strrchr(canon, '/');
-			char dir[PATH_MAX];
-			size_t n = slash == canon ? 1 : (size_t)(slash - canon);
-			memcpy(dir, canon, n);
-			dir[n] = 0;
-			r = sys_fsync_dir(dir);
-		}
-		if (r < 0) {
-			st_err(st, "syncing new file %s: %s", canon, strerror(-r));
-			goto out_close;
-		}
-	}
 	uint64_t dev, ino, fsid;
 	r = file_identity(fd, &dev, &ino, &fsid);
 	if (r < 0)
@@ -514,7 +519,9 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 			f->dev = dev;
 			f->ino = ino;
 			f->fsid = fsid;
-			r = cat_write(st);
+			r = sync_registered(st, fd, canon);
+			if (r == 0)
+				r = cat_write(st);
 			if (r < 0) {
 				f->dev = o[0];
 				f->ino = o[1];
@@ -542,7 +549,9 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		f->fsid = fsid;
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[id], f);
-		r = cat_write(st);
+		r = sync_registered(st, fd, canon);
+		if (r == 0)
+			r = cat_write(st);
 		if (r < 0) {
 			atomic_store(&st->files[id], NULL);
 			afile_free(f);

@@ -141,8 +141,9 @@
  *   open:       recovery replays the log, fsyncs the files it wrote, then writes
  *               the superblock with epoch + 1 and an empty log (head 0), durably,
  *               before the first new record.
- *   register:   a created data file is fsynced, and its directory, then the new
- *               catalog copy is written with RWF_DSYNC, all before the file id is
+ *   register:   the data file is fsynced, and its directory (whoever created it:
+ *               the application may not have synced it), then the new catalog
+ *               copy is written with RWF_DSYNC, all before the file id is
  *               returned, so no record can name a file recovery cannot find.
  *   create:     the log is built under a temporary name, fsynced, renamed into
  *               place (no replace) and its directory fsynced: a crash leaves

@@ -187,8 +187,7 @@ int st_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch
 	/* The older slot is overwritten; the current one stays intact until
 	 * this write is durable (RWF_DSYNC), so a torn superblock write leaves
 	 * the previous state readable. */
-	int r = sys_pwrite_full(st->log_fd, buf, SB_SLOT, (off_t)((sb.generation % 2) * SB_SLOT),
-				RWF_DSYNC);
+	int r = sys_pwrite_durable(st->log_fd, buf, SB_SLOT, (off_t)((sb.generation % 2) * SB_SLOT));
 	free(buf);
 	if (r < 0) {
 		st_err(st, "writing the superblock of %s: %s", st->log_path, strerror(-r));

@@ -277,6 +277,21 @@ int sys_fadvise(int fd, off_t off, off_t len, int advice)
 	return atomio_sys->fadvise ? atomio_sys->fadvise(fd, off, len, advice) : -ENOSYS;
 }
 
+int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off)
+{
+	int r = sys_pwrite_full(fd, buf, len, off, RWF_DSYNC);
+	if (r != -EOPNOTSUPP)
+		return r;
+	/* The flag is refused before anything is written; the same durability
+	 * then takes a write and a flush. */
+	r = sys_pwrite_full(fd, buf, len, off, 0);
+	if (r == 0)
+		do /* EINTR: interrupted, nothing lost; again */
+			r = atomio_sys->fdatasync(fd);
+		while (r == -EINTR);
+	return r;
+}
+
 int sys_fsync_dir(const char *dir)
 {
 	int fd = atomio_sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);

@@ -156,6 +156,12 @@ ssize_t sys_read(int fd, void *buf, size_t len);
 ssize_t sys_write(int fd, const void *buf, size_t len);
 int sys_fadvise(int fd, off_t off, off_t len, int advice);
 
+/* Write the whole buffer at off, durable when it returns: RWF_DSYNC, or where
+ * the kernel or filesystem refuses it (EOPNOTSUPP: Linux before 4.7, some
+ * FUSE filesystems) a plain write and fdatasync.  Returns 0 or a negative
+ * errno. */
+int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off);
+
 /* fsync a directory by path (used after creating or renaming an entry in it). */
 int sys_fsync_dir(const char *dir);
 

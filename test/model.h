@@ -27,7 +27,8 @@ static inline void m_reserve(struct mfile *m, size_t n)
 static inline void m_write(struct mfile *m, const void *buf, size_t len, uint64_t off)
 {
 	m_reserve(m, off + len);
-	memcpy(m->b + off, buf, len);
+	if (len) /* an empty model has no buffer yet */
+		memcpy(m->b + off, buf, len);
 	if (off + len > m->size)
 		m->size = off + len;
 }
@@ -44,7 +45,8 @@ static inline struct mfile m_copy(const struct mfile *m)
 {
 	struct mfile c = {0};
 	m_reserve(&c, m->size ? m->size : 1);
-	memcpy(c.b, m->b, m->size);
+	if (m->size)
+		memcpy(c.b, m->b, m->size);
 	c.size = m->size;
 	return c;
 }

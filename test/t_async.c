@@ -170,6 +170,7 @@ int main(void)
 	if (p == 0) {
 		close(pfd[0]);
 		struct atomio_options o2 = t_opts(4 << 20); /* no checkpoint in this run */
+		o2.flags |= ATOMIO_NO_BG_CHECKPOINT;
 		CHECK_OK(atomio_open(t_path("log2"), &o2, &st));
 		fa = atomio_file_open(st, t_path("c"), O_CREAT, 0644);
 		static struct ctx c2[N];

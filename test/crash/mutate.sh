@@ -1,0 +1,27 @@
+#!/bin/sh
+# Print a copy of one core source file with one crash-safety defence removed
+# (a "mutant"), for test/t_crash_mutants.sh: the crash simulator must catch
+# every one.  Fails loudly when the source no longer has the line a mutant
+# edits, so that a change in src/ cannot silently retire a mutant.
+#   test/crash/mutate.sh NAME      (NAME from the list below)
+set -eu
+name=$1
+case $name in
+seq)      file=recover.c    ; expr='s/h\.seq != seq \|\|//' ;;            # a record of an earlier lap of the log is replayed
+epoch)    file=recover.c    ; expr='s/h\.epoch != rc->epoch \|\|//' ;;    # a record of an earlier open (epoch) is replayed
+csum)     file=recover.c    ; expr='s/if \(XXH3_64bits_digest\(&xs\) != h\.csum\)/if (0)/' ;; # a torn record is replayed
+resync)   file=recover.c    ; expr='s@(\t\tif \(r < 0\)\n\t\t\treturn r;\n\t\tif \(r == 0\)\n\t\t\tbreak;)@\t\tfor (uint64_t q = pos + 8; r == 0 \&\& q + REC_HDR <= st->area_size \&\& q < pos + 65536; q += 8)\n\t\t\tif ((r = read_record(rc, q, seq + 1, \&rec)) == 1) {\n\t\t\t\tseq++;\n\t\t\t\tpos = q;\n\t\t\t}\n$1@' ;; # recovery skips a torn record to a valid one after it
+rfsync)   file=recover.c    ; expr='s/r = atomio_sys->fsync\(rc\.fds\[id\]\);/r = 0;/' ;; # replayed data not synced before the log is emptied
+dsync)    file=engine.c     ; expr='s/return sys_pwrite_durable\(st->log_fd, buf, len, \(off_t\)off\);/return sys_pwrite_full(st->log_fd, buf, len, (off_t)off, 0);/' ;; # records not durable before home writes and the ack
+resize)   file=engine.c     ; expr='s/__atomic_store_n\(&f->resized, true, __ATOMIC_RELEASE\);/(void)0;/' ;; # a size change is not synced by the checkpoint
+ckptsync) file=checkpoint.c ; expr='s/int r = sync_one\(st, f, resized\);/int r = 0;/' ;; # the checkpoint frees the log before home data is durable
+dirsync)  file=files.c      ; expr='s/r = sys_fsync_dir\(dir\);/r = 0;/' ;; # a new data file's name is not made durable
+*) echo "mutate.sh: unknown mutant '$name'" >&2; exit 2 ;;
+esac
+src=$(dirname "$0")/../../src/$file
+out=$(perl -0pe "$expr" "$src")
+if [ "$out" = "$(cat "$src")" ]; then
+	echo "mutate.sh: mutant '$name' no longer applies to src/$file: update test/crash/mutate.sh" >&2
+	exit 1
+fi
+printf '/* mutant %s of src/%s: see test/crash/mutate.sh */\n#line 1 "src/%s"\n%s\n' "$name" "$file" "$file" "$out"

@@ -1,0 +1,1497 @@
+/*
+ * crashsim.c: atomio's crash-consistency harness (see crashsim.h).
+ */
+#include "crashsim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomio.h"
+#include "format.h"
+#include "simfs.h"
+#include "sys.h"
+
+#define LOG_PATH "/d/log"
+#define MAXF 3
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* --- random numbers ------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+struct rng {
+	uint64_t s;
+};
+
+static uint64_t rnd(struct rng *r) { return mix64(r->s++ * 0xD1B54A32D192ED03ull); }
+static uint64_t below(struct rng *r, uint64_t n) { return n ? rnd(r) % n : 0; }
+
+/* Bytes of range 'tag' at file offset x: a function of (tag, x) only, so a
+ * byte in a file tells which write put it there. */
+static void fill(uint64_t tag, uint64_t off, uint8_t *buf, uint64_t len)
+{
+	uint64_t i = 0;
+	while (i < len) {
+		uint64_t x = off + i;
+		uint64_t w = mix64(tag * 0x100000001B3ull ^ (x >> 3));
+		for (unsigned s = x & 7; s < 8 && i < len; s++)
+			buf[i++] = (uint8_t)(w >> (8 * s));
+	}
+}
+
+/* --- the model ------------------------------------------------------------------ */
+
+struct mf {
+	uint8_t *b;
+	uint64_t size, cap;
+};
+
+static void mf_reserve(struct mf *m, uint64_t n)
+{
+	if (n <= m->cap)
+		return;
+	uint64_t c = m->cap ? m->cap : 65536;
+	while (c < n)
+		c *= 2;
+	uint8_t *b = realloc(m->b, c);
+	if (!b)
+		abort();
+	memset(b + m->cap, 0, c - m->cap);
+	m->b = b;
+	m->cap = c;
+}
+
+static void mf_setsize(struct mf *m, uint64_t size)
+{
+	mf_reserve(m, size);
+	if (size < m->size)
+		memset(m->b + size, 0, m->size - size);
+	m->size = size;
+}
+
+static void mf_copy(struct mf *dst, const struct mf *src)
+{
+	mf_reserve(dst, src->size ? src->size : 1);
+	if (dst->size > src->size)
+		memset(dst->b + src->size, 0, dst->size - src->size);
+	if (src->size)
+		memcpy(dst->b, src->b, src->size);
+	dst->size = src->size;
+}
+
+static void mf_free(struct mf *m)
+{
+	free(m->b);
+	memset(m, 0, sizeof(*m));
+}
+
+/* --- groups ------------------------------------------------------------------------ */
+
+enum { OP_WRITE, OP_SIZE };
+
+struct gop {
+	uint8_t kind, file;
+	uint64_t off, len, tag;
+};
+
+struct grp {
+	uint64_t gid;
+	int nops;
+	struct gop *ops;
+	bool abort, pwrite;
+};
+
+/* Bytes op i of g writes at [x0, x0+n): the first range of every group
+ * starts with the group id (so that a log write tells which groups it
+ * carries), the rest is fill(). */
+static void op_bytes(const struct grp *g, int i, uint64_t x0, uint8_t *out, uint64_t n)
+{
+	const struct gop *o = &g->ops[i];
+	fill(o->tag, x0, out, n);
+	if (i == 0)
+		for (uint64_t k = 0; k < n; k++) {
+			uint64_t x = x0 + k;
+			if (x >= o->off && x < o->off + 8)
+				out[k] = (uint8_t)(g->gid >> (8 * (x - o->off)));
+		}
+}
+
+static void grp_apply(const struct grp *g, struct mf *m)
+{
+	if (g->abort)
+		return;
+	for (int i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		if (o->kind == OP_SIZE) {
+			mf_setsize(&m[o->file], o->off);
+			continue;
+		}
+		mf_reserve(&m[o->file], o->off + o->len);
+		op_bytes(g, i, o->off, m[o->file].b + o->off, o->len);
+		if (o->off + o->len > m[o->file].size)
+			m[o->file].size = o->off + o->len;
+	}
+}
+
+struct genparams {
+	uint64_t area;     /* record area of the log */
+	uint32_t dio;      /* O_DIRECT alignment */
+};
+
+static uint64_t align_dn(uint64_t v, uint64_t a) { return v / a * a; }
+
+static uint64_t pick_len(struct rng *r, uint64_t budget, uint64_t cls_max)
+{
+	uint64_t k = below(r, 20), len;
+	if (k < 5)
+		len = 1 + below(r, 16);
+	else if (k < 9)
+		len = 512 * (1 + below(r, 8));
+	else if (k < 12)
+		len = 4096;
+	else
+		len = 1 + below(r, cls_max);
+	if (len > budget)
+		len = budget;
+	return len ? len : 1;
+}
+
+static void gen_group(const struct cs_cfg *c, const struct genparams *gp, uint64_t gid, struct grp *g)
+{
+	struct rng r = {mix64(c->seed) ^ (gid * 0x9E3779B97F4A7C15ull)};
+	/* uniform groups take their shape (ranges, files, lengths) from u,
+	 * the same for every group, and only their offsets from r */
+	struct rng u = {mix64(c->seed + 0x5eed)};
+	struct rng *sr = c->uniform ? &u : &r;
+	memset(g, 0, sizeof(*g));
+	g->gid = gid;
+	g->abort = (int)below(&r, 100) < c->abort_pct;
+	if (c->blockrec) {
+		/* one range, a record of exactly 4096 bytes: records of every
+		 * epoch and lap then sit at the same offsets */
+		g->nops = 1;
+		g->ops = calloc(1, sizeof(*g->ops));
+		if (!g->ops)
+			abort();
+		g->ops[0] = (struct gop){.kind = OP_WRITE, .file = 0, .len = 4096 - REC_HDR - REC_DESC,
+					 .off = below(&r, c->span ? c->span : 262144),
+					 .tag = mix64(gid * 131 + 1)};
+		g->pwrite = !g->abort && (int)below(&r, 100) < c->pwrite_pct;
+		return;
+	}
+	if (!(c->direct & 1u) && !c->uniform && (int)below(&r, 100) < c->full_pct) {
+		/* one range whose record is exactly the record area: the
+		 * largest group atomio accepts (atomio_caps max_group_bytes) */
+		g->nops = 1;
+		g->ops = calloc(1, sizeof(*g->ops));
+		if (!g->ops)
+			abort();
+		g->ops[0] = (struct gop){.kind = OP_WRITE, .file = 0, .len = gp->area - REC_HDR - REC_DESC,
+					 .off = below(&r, c->span ? c->span : 262144),
+					 .tag = mix64(gid * 131 + 1)};
+		g->pwrite = !g->abort && below(&r, 2);
+		return;
+	}
+	int maxr = c->ranges < 1 ? 1 : c->ranges;
+	int nops;
+	uint64_t k = below(sr, 10);
+	if (c->uniform)
+		nops = 1 + (int)(k % (maxr < 3 ? (uint64_t)maxr : 3));
+	else
+		nops = k < 4 || maxr == 1 ? 1 : k < 8 ? 2 + (int)below(&r, maxr < 4 ? (uint64_t)maxr - 1 : 3)
+						  : 1 + (int)below(&r, (uint64_t)maxr);
+	g->ops = calloc((size_t)nops, sizeof(*g->ops));
+	if (!g->ops)
+		abort();
+	/* the record must fit the log: data <= area - header - descriptors */
+	uint64_t room = gp->area - REC_HDR - REC_DESC * (uint64_t)nops - 8;
+	uint64_t maxb = c->bytes ? c->bytes : gp->area / 10 * 9;
+	if (maxb > room)
+		maxb = room;
+	uint64_t cls = below(sr, 10);
+	uint64_t budget = cls < 5 ? 600 : cls < 8 ? 24576 : maxb;
+	if (budget > maxb)
+		budget = maxb;
+	uint64_t span = c->span ? c->span : 262144, used = 0;
+	int n = 0;
+	for (int i = 0; i < nops; i++) {
+		struct gop *o = &g->ops[n];
+		o->tag = mix64(gid * 131 + (uint64_t)i + 1);
+		o->file = i == 0 ? 0 : (uint8_t)below(sr, (uint64_t)c->files);
+		if (i > 0 && !c->uniform && (int)below(&r, 100) < c->trunc_pct) {
+			o->kind = OP_SIZE;
+			o->off = below(&r, span + span / 2);
+			n++;
+			continue;
+		}
+		o->kind = OP_WRITE;
+		uint64_t left = budget > used ? budget - used : 1;
+		uint64_t len = pick_len(sr, left, left > 40000 ? left : 40000);
+		if (len < 8 && i == 0)
+			len = 8;
+		/* overlap an earlier range now and then */
+		if (i > 0 && !c->uniform && below(&r, 10) < 3) {
+			const struct gop *p = &g->ops[below(&r, (uint64_t)n)];
+			o->file = p->file;
+			uint64_t lo = p->off > len / 2 ? p->off - len / 2 : 0;
+			o->off = lo + below(&r, p->len + 1);
+		} else {
+			o->off = below(&r, span);
+		}
+		if (c->direct & (1u << o->file)) {
+			o->off = align_dn(o->off, gp->dio);
+			len = (len + gp->dio - 1) / gp->dio * gp->dio;
+		}
+		if (used + len > room) {
+			if ((c->direct & (1u << o->file)) || room <= used)
+				break; /* no room for this range: the group ends here */
+			len = room - used;
+		}
+		o->len = len;
+		used += len;
+		n++;
+	}
+	g->nops = n;
+	g->pwrite = n == 1 && !g->abort && (int)below(&r, 100) < c->pwrite_pct;
+}
+
+/* --- configuration ------------------------------------------------------------------ */
+
+void cs_cfg_default(struct cs_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->seed = 1;
+	c->files = 3;
+	c->groups = 30;
+	c->threads = 1;
+	c->log = 65536;
+	c->ranges = 8;
+	c->span = 262144;
+	c->abort_pct = 6;
+	c->ckpt_pct = 5;
+	c->reopen_pct = 3;
+	c->crash_pct = 4;
+	c->trunc_pct = 8;
+	c->pwrite_pct = 50;
+	c->setup = true;
+	c->unit = 512;
+	c->dio = 512;
+	c->cap = 64;
+	c->samples = 8;
+	c->points_pct = 100;
+	c->nest_pct = 5;
+	c->nest_max = 3;
+	c->ncap = 4;
+	c->nsamples = 3;
+	c->npoints = 12;
+}
+
+#define U64(f) {#f, 0, offsetof(struct cs_cfg, f)}
+#define INT(f) {#f, 1, offsetof(struct cs_cfg, f)}
+#define BOOL(f) {#f, 2, offsetof(struct cs_cfg, f)}
+#define U32(f) {#f, 3, offsetof(struct cs_cfg, f)}
+static const struct {
+	const char *name;
+	int type;
+	size_t off;
+} fields[] = {
+	U64(seed), INT(files), INT(groups), INT(threads), U64(log), INT(ranges), U64(bytes),
+	U64(span), INT(abort_pct), INT(ckpt_pct), INT(reopen_pct), INT(crash_pct), INT(trunc_pct),
+	INT(pwrite_pct), INT(full_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), BOOL(lazy), U32(unit), U32(dio), U32(phys),
+	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
+	U64(ncap), U64(nsamples), INT(npoints),
+};
+
+char *cs_cfg_format(const struct cs_cfg *c)
+{
+	size_t cap = 1024, at = 0;
+	char *s = malloc(cap);
+	if (!s)
+		abort();
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		const char *p = (const char *)c + fields[i].off;
+		unsigned long long v = fields[i].type == 0   ? *(const uint64_t *)p
+				       : fields[i].type == 1 ? (unsigned long long)*(const int *)p
+				       : fields[i].type == 2 ? *(const bool *)p
+							     : *(const uint32_t *)p;
+		at += (size_t)snprintf(s + at, cap - at, "%s%s=%llu", i ? "," : "", fields[i].name, v);
+	}
+	return s;
+}
+
+int cs_cfg_parse(const char *s, struct cs_cfg *c)
+{
+	cs_cfg_default(c);
+	return cs_cfg_apply(s, c);
+}
+
+int cs_cfg_apply(const char *s, struct cs_cfg *c)
+{
+	char *dup = strdup(s), *save = NULL;
+	if (!dup)
+		return -1;
+	int r = 0;
+	for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(t, '=');
+		if (!eq) {
+			r = -1;
+			break;
+		}
+		*eq = 0;
+		unsigned long long v = strtoull(eq + 1, NULL, 0);
+		size_t i;
+		for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+			if (!strcmp(fields[i].name, t))
+				break;
+		if (i == sizeof(fields) / sizeof(fields[0])) {
+			fprintf(stderr, "crashsim: unknown config key '%s'\n", t);
+			r = -1;
+			break;
+		}
+		char *p = (char *)c + fields[i].off;
+		switch (fields[i].type) {
+		case 0: *(uint64_t *)p = v; break;
+		case 1: *(int *)p = (int)v; break;
+		case 2: *(bool *)p = v != 0; break;
+		default: *(uint32_t *)p = (uint32_t)v; break;
+		}
+	}
+	free(dup);
+	return r;
+}
+
+void cs_stats_add(struct cs_stats *to, const struct cs_stats *f)
+{
+	const uint64_t *s = (const uint64_t *)f;
+	uint64_t *d = (uint64_t *)to;
+	for (size_t i = 0; i < sizeof(*f) / sizeof(uint64_t); i++) {
+		if (&d[i] == &to->max_batch)
+			d[i] = d[i] > s[i] ? d[i] : s[i];
+		else
+			d[i] += s[i];
+	}
+}
+
+void cs_stats_print(const char *label, const struct cs_stats *s)
+{
+	printf("%s: %" PRIu64 " runs, %" PRIu64 " crash states checked (%" PRIu64
+	       " at recovery crash points), %" PRIu64 " crash points (%" PRIu64 " enumerated, %" PRIu64
+	       " exhaustively; %" PRIu64 " inside recoveries)\n",
+	       label, s->runs, s->images + s->nested_images, s->nested_images, s->points,
+	       s->points_enum, s->points_exhaustive, s->nested_points);
+	printf("%s: %" PRIu64 " groups committed, %" PRIu64 " aborted, %" PRIu64
+	       " replayed by recoveries; %" PRIu64 " checkpoints, %" PRIu64 " reopens, %" PRIu64
+	       " crash-and-continue; %" PRIu64 " log writes with several groups (max %" PRIu64 ")\n",
+	       label, s->groups, s->aborted, s->replayed, s->checkpoints, s->reopens, s->continued,
+	       s->batches_multi, s->max_batch);
+	printf("%s: classic bugs ruled out in: %" PRIu64 " images ending at a stale checksummed record, "
+	       "%" PRIu64 " with a torn record followed by a checksummed one, %" PRIu64
+	       " with a data file's size change lost, %" PRIu64 " home writes checked to follow a durable record\n",
+	       label, s->stale_end, s->torn_valid, s->size_lost, s->home_checked);
+}
+
+/* --- the run ---------------------------------------------------------------------------- */
+
+struct cand {
+	uint64_t k;
+	struct mf m[MAXF];
+};
+
+struct ctx {
+	struct cs_cfg c;
+	const struct cs_replay *rp;
+	struct cs_stats s;
+	const char *argv0;
+	char *cfgstr;
+	struct simfs *fs;
+	struct genparams gp;
+	atomio *st;
+	int ids[MAXF];
+	bool registered[MAXF];
+	bool appfile[MAXF]; /* written by the application before the store opened */
+	const char *paths[MAXF];
+	bool checking;
+
+	/* the oracle: groups in commit order, models */
+	struct grp *grps; /* by gid, 1..ngids-1 */
+	size_t ngids;
+	atomic_uchar *acked;
+	uint64_t *order;
+	size_t norder;
+	uint64_t floor; /* groups 1..floor must survive any crash from now on */
+	uint64_t lo;
+	struct mf base[MAXF];
+	uint64_t base_k;
+	struct cand cache[80];
+	int ncache;
+
+	uint64_t last_pver;
+	bool stopped; /* past the deadline: no more checking */
+	int nested_here; /* nested checks at the current crash point */
+	uint64_t committing; /* single thread: gid being committed */
+	int failed;
+
+	/* crash and continue */
+	bool armed;
+	int countdown;
+	struct {
+		bool taken;
+		struct simfs *img;
+		char *pick;
+		uint64_t point;
+		uint64_t lo, hi;
+		struct mf base[MAXF];
+	} snap;
+	int last_nrec;
+	uint64_t last_rec0_len;
+	uint64_t area_off; /* file offset of the record area (the first record write) */
+	char errbuf[512];  /* the run's store reports here */
+};
+
+static struct mf *model_at(struct ctx *x, uint64_t k);
+
+static void cache_clear(struct ctx *x)
+{
+	for (int i = 0; i < x->ncache; i++)
+		for (int f = 0; f < MAXF; f++)
+			mf_free(&x->cache[i].m[f]);
+	x->ncache = 0;
+}
+
+static const struct grp *grp_of(struct ctx *x, uint64_t pos) { return &x->grps[x->order[pos]]; }
+
+/* Lower and upper bounds of the groups a crash now may keep. */
+static void update_bounds(struct ctx *x)
+{
+	uint64_t lo = x->lo > x->floor ? x->lo : x->floor;
+	for (uint64_t p = lo; p < x->norder; p++)
+		if (atomic_load(&x->acked[x->order[p]]))
+			lo = p + 1;
+	x->lo = lo;
+	if (lo > x->base_k) {
+		for (; x->base_k < lo; x->base_k++)
+			grp_apply(grp_of(x, x->base_k), x->base);
+		cache_clear(x);
+	}
+}
+
+static struct mf *model_at(struct ctx *x, uint64_t k)
+{
+	if (k == x->base_k)
+		return x->base;
+	if (k < x->base_k || k > x->norder || k - x->base_k >= sizeof(x->cache) / sizeof(x->cache[0])) {
+		fprintf(stderr, "crashsim: model of %llu groups asked, base %llu, %zu issued\n",
+			(unsigned long long)k, (unsigned long long)x->base_k, x->norder);
+		abort();
+	}
+	for (int i = 0; i < x->ncache; i++)
+		if (x->cache[i].k == k)
+			return x->cache[i].m;
+	if (x->ncache == (int)(sizeof(x->cache) / sizeof(x->cache[0])))
+		cache_clear(x);
+	const struct mf *prev = model_at(x, k - 1);
+	struct cand *c = &x->cache[x->ncache];
+	memset(c, 0, sizeof(*c));
+	for (int f = 0; f < x->c.files; f++)
+		mf_copy(&c->m[f], &prev[f]);
+	grp_apply(grp_of(x, k - 1), c->m);
+	c->k = k;
+	x->ncache++;
+	return c->m;
+}
+
+/* Does fs hold model m?  Else describe the first difference. */
+static bool files_equal(struct ctx *x, struct simfs *fs, const struct mf *m, char *why, size_t wsz)
+{
+	for (int f = 0; f < x->c.files; f++) {
+		uint64_t where = 0;
+		int r = simfs_cmp(fs, x->paths[f], m[f].b, m[f].size, &where);
+		if (r == 0 || (r == -ENOENT && m[f].size == 0))
+			continue;
+		if (why) {
+			int64_t sz = simfs_size(fs, x->paths[f]);
+			uint8_t got = 0;
+			if (r == 1 && (uint64_t)sz > where)
+				simfs_read(fs, x->paths[f], where, &got, 1);
+			snprintf(why, wsz, "%s: size %lld (model %llu), first difference at %llu: %02x, model %02x",
+				 x->paths[f], (long long)sz, (unsigned long long)m[f].size,
+				 (unsigned long long)where, got, where < m[f].size ? m[f].b[where] : 0);
+		}
+		return false;
+	}
+	return true;
+}
+
+/* Recover fs (atomio_open with recovery) and find the k in [lo, hi] whose
+ * model it equals.  -1 with why on failure. */
+static int64_t recover_match(struct ctx *x, struct simfs *img, uint64_t lo, uint64_t hi, char *why,
+			     size_t wsz)
+{
+	if (x->rp && x->rp->stop_at > 0 && now() > x->rp->stop_at)
+		x->stopped = true;
+	struct simfs *prev = simfs_enter(img);
+	char err[512] = "";
+	struct atomio_options o = {.log_size = x->c.log, .flags = ATOMIO_CREATE, .errbuf = err,
+				   .errbuf_size = sizeof(err)};
+	atomio *st = NULL;
+	int64_t k = -1;
+	int r = atomio_open(LOG_PATH, &o, &st);
+	if (r < 0) {
+		snprintf(why, wsz, "recovery (atomio_open) failed: %d %s: %s", r, atomio_strerror(r), err);
+		goto out;
+	}
+	struct atomio_stats as;
+	atomio_stats(st, &as);
+	x->s.replayed += as.groups_recovered;
+	char w1[400] = "", w2[400] = "";
+	for (uint64_t kk = lo; kk <= hi; kk++)
+		if (files_equal(x, img, model_at(x, kk), kk == lo ? w1 : kk == hi ? w2 : NULL, 400)) {
+			k = (int64_t)kk;
+			break;
+		}
+	if (k < 0)
+		snprintf(why, wsz, "after recovery (%llu groups replayed) the files match no state "
+			 "between groups 1..%llu and 1..%llu; vs %llu: %s%s%s",
+			 (unsigned long long)as.groups_recovered, (unsigned long long)lo,
+			 (unsigned long long)hi, (unsigned long long)lo, w1, hi != lo ? "; vs hi: " : "", w2);
+	r = atomio_close(st);
+	if (r < 0 && k >= 0) {
+		snprintf(why, wsz, "atomio_close after recovery failed: %d %s", r, atomio_strerror(r));
+		k = -1;
+	}
+out:
+	simfs_enter(prev);
+	return k;
+}
+
+/* --- classic-bug scenario counters ------------------------------------------------- */
+
+static bool rec_checksummed(struct simfs *img, uint64_t at, uint64_t area_end, uint64_t store_id,
+			    struct rec_hdr_disk *h)
+{
+	if (simfs_read(img, LOG_PATH, at, h, sizeof(*h)) != (int64_t)sizeof(*h) || h->magic != REC_MAGIC ||
+	    h->rec_len < REC_HDR || h->rec_len > area_end - at || h->rec_len > (8u << 20) ||
+	    h->rec_len % 8)
+		return false;
+	uint8_t *b = malloc(h->rec_len);
+	if (!b)
+		return false;
+	bool ok = simfs_read(img, LOG_PATH, at, b, h->rec_len) == (int64_t)h->rec_len &&
+		  fmt_csum(b, h->rec_len, store_id, offsetof(struct rec_hdr_disk, csum)) == h->csum;
+	free(b);
+	return ok;
+}
+
+static void analyze_image(struct ctx *x, struct simfs *img, uint64_t lo, uint64_t hi)
+{
+	for (int f = 0; f < x->c.files; f++) {
+		int64_t sz = simfs_size(img, x->paths[f]);
+		if (sz < 0)
+			sz = 0;
+		if ((uint64_t)sz != model_at(x, lo)[f].size && (uint64_t)sz != model_at(x, hi)[f].size) {
+			x->s.size_lost++;
+			break;
+		}
+	}
+	uint8_t sbb[2 * SB_SLOT];
+	if (simfs_read(img, LOG_PATH, 0, sbb, sizeof(sbb)) != (int64_t)sizeof(sbb))
+		return;
+	const struct sb_disk *best = NULL;
+	for (int i = 0; i < 2; i++) {
+		const struct sb_disk *s = (const void *)(sbb + i * SB_SLOT);
+		if (memcmp(s->magic, SB_MAGIC, 8) || fmt_csum(s, SB_SIZE, SB_SEED, SB_CSUM_OFF) != s->csum)
+			continue;
+		if (!best || s->generation > best->generation)
+			best = s;
+	}
+	if (!best)
+		return;
+	uint64_t a0 = best->area_off, end = a0 + best->area_size, pos = best->head_off,
+		 seq = best->head_seq;
+	struct rec_hdr_disk h;
+	for (int n = 0; n < 100000; n++) {
+		bool ok = rec_checksummed(img, a0 + pos, end, best->store_id, &h) && h.seq == seq &&
+			  h.epoch == best->epoch;
+		if (!ok && pos % best->block == 0 && pos) {
+			ok = rec_checksummed(img, a0, end, best->store_id, &h) && h.seq == seq &&
+			     h.epoch == best->epoch;
+			if (ok)
+				pos = 0;
+		}
+		if (!ok)
+			break;
+		uint64_t e = pos + h.rec_len;
+		pos = h.flags & REC_F_LAST ? (e + best->block - 1) / best->block * best->block : e;
+		seq++;
+	}
+	/* The log ends at pos: what lies there? */
+	if (rec_checksummed(img, a0 + pos, end, best->store_id, &h)) {
+		x->s.stale_end++;
+		return;
+	}
+	/* a torn record followed by a checksummed record of this epoch */
+	uint64_t win = end - (a0 + pos) < 131072 ? end - (a0 + pos) : 131072;
+	uint8_t *b = malloc(win);
+	if (!b || simfs_read(img, LOG_PATH, a0 + pos, b, win) != (int64_t)win) {
+		free(b);
+		return;
+	}
+	for (uint64_t q = 8; q + REC_HDR <= win; q += 8) {
+		uint32_t m;
+		memcpy(&m, b + q, 4);
+		if (m != REC_MAGIC)
+			continue;
+		if (rec_checksummed(img, a0 + pos + q, end, best->store_id, &h) &&
+		    h.epoch == best->epoch && h.seq > seq) {
+			x->s.torn_valid++;
+			break;
+		}
+	}
+	free(b);
+}
+
+/* --- failure reports ----------------------------------------------------------------------- */
+
+static const char *opname(enum simfs_opkind k)
+{
+	static const char *n[] = {"?", "create", "write", "truncate", "fsync", "fdatasync", "rename", "unlink"};
+	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
+}
+
+struct where {
+	const struct simfs_opinfo *op;
+	uint64_t point; /* crash point */
+	uint64_t idx, n; /* image idx of n */
+	bool exhaustive;
+	const char *pick;
+	/* nested: a crash inside the recovery of that image */
+	const struct simfs_opinfo *nop;
+	uint64_t nidx, nn;
+	const char *npick;
+	bool snapshot; /* crash and continue */
+};
+
+static void dump_image(struct ctx *x, struct simfs *src, const char *pick, const char *dir)
+{
+	struct simfs_pick p;
+	if (simfs_pick_parse(pick, &p) < 0)
+		return;
+	struct simfs *img = simfs_crash(src, &p);
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+	if (system(cmd) == 0 && simfs_materialize(img, dir) == 0)
+		printf("  crash image (before recovery) written to %s (open it with ATOMIO_FORCE_PATHS)\n", dir);
+	simfs_free(img);
+	simfs_pick_free(&p);
+	(void)x;
+}
+
+static void report(struct ctx *x, struct simfs *src, const char *why, const struct where *w)
+{
+	x->failed = 1;
+	printf("CRASH-CHECK FAILED: %s\n", why);
+	printf("  seed %llu, config %s\n", (unsigned long long)x->c.seed, x->cfgstr);
+	if (w->snapshot)
+		printf("  crash-and-continue image from crash point %llu\n", (unsigned long long)w->point);
+	else if (w->op)
+		printf("  crash point %llu (during %s %s off %llu len %llu%s), image %llu of %llu (%s)\n",
+		       (unsigned long long)w->op->index, opname(w->op->kind), w->op->path,
+		       (unsigned long long)w->op->off, (unsigned long long)w->op->len,
+		       w->op->sync ? ", durable on return" : "", (unsigned long long)w->idx,
+		       (unsigned long long)w->n, w->exhaustive ? "exhaustive" : "sampled");
+	printf("  pick %s\n", w->pick);
+	if (w->nop)
+		printf("  then a crash inside recovery at its point %llu (during %s %s off %llu len %llu), "
+		       "image %llu of %llu, pick %s\n",
+		       (unsigned long long)w->nop->index, opname(w->nop->kind), w->nop->path,
+		       (unsigned long long)w->nop->off, (unsigned long long)w->nop->len,
+		       (unsigned long long)w->nidx, (unsigned long long)w->nn, w->npick);
+	if (x->c.threads == 1) {
+		printf("  reproduce: %s --cfg '%s'", x->argv0, x->cfgstr);
+		if (!w->snapshot) {
+			printf(" --point %llu", (unsigned long long)w->point);
+			if (strcmp(w->pick, "-"))
+				printf(" --pick '%s'", w->pick);
+			if (w->nop)
+				printf(" --npoint %llu --npick '%s'", (unsigned long long)w->nop->index, w->npick);
+		}
+		printf(" [--dump DIR] [-v]\n");
+	} else {
+		printf("  multi-threaded run: not replayable by seed\n");
+	}
+	const char *dir = x->rp && x->rp->dump ? x->rp->dump : NULL;
+	char def[256];
+	if (!dir && x->c.threads > 1) {
+		snprintf(def, sizeof(def), "/tmp/atomio-crash-fail-%llu", (unsigned long long)x->c.seed);
+		dir = def;
+	}
+	if (dir && src && !w->nop && strcmp(w->pick, "-"))
+		dump_image(x, src, w->pick, dir);
+	fflush(stdout);
+}
+
+/* Shrink a failing pick: drop what is not needed for the failure, then
+ * untear what still fails whole. */
+static void minimize(struct ctx *x, struct simfs *fs, struct simfs_pick *p, uint64_t lo, uint64_t hi)
+{
+	char why[1024];
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < p->n; i++) {
+			struct simfs_fate save = p->f[i];
+			if (pass == 0 && save.fate != SIMFS_DROP)
+				p->f[i].fate = SIMFS_DROP;
+			else if (pass == 1 && save.fate == SIMFS_TEAR)
+				p->f[i].fate = SIMFS_KEEP;
+			else
+				continue;
+			struct simfs *img = simfs_crash(fs, p);
+			int64_t k = recover_match(x, img, lo, hi, why, sizeof(why));
+			simfs_free(img);
+			if (k >= 0)
+				p->f[i] = save; /* needed */
+		}
+}
+
+/* --- crash points ------------------------------------------------------------------------------ */
+
+struct nest {
+	struct ctx *x;
+	int64_t k;
+	uint64_t npoints; /* crash points of this recovery (from a first, unhooked one) */
+	const struct simfs_opinfo *op;
+	uint64_t idx, n;
+	bool exhaustive;
+	const char *pick;
+	uint64_t last_pver;
+	uint64_t seed;
+};
+
+static void nested_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	struct nest *ns = arg;
+	struct ctx *x = ns->x;
+	if (x->failed)
+		return;
+	x->s.nested_points++;
+	const struct cs_replay *rp = x->rp;
+	if (rp && rp->npoint >= 0 && (int64_t)op->index != rp->npoint)
+		return;
+	if (op->pending_version == ns->last_pver && !(rp && rp->npoint >= 0))
+		return;
+	/* A long recovery has a crash point per replayed write: check a
+	 * sample of them, and always its last ones (syncs, superblock). */
+	uint64_t want = x->c.npoints > 0 ? (uint64_t)x->c.npoints : 1;
+	if (!(rp && rp->npoint >= 0) && op->index + 4 < ns->npoints && ns->npoints > want &&
+	    mix64(ns->seed ^ op->index) % ns->npoints >= want)
+		return;
+	ns->last_pver = op->pending_version;
+	struct simfs_enum e = {.unit = x->c.unit, .exhaustive_cap = x->c.ncap,
+			       .samples = x->c.nsamples, .seed = mix64(x->c.seed ^ ns->idx) ^ op->index};
+	bool ex;
+	uint64_t n = simfs_enum_count(fs, &e, &ex);
+	if (rp && rp->npick)
+		n = 1;
+	char why[1024];
+	for (uint64_t i = 0; i < n && !x->failed && !x->stopped; i++) {
+		if (rp && rp->nimage >= 0 && (int64_t)i != rp->nimage)
+			continue;
+		struct simfs_pick p;
+		if (rp && rp->npick)
+			simfs_pick_parse(rp->npick, &p);
+		else
+			simfs_enum_pick(fs, &e, i, &p);
+		struct simfs *img = simfs_crash(fs, &p);
+		int64_t k = recover_match(x, img, (uint64_t)ns->k, (uint64_t)ns->k, why, sizeof(why));
+		simfs_free(img);
+		x->s.nested_images++;
+		if (rp && rp->verbose)
+			printf("  recovery point %llu image %llu: %s\n", (unsigned long long)op->index,
+			       (unsigned long long)i, k >= 0 ? "ok" : why);
+		if (k < 0) {
+			minimize(x, fs, &p, (uint64_t)ns->k, (uint64_t)ns->k);
+			char *ps = simfs_pick_format(&p);
+			struct where w = {.op = ns->op, .point = ns->op->index, .idx = ns->idx, .n = ns->n,
+					  .exhaustive = ns->exhaustive, .pick = ns->pick, .nop = op,
+					  .nidx = i, .nn = n, .npick = ps};
+			char why2[1200];
+			snprintf(why2, sizeof(why2), "recovery crashed and recovered again gives another "
+				 "result than recovery (groups 1..%lld): %s", (long long)ns->k, why);
+			report(x, NULL, why2, &w);
+			free(ps);
+		}
+		simfs_pick_free(&p);
+	}
+}
+
+/* Crash recovery itself: recover the same image again with a hook at every
+ * I/O point of the recovery; each of their images must recover to k. */
+static void nested_check(struct ctx *x, struct simfs *fs, const struct simfs_pick *p, int64_t k,
+			 struct nest *ns)
+{
+	struct simfs *img = simfs_crash(fs, p);
+	ns->x = x;
+	ns->k = k;
+	ns->last_pver = UINT64_MAX;
+	ns->seed = mix64(x->c.seed ^ 0x7e57) ^ ns->op->index ^ (ns->idx << 20);
+	simfs_set_hook(img, nested_hook, ns);
+	char why[1024];
+	int64_t k2 = recover_match(x, img, (uint64_t)k, (uint64_t)k, why, sizeof(why));
+	if (k2 < 0 && !x->failed) {
+		struct where w = {.op = ns->op, .point = ns->op->index, .idx = ns->idx, .n = ns->n,
+				  .exhaustive = ns->exhaustive, .pick = ns->pick};
+		report(x, fs, why, &w);
+	}
+	simfs_free(img);
+}
+
+static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op,
+		      struct simfs_pick *p, uint64_t i, uint64_t n, bool ex, uint64_t lo, uint64_t hi,
+		      struct rng *nr);
+
+/* Classic bug 2, on purpose: where one log write carries several records,
+ * an image in which a sector of the first record was lost and the rest
+ * (later records, older items) landed. */
+static void targeted_torn(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op, uint64_t lo,
+			  uint64_t hi, struct rng *nr)
+{
+	struct simfs_enum all = {.unit = x->c.unit, .exhaustive_cap = 0, .samples = 2};
+	struct simfs_pick p;
+	simfs_enum_pick(fs, &all, 1, &p); /* everything landed... */
+	if (p.n) {
+		struct simfs_fate *f = &p.f[p.n - 1]; /* ...but the newest item: this write */
+		/* lose one sector wholly inside the first record (the next
+		 * record starts in a later one), else the first sector */
+		f->fate = SIMFS_TEAR;
+		f->tear = x->last_rec0_len >= x->c.unit ? SIMFS_T_HOLE : SIMFS_T_SUFFIX;
+		f->arg = x->last_rec0_len >= x->c.unit ? 0 : 1;
+		check_one(x, fs, op, &p, UINT64_MAX, 1, false, lo, hi, nr);
+	}
+	simfs_pick_free(&p);
+}
+
+static void check_point(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
+{
+	update_bounds(x);
+	uint64_t lo = x->lo, hi = x->norder;
+	const struct cs_replay *rp = x->rp;
+	struct simfs_enum e = {.unit = x->c.unit, .exhaustive_cap = x->c.cap, .samples = x->c.samples,
+			       .seed = mix64(x->c.seed) ^ op->index};
+	bool ex;
+	uint64_t n = simfs_enum_count(fs, &e, &ex);
+	if (rp && rp->pick)
+		n = 1;
+	x->s.points_enum++;
+	x->s.points_exhaustive += ex;
+	x->nested_here = 0;
+	struct rng nr = {mix64(x->c.seed ^ 0x4e57) ^ op->index};
+	for (uint64_t i = 0; i < n && !x->failed && !x->stopped; i++) {
+		if (rp && rp->image >= 0 && (int64_t)i != rp->image)
+			continue;
+		struct simfs_pick p;
+		if (rp && rp->pick)
+			simfs_pick_parse(rp->pick, &p);
+		else
+			simfs_enum_pick(fs, &e, i, &p);
+		check_one(x, fs, op, &p, i, n, ex, lo, hi, &nr);
+		simfs_pick_free(&p);
+	}
+	if (!x->failed && !x->stopped && !(rp && (rp->pick || rp->image >= 0)) &&
+	    op->kind == SIMFS_OP_WRITE && x->last_nrec > 1 && !strcmp(op->path, LOG_PATH))
+		targeted_torn(x, fs, op, lo, hi, &nr);
+}
+
+static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op,
+		      struct simfs_pick *p, uint64_t i, uint64_t n, bool ex, uint64_t lo, uint64_t hi,
+		      struct rng *nr)
+{
+	const struct cs_replay *rp = x->rp;
+	char why[1024];
+	struct simfs *img = simfs_crash(fs, p);
+	analyze_image(x, img, lo, hi);
+	int64_t k = recover_match(x, img, lo, hi, why, sizeof(why));
+	uint64_t rpoints = simfs_points(img);
+	simfs_free(img);
+	x->s.images++;
+	if (rp && rp->verbose)
+		printf("point %llu (%s %s) image %llu/%llu [%llu..%llu]: %s\n",
+		       (unsigned long long)op->index, opname(op->kind), op->path, (unsigned long long)i,
+		       (unsigned long long)n, (unsigned long long)lo, (unsigned long long)hi,
+		       k >= 0 ? "ok" : why);
+	if (k < 0) {
+		minimize(x, fs, p, lo, hi);
+		char *ps = simfs_pick_format(p);
+		struct where w = {.op = op, .point = op->index, .idx = i, .n = n, .exhaustive = ex,
+				  .pick = ps};
+		report(x, fs, why, &w);
+		free(ps);
+		return;
+	}
+	bool nest = (int)below(nr, 100) < x->c.nest_pct && x->nested_here < x->c.nest_max;
+	if (rp && (rp->npoint >= 0 || rp->npick))
+		nest = true;
+	if (nest) {
+		x->nested_here++;
+		char *ps = simfs_pick_format(p);
+		struct nest ns = {.op = op, .idx = i, .n = n, .exhaustive = ex, .pick = ps,
+				  .npoints = rpoints};
+		nested_check(x, fs, p, k, &ns);
+		free(ps);
+	}
+	if (rp && rp->dump && !x->failed) {
+		char *ps = simfs_pick_format(p);
+		dump_image(x, fs, ps, rp->dump);
+		free(ps);
+	}
+}
+
+/* A log write: which groups (in which order) does it carry? */
+static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
+{
+	x->last_nrec = 0;
+	if (op->len < REC_HDR || op->len > (64u << 20))
+		return;
+	uint8_t *b = malloc(op->len);
+	if (!b)
+		abort();
+	uint64_t at = 0;
+	for (int i = 0; i < op->iovcnt; i++) {
+		memcpy(b + at, op->iov[i].iov_base, op->iov[i].iov_len);
+		at += op->iov[i].iov_len;
+	}
+	uint64_t p = 0;
+	int nrec = 0;
+	while (p + REC_HDR <= op->len) {
+		struct rec_hdr_disk h;
+		memcpy(&h, b + p, sizeof(h));
+		if (h.magic != REC_MAGIC || h.rec_len < REC_HDR + REC_DESC || p + h.rec_len > op->len)
+			break;
+		struct seg_disk d;
+		memcpy(&d, b + p + REC_HDR, sizeof(d));
+		uint64_t dp = p + REC_HDR + REC_DESC * (uint64_t)h.nsegs + d.data_off;
+		uint64_t gid = 0;
+		if (dp + 8 <= p + h.rec_len)
+			memcpy(&gid, b + dp, 8);
+		char why[256] = "";
+		if (gid == 0 || gid >= x->ngids)
+			snprintf(why, sizeof(why), "a log record carries no group id (%llu)", (unsigned long long)gid);
+		else if (x->c.threads == 1 && gid != x->committing)
+			snprintf(why, sizeof(why), "the log write carries group %llu while group %llu commits",
+				 (unsigned long long)gid, (unsigned long long)x->committing);
+		for (size_t j = 0; j < x->norder && !why[0]; j++)
+			if (x->order[j] == gid)
+				snprintf(why, sizeof(why), "group %llu is written to the log twice", (unsigned long long)gid);
+		if (why[0]) {
+			struct where w = {.op = op, .point = op->index, .pick = "-"};
+			report(x, NULL, why, &w);
+			break;
+		}
+		if (nrec == 0)
+			x->last_rec0_len = h.rec_len;
+		x->order[x->norder++] = gid;
+		nrec++;
+		if (h.flags & REC_F_LAST)
+			break;
+		p += h.rec_len;
+	}
+	free(b);
+	x->last_nrec = nrec;
+	if (nrec && (!x->area_off || op->off < x->area_off))
+		x->area_off = op->off;
+	if (nrec > 1)
+		x->s.batches_multi++;
+	if ((uint64_t)nrec > x->s.max_batch)
+		x->s.max_batch = (uint64_t)nrec;
+}
+
+/* Classic bug 3: a home write must never be issued while a log write is not
+ * yet durable (it could reach the media before the record that redoes it). */
+static void check_home_order(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
+{
+	size_t n = simfs_pending(fs, NULL, 0);
+	struct simfs_item *v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		abort();
+	n = simfs_pending(fs, v, n);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].kind == SIMFS_DATA && !strcmp(v[i].path, LOG_PATH)) {
+			char why[256];
+			snprintf(why, sizeof(why), "home write to %s issued while a log write (off %llu len %llu) "
+				 "is not durable", op->path, (unsigned long long)v[i].off, (unsigned long long)v[i].len);
+			struct where w = {.op = op, .point = op->index, .pick = "-"};
+			report(x, NULL, why, &w);
+			break;
+		}
+	x->s.home_checked++;
+	free(v);
+}
+
+static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
+{
+	update_bounds(x);
+	struct simfs_pick p;
+	uint64_t seed = mix64(x->c.seed ^ 0x5a95) ^ simfs_points(fs);
+	simfs_random_pick(fs, x->c.unit, seed, &p);
+	/* Bias towards "a torn record followed by a valid one": when this log
+	 * write carries several records, lose the first one's sectors only. */
+	if (op && op->kind == SIMFS_OP_WRITE && !strcmp(op->path, LOG_PATH) && x->last_nrec > 1 &&
+	    p.n && (seed & 3)) {
+		struct simfs_fate *f = &p.f[p.n - 1];
+		f->fate = SIMFS_TEAR;
+		f->tear = SIMFS_T_SUFFIX;
+		f->arg = (uint32_t)((x->last_rec0_len + x->c.unit - 1) / x->c.unit);
+		f->bits = 0;
+	}
+	x->snap.img = simfs_crash(fs, &p);
+	x->snap.pick = simfs_pick_format(&p);
+	x->snap.point = op ? op->index : simfs_points(fs);
+	simfs_pick_free(&p);
+	x->snap.lo = x->lo;
+	x->snap.hi = x->norder;
+	for (int f = 0; f < x->c.files; f++)
+		mf_copy(&x->snap.base[f], &x->base[f]);
+	x->snap.taken = true;
+}
+
+static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	struct ctx *x = arg;
+	if (x->failed)
+		return;
+	x->s.points++;
+	if (op->kind == SIMFS_OP_WRITE) {
+		if (!strcmp(op->path, LOG_PATH))
+			parse_log_write(x, op);
+		else
+			for (int f = 0; f < x->c.files; f++)
+				if (!strcmp(op->path, x->paths[f]))
+					check_home_order(x, fs, op);
+	}
+	if (x->failed)
+		return;
+	/* Crash and continue: at a random point, or preferably where a log
+	 * write at the start of the record area carries several records (its
+	 * first one torn, the next ones whole: the records a later epoch must
+	 * not take for its own). */
+	bool batch0 = op->kind == SIMFS_OP_WRITE && !strcmp(op->path, LOG_PATH) && x->last_nrec > 1 &&
+		      op->off == x->area_off;
+	if (x->armed && !x->snap.taken && (x->countdown-- <= 0 || batch0))
+		take_snapshot(x, fs, op);
+	const struct cs_replay *rp = x->rp;
+	if (rp && rp->point >= 0) {
+		if ((int64_t)op->index == rp->point)
+			check_point(x, fs, op);
+		return;
+	}
+	if (!x->checking || x->stopped || op->pending_version == x->last_pver)
+		return;
+	struct rng r = {mix64(x->c.seed ^ 0x9017) ^ op->index};
+	if ((int)below(&r, 100) >= x->c.points_pct)
+		return;
+	x->last_pver = op->pending_version;
+	check_point(x, fs, op);
+}
+
+/* --- the workload ---------------------------------------------------------------------------- */
+
+static int register_file(struct ctx *x, int f)
+{
+	int fl = O_CREAT | ((x->c.direct & (1u << f)) ? O_DIRECT : 0);
+	x->ids[f] = atomio_file_open(x->st, x->paths[f], fl, 0644);
+	if (x->ids[f] < 0) {
+		printf("CRASH-CHECK FAILED: atomio_file_open %s: %d %s: %s\n", x->paths[f], x->ids[f],
+		       atomio_strerror(x->ids[f]), x->errbuf);
+		x->failed = 1;
+		return x->ids[f];
+	}
+	x->registered[f] = true;
+	return 0;
+}
+
+static int open_store(struct ctx *x)
+{
+	/* atomio keeps errbuf for the store's later calls: it lives in ctx */
+	char *err = x->errbuf;
+	err[0] = 0;
+	struct atomio_options o = {.log_size = x->c.log, .flags = ATOMIO_CREATE, .errbuf = err,
+				   .errbuf_size = sizeof(x->errbuf)};
+	int r = atomio_open(LOG_PATH, &o, &x->st);
+	if (r < 0) {
+		printf("CRASH-CHECK FAILED: atomio_open in the run: %d %s: %s\n", r, atomio_strerror(r), err);
+		x->failed = 1;
+		return r;
+	}
+	for (int f = 0; f < x->c.files; f++)
+		/* lazily only files atomio creates: an application's unsynced
+		 * file has no promise until it is registered */
+		if ((!x->c.lazy || x->registered[f] || x->appfile[f]) && register_file(x, f) < 0)
+			return -1;
+	return 0;
+}
+
+/* The run's files must hold exactly groups 1..norder (nothing in flight). */
+static void check_run_state(struct ctx *x, const char *when)
+{
+	char why[600];
+	update_bounds(x);
+	if (!files_equal(x, x->fs, model_at(x, x->norder), why, sizeof(why))) {
+		printf("CRASH-CHECK FAILED: %s: the files do not hold groups 1..%zu: %s\n  seed %llu, config %s\n",
+		       when, x->norder, why, (unsigned long long)x->c.seed, x->cfgstr);
+		x->failed = 1;
+	}
+}
+
+static void reopen(struct ctx *x)
+{
+	int r = atomio_close(x->st);
+	x->st = NULL;
+	if (r < 0) {
+		printf("CRASH-CHECK FAILED: atomio_close: %d %s\n", r, atomio_strerror(r));
+		x->failed = 1;
+		return;
+	}
+	x->floor = x->norder; /* closed cleanly: all of it is durable */
+	check_run_state(x, "after a clean close");
+	if (!x->failed)
+		open_store(x);
+	x->s.reopens++;
+}
+
+/* Crash and continue: the disk becomes the snapshot image; the old process
+ * is gone; the workload goes on after recovery. */
+static void apply_snapshot(struct ctx *x)
+{
+	if (!x->snap.taken)
+		take_snapshot(x, x->fs, NULL);
+	x->armed = false;
+	x->snap.taken = false;
+	/* forget everything after the snapshot */
+	x->norder = x->snap.hi;
+	for (int f = 0; f < x->c.files; f++) {
+		mf_free(&x->base[f]);
+		x->base[f] = x->snap.base[f];
+		memset(&x->snap.base[f], 0, sizeof(x->snap.base[f]));
+	}
+	x->base_k = x->lo = x->snap.lo;
+	cache_clear(x);
+	char why[1024];
+	struct simfs *trial = simfs_crash(x->snap.img, NULL);
+	int64_t k = recover_match(x, trial, x->snap.lo, x->snap.hi, why, sizeof(why));
+	simfs_free(trial);
+	if (k < 0) {
+		struct where w = {.point = x->snap.point, .pick = x->snap.pick, .snapshot = true};
+		report(x, NULL, why, &w);
+		simfs_free(x->snap.img);
+		goto out;
+	}
+	simfs_reset(x->fs, x->snap.img);
+	atomio_close(x->st); /* its descriptors died with the "machine": errors expected */
+	x->st = NULL;
+	x->norder = (size_t)k;
+	x->floor = x->lo = (uint64_t)k;
+	update_bounds(x);
+	x->s.continued++;
+	if (open_store(x) == 0)
+		check_run_state(x, "after crash and recovery in the run");
+out:
+	x->snap.img = NULL;
+	free(x->snap.pick);
+	x->snap.pick = NULL;
+}
+
+/* Commit (or abort) one group.  0 committed, 1 aborted, else an error. */
+static int do_group(struct ctx *x, const struct grp *g)
+{
+	int r = 0;
+	if (g->pwrite) {
+		const struct gop *o = &g->ops[0];
+		uint8_t *b = NULL;
+		if (posix_memalign((void **)&b, 4096, o->len))
+			abort();
+		op_bytes(g, 0, o->off, b, o->len);
+		ssize_t n;
+		if (o->len >= 2 && (o->tag & 1)) {
+			struct iovec iov[2] = {{b, o->len / 2}, {b + o->len / 2, o->len - o->len / 2}};
+			n = atomio_pwritev(x->st, x->ids[o->file], iov, 2, (off_t)o->off);
+		} else {
+			n = atomio_pwrite(x->st, x->ids[o->file], b, o->len, (off_t)o->off);
+		}
+		free(b);
+		return n == (ssize_t)o->len ? 0 : n < 0 ? (int)n : -EIO;
+	}
+	atomio_tx *tx;
+	r = atomio_tx_begin(x->st, &tx);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < g->nops && r == 0; i++) {
+		const struct gop *o = &g->ops[i];
+		if (o->kind == OP_SIZE) {
+			r = atomio_tx_truncate(tx, x->ids[o->file], (off_t)o->off);
+			continue;
+		}
+		uint8_t *b = malloc(o->len);
+		if (!b)
+			abort();
+		op_bytes(g, i, o->off, b, o->len);
+		if (o->len >= 3 && (o->tag & 3) == 0) {
+			/* a gathered write */
+			struct iovec iov[3] = {{b, 1}, {b + 1, o->len / 2 - 1}, {b + o->len / 2, o->len - o->len / 2}};
+			r = atomio_tx_writev(tx, x->ids[o->file], iov, 3, (off_t)o->off);
+		} else {
+			r = atomio_tx_write(tx, x->ids[o->file], b, o->len, (off_t)o->off);
+		}
+		free(b);
+	}
+	if (r < 0 || g->abort) {
+		atomio_tx_abort(tx);
+		return r < 0 ? r : 1;
+	}
+	return atomio_tx_commit(tx);
+}
+
+static void group_done(struct ctx *x, const struct grp *g, int r)
+{
+	if (r < 0) {
+		printf("CRASH-CHECK FAILED: group %llu: commit returned %d %s\n  seed %llu, config %s\n",
+		       (unsigned long long)g->gid, r, atomio_strerror(r), (unsigned long long)x->c.seed,
+		       x->cfgstr);
+		x->failed = 1;
+		return;
+	}
+	if (r == 1) {
+		__atomic_fetch_add(&x->s.aborted, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	/* acknowledged: from here on no crash may lose it */
+	atomic_store(&x->acked[g->gid], 1);
+	__atomic_fetch_add(&x->s.groups, 1, __ATOMIC_RELAXED);
+}
+
+struct worker {
+	struct ctx *x;
+	int t, from, to;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct ctx *x = w->x;
+	for (int i = w->from; i < w->to && !x->failed; i++) {
+		uint64_t gid = 1 + (uint64_t)i * (uint64_t)x->c.threads + (uint64_t)w->t;
+		struct rng r = {mix64(x->c.seed ^ gid ^ 0xc4)};
+		if ((int)below(&r, 200) < x->c.ckpt_pct) {
+			int cr = atomio_checkpoint(x->st);
+			if (cr < 0) {
+				printf("CRASH-CHECK FAILED: atomio_checkpoint: %d\n", cr);
+				x->failed = 1;
+			}
+			__atomic_fetch_add(&x->s.checkpoints, 1, __ATOMIC_RELAXED);
+		}
+		group_done(x, &x->grps[gid], do_group(x, &x->grps[gid]));
+	}
+	return NULL;
+}
+
+static void between_groups(struct ctx *x, struct rng *r)
+{
+	if ((int)below(r, 100) < x->c.ckpt_pct) {
+		int cr = atomio_checkpoint(x->st);
+		if (cr < 0) {
+			printf("CRASH-CHECK FAILED: atomio_checkpoint: %d %s\n", cr, atomio_strerror(cr));
+			x->failed = 1;
+		}
+		x->s.checkpoints++;
+	}
+	if (!x->failed && (int)below(r, 100) < x->c.reopen_pct)
+		reopen(x);
+	if (!x->failed && (int)below(r, 100) < x->c.crash_pct) {
+		x->armed = true;
+		/* one thread: somewhere in the next group; several: preferably
+		 * at a multi-record batch (see run_hook), else late */
+		x->countdown = (int)below(r, x->c.threads > 1 ? 400 : 12);
+	}
+}
+
+int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_stats *out,
+	   const char *argv0)
+{
+	struct ctx *x = calloc(1, sizeof(*x));
+	if (!x)
+		abort();
+	x->c = *c;
+	if (x->c.files < 1)
+		x->c.files = 1;
+	if (x->c.files > MAXF)
+		x->c.files = MAXF;
+	if (x->c.threads < 1)
+		x->c.threads = 1;
+	if (x->c.threads > 1)
+		x->c.lazy = false;
+	if (x->c.nodirect)
+		x->c.direct = 0;
+	if (x->c.blockrec)
+		x->c.direct &= ~1u;
+	if (!x->c.unit)
+		x->c.unit = 512;
+	if (!x->c.dio)
+		x->c.dio = 512;
+	x->rp = replay;
+	x->argv0 = argv0 ? argv0 : "t_crash";
+	x->cfgstr = cs_cfg_format(&x->c);
+	x->s.runs = 1;
+	x->last_pver = UINT64_MAX;
+
+	struct simfs_config sc = {.dio_align = x->c.dio, .phys_block = x->c.phys,
+				  .no_direct = x->c.nodirect, .no_rwf_dsync = x->c.nodsync,
+				  .seed = mix64(x->c.seed ^ 0xd15c)};
+	x->fs = simfs_new(&sc);
+	simfs_mkdir(x->fs, "/d");
+	simfs_mkdir(x->fs, "/e");
+	struct rng r = {mix64(x->c.seed)};
+	bool other_dir = below(&r, 2);
+	bool exists[MAXF] = {false};
+	static const char *names[2][MAXF] = {{"/d/f0", "/d/f1", "/d/f2"}, {"/d/f0", "/d/f1", "/e/f2"}};
+	for (int f = 0; f < x->c.files; f++) {
+		x->paths[f] = names[other_dir][f];
+		uint64_t k = below(&r, 4);
+		if (k == 0)
+			continue; /* created by atomio_file_open */
+		exists[f] = true;
+		uint64_t size = k == 1 ? 0 : 1 + below(&r, x->c.span ? x->c.span : 262144);
+		mf_setsize(&x->base[f], size);
+		fill(0xF11E0000ull + (uint64_t)f, 0, x->base[f].b, size);
+		if (!x->c.appfiles)
+			simfs_put(x->fs, x->paths[f], x->base[f].b, size, 0644);
+	}
+
+	simfs_install(x->fs);
+	if (x->c.appfiles) {
+		/* the application writes its files just before opening the
+		 * store, and syncs nothing */
+		for (int f = 0; f < x->c.files; f++) {
+			if (!exists[f])
+				continue;
+			x->appfile[f] = true;
+			int fd = simfs_ops.open(x->paths[f], O_RDWR | O_CREAT | O_TRUNC, 0644);
+			struct iovec iov = {x->base[f].b, x->base[f].size};
+			if (fd < 0 || (x->base[f].size && simfs_ops.pwritev(fd, &iov, 1, 0, 0) != (ssize_t)iov.iov_len)) {
+				printf("CRASH-CHECK FAILED: setting up %s\n", x->paths[f]);
+				x->failed = 1;
+			}
+			simfs_ops.close(fd);
+		}
+	}
+	simfs_set_hook(x->fs, run_hook, x);
+	/* Before registration nothing is promised about files the application
+	 * has not synced. */
+	x->checking = x->c.setup && !x->c.appfiles;
+	x->grps = NULL;
+	x->ngids = 1 + (size_t)x->c.threads * (size_t)x->c.groups;
+	x->order = calloc(x->ngids, sizeof(*x->order));
+	x->acked = calloc(x->ngids, sizeof(*x->acked));
+	x->grps = calloc(x->ngids, sizeof(*x->grps));
+	if (!x->order || !x->acked || !x->grps)
+		abort();
+	if (open_store(x) == 0) {
+		struct atomio_caps caps;
+		atomio_caps(x->st, -1, &caps);
+		x->gp.area = caps.log_size;
+		x->gp.dio = x->c.dio;
+		for (size_t g = 1; g < x->ngids; g++)
+			gen_group(&x->c, &x->gp, g, &x->grps[g]);
+	}
+	x->checking = true;
+
+	if (x->c.threads == 1) {
+		for (int g = 1; g <= x->c.groups && !x->failed; g++) {
+			between_groups(x, &r);
+			if (x->failed)
+				break;
+			x->committing = (uint64_t)g;
+			for (int i = 0; i < x->grps[g].nops && !x->failed; i++)
+				if (!x->registered[x->grps[g].ops[i].file])
+					register_file(x, x->grps[g].ops[i].file);
+			if (x->failed)
+				break;
+			group_done(x, &x->grps[g], do_group(x, &x->grps[g]));
+			if (x->armed && !x->failed)
+				apply_snapshot(x);
+		}
+	} else {
+		int phases = x->c.groups / 3 < 1 ? 1 : x->c.groups / 3 > 6 ? 6 : x->c.groups / 3;
+		for (int ph = 0; ph < phases && !x->failed; ph++) {
+			if (ph)
+				between_groups(x, &r);
+			if (x->failed)
+				break;
+			pthread_t th[64];
+			struct worker w[64];
+			int nt = x->c.threads > 64 ? 64 : x->c.threads;
+			for (int t = 0; t < nt; t++) {
+				w[t] = (struct worker){x, t, x->c.groups * ph / phases,
+						       x->c.groups * (ph + 1) / phases};
+				pthread_create(&th[t], NULL, worker_main, &w[t]);
+			}
+			for (int t = 0; t < nt; t++)
+				pthread_join(th[t], NULL);
+			if (x->armed && !x->failed)
+				apply_snapshot(x);
+		}
+	}
+	if (!x->failed && x->st) {
+		int cr = atomio_close(x->st);
+		x->st = NULL;
+		if (cr < 0) {
+			printf("CRASH-CHECK FAILED: final atomio_close: %d %s\n", cr, atomio_strerror(cr));
+			x->failed = 1;
+		} else {
+			x->floor = x->norder;
+			check_run_state(x, "at the end");
+		}
+	}
+	if (x->st) {
+		simfs_reset(x->fs, simfs_crash(x->fs, NULL));
+		atomio_close(x->st);
+	}
+	simfs_uninstall();
+	if (x->snap.img)
+		simfs_free(x->snap.img);
+	free(x->snap.pick);
+	simfs_free(x->fs);
+	cache_clear(x);
+	for (int f = 0; f < MAXF; f++) {
+		mf_free(&x->base[f]);
+		mf_free(&x->snap.base[f]);
+	}
+	for (size_t g = 0; g < x->ngids; g++)
+		free(x->grps[g].ops);
+	free(x->grps);
+	free(x->order);
+	free((void *)x->acked);
+	free(x->cfgstr);
+	int failed = x->failed;
+	if (out)
+		cs_stats_add(out, &x->s);
+	free(x);
+	return failed;
+}

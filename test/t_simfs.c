@@ -1,0 +1,320 @@
+/* The crash simulator's own model (test/support/simfs.h): what is pending,
+ * what a sync makes durable, what a crash image may hold, tears, directory
+ * entries, descriptors after a simulated crash, enumeration and picks. */
+#include <limits.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
+
+#include "sys.h"
+#include "support/simfs.h"
+#include "t.h"
+
+#define S atomio_sys
+
+static struct simfs *img_with(struct simfs *fs, const char *spec)
+{
+	struct simfs_pick p;
+	CHECK_OK(simfs_pick_parse(spec, &p));
+	struct simfs *img = simfs_crash(fs, &p);
+	simfs_pick_free(&p);
+	return img;
+}
+
+static int64_t size_of(struct simfs *fs, const char *path) { return simfs_size(fs, path); }
+
+static uint8_t byte_at(struct simfs *fs, const char *path, uint64_t off)
+{
+	uint8_t b = 0xEE;
+	CHECK_EQ(simfs_read(fs, path, off, &b, 1), 1);
+	return b;
+}
+
+struct fe {
+	int seen, with_d;
+};
+
+/* Inside simfs_foreach_image the thread's system calls reach the image. */
+static int each(struct simfs *img, const struct simfs_pick *p, uint64_t idx, void *arg)
+{
+	struct fe *fe = arg;
+	CHECK(simfs_current() == img);
+	CHECK_EQ(idx, (uint64_t)fe->seen);
+	CHECK(p->n == 2);
+	struct stat sb;
+	int r = S->lstat("/d/a", &sb);
+	CHECK_OK(r);
+	uint8_t b = 0;
+	int fd = S->open("/d/a", O_RDONLY, 0);
+	CHECK(fd >= 0);
+	if (S->pread(fd, &b, 1, 4096) == 1 && b == 'D')
+		fe->with_d++;
+	S->close(fd);
+	fe->seen++;
+	return 0;
+}
+
+static int hooks;
+static void count_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	(void)fs;
+	(void)op;
+	(void)arg;
+	hooks++;
+}
+
+int main(void)
+{
+	struct simfs *fs = simfs_new(&(struct simfs_config){.seed = 1, .dio_align = 512});
+	CHECK(fs);
+	CHECK_OK(simfs_mkdir(fs, "/d"));
+	simfs_install(fs);
+	simfs_set_hook(fs, count_hook, NULL);
+
+	/* A created file is pending until its directory is synced; its data
+	 * until the file is. */
+	int fd = S->open("/d/a", O_RDWR | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	CHECK_EQ(S->open("/d/a", O_RDWR | O_CREAT | O_EXCL, 0644), -EEXIST);
+	uint8_t buf[8192];
+	memset(buf, 'A', sizeof(buf));
+	CHECK_EQ(S->pwritev(fd, &(struct iovec){buf, 1024}, 1, 0, 0), 1024);
+	CHECK_EQ(size_of(fs, "/d/a"), 1024); /* visible at once */
+	struct simfs_item it[8];
+	CHECK_EQ(simfs_pending(fs, it, 8), 3); /* create, data, size */
+	CHECK_EQ(it[0].kind, SIMFS_DIROP);
+	CHECK_EQ(it[1].kind, SIMFS_DATA);
+	CHECK_EQ(it[2].kind, SIMFS_SIZE);
+	CHECK_EQ(simfs_item_units(&it[1], 512), 2);
+	CHECK_EQ(simfs_item_units(&it[1], 4096), 1);
+
+	struct simfs *img = simfs_crash(fs, NULL); /* nothing landed */
+	CHECK(!simfs_exists(img, "/d/a"));
+	simfs_free(img);
+	img = img_with(fs, "u512:K,D,D"); /* the name only: an empty file */
+	CHECK_EQ(size_of(img, "/d/a"), 0);
+	simfs_free(img);
+	img = img_with(fs, "u512:K,K,D"); /* data landed, size did not */
+	CHECK_EQ(size_of(img, "/d/a"), 0);
+	simfs_free(img);
+	img = img_with(fs, "u512:K,D,K"); /* size landed, data did not: zeros */
+	CHECK_EQ(size_of(img, "/d/a"), 1024);
+	CHECK_EQ(byte_at(img, "/d/a", 0), 0);
+	simfs_free(img);
+	img = img_with(fs, "u512:K,T1.1.0,K"); /* torn: first sector only */
+	CHECK_EQ(byte_at(img, "/d/a", 0), 'A');
+	CHECK_EQ(byte_at(img, "/d/a", 511), 'A');
+	CHECK_EQ(byte_at(img, "/d/a", 512), 0);
+	simfs_free(img);
+	img = img_with(fs, "u512:K,T2.1.0,K"); /* torn: second sector only */
+	CHECK_EQ(byte_at(img, "/d/a", 0), 0);
+	CHECK_EQ(byte_at(img, "/d/a", 1023), 'A');
+	simfs_free(img);
+
+	/* fsync of the file: data and size durable, the name still not */
+	CHECK_OK(S->fsync(fd));
+	CHECK_EQ(simfs_pending(fs, it, 8), 1);
+	img = simfs_crash(fs, NULL);
+	CHECK(!simfs_exists(img, "/d/a"));
+	simfs_free(img);
+	img = img_with(fs, "u512:K");
+	CHECK_EQ(size_of(img, "/d/a"), 1024);
+	CHECK_EQ(byte_at(img, "/d/a", 1000), 'A');
+	simfs_free(img);
+	/* fsync of the directory: the name too */
+	int dfd = S->open("/d", O_RDONLY | O_DIRECTORY, 0);
+	CHECK(dfd >= 0);
+	CHECK_OK(S->fsync(dfd));
+	CHECK_EQ(simfs_pending(fs, it, 8), 0);
+	img = simfs_crash(fs, NULL);
+	CHECK_EQ(size_of(img, "/d/a"), 1024);
+	simfs_free(img);
+
+	/* Overwrites apply in issue order; RWF_DSYNC makes only its own write
+	 * durable, and an earlier pending write to the same bytes can never
+	 * land on top of it. */
+	memset(buf, 'B', sizeof(buf));
+	CHECK_EQ(S->pwritev(fd, &(struct iovec){buf, 512}, 1, 0, 0), 512);
+	memset(buf, 'C', sizeof(buf));
+	CHECK_EQ(S->pwritev(fd, &(struct iovec){buf, 512}, 1, 0, RWF_DSYNC), 512);
+	CHECK_EQ(simfs_pending(fs, it, 8), 1); /* the 'B' write */
+	img = img_with(fs, "u512:K");
+	CHECK_EQ(byte_at(img, "/d/a", 0), 'C');
+	simfs_free(img);
+	img = simfs_crash(fs, NULL);
+	CHECK_EQ(byte_at(img, "/d/a", 0), 'C');
+	simfs_free(img);
+	CHECK_OK(S->fdatasync(fd));
+
+	/* Shrink then grow: a landed shrink zeroes what lay beyond */
+	CHECK_OK(S->ftruncate(fd, 100));
+	CHECK_OK(S->ftruncate(fd, 2048));
+	CHECK_EQ(byte_at(fs, "/d/a", 600), 0);
+	img = img_with(fs, "u512:D,K"); /* only the growth landed */
+	CHECK_EQ(size_of(img, "/d/a"), 2048);
+	CHECK_EQ(byte_at(img, "/d/a", 600), 'A'); /* the shrink did not */
+	simfs_free(img);
+	img = img_with(fs, "u512:K,K");
+	CHECK_EQ(byte_at(img, "/d/a", 600), 0);
+	CHECK_EQ(byte_at(img, "/d/a", 99), 'C');
+	simfs_free(img);
+	img = img_with(fs, "u512:K,D");
+	CHECK_EQ(size_of(img, "/d/a"), 100);
+	simfs_free(img);
+	CHECK_OK(S->fsync(fd));
+
+	/* Enumeration: every combination when small, deterministic picks */
+	memset(buf, 'D', sizeof(buf));
+	CHECK_EQ(S->pwritev(fd, &(struct iovec){buf, 2048}, 1, 4096, 0), 2048);
+	/* pending: data (4 units of 512 -> 2 + 14 fates), size (2 fates) */
+	struct simfs_enum e = {.unit = 512, .exhaustive_cap = 1000, .samples = 5, .seed = 3};
+	bool ex;
+	CHECK_EQ(simfs_enum_count(fs, &e, &ex), 32);
+	CHECK(ex);
+	int distinct = 0;
+	uint64_t seen[64];
+	for (uint64_t i = 0; i < 32; i++) {
+		struct simfs_pick p;
+		CHECK_OK(simfs_enum_pick(fs, &e, i, &p));
+		char *s = simfs_pick_format(&p);
+		struct simfs_pick q;
+		CHECK_OK(simfs_pick_parse(s, &q)); /* round trip */
+		char *s2 = simfs_pick_format(&q);
+		CHECK(!strcmp(s, s2));
+		img = simfs_crash(fs, &p);
+		uint64_t sig = 0;
+		for (int k = 0; k < 4; k++)
+			sig = sig * 3 + (size_of(img, "/d/a") > 4096 + 512 * k
+						 ? (byte_at(img, "/d/a", 4096 + 512 * (uint64_t)k) == 'D' ? 2u : 1u)
+						 : 0u);
+		sig = sig * 2 + (size_of(img, "/d/a") == 6144);
+		bool dup = false;
+		for (int k = 0; k < distinct; k++)
+			dup |= seen[k] == sig;
+		if (!dup)
+			seen[distinct++] = sig;
+		simfs_free(img);
+		free(s);
+		free(s2);
+		simfs_pick_free(&p);
+		simfs_pick_free(&q);
+	}
+	/* data units: 16 landing patterns, times size landed or not; but with
+	 * the size lost nothing past 4096+... is visible: 16 + 1 states */
+	CHECK_EQ(distinct, 17);
+	struct fe fe = {0};
+	uint64_t visited;
+	CHECK_OK(simfs_foreach_image(fs, &e, each, &fe, &visited));
+	CHECK_EQ(visited, 32);
+	CHECK_EQ(fe.seen, 32);
+	CHECK(fe.with_d > 0 && fe.with_d < 32);
+	CHECK(simfs_current() == fs);
+	e.exhaustive_cap = 10;
+	CHECK_EQ(simfs_enum_count(fs, &e, &ex), 5);
+	CHECK(!ex);
+	struct simfs_pick p1, p2;
+	simfs_enum_pick(fs, &e, 4, &p1);
+	simfs_enum_pick(fs, &e, 4, &p2);
+	char *a = simfs_pick_format(&p1), *b = simfs_pick_format(&p2);
+	CHECK(!strcmp(a, b));
+	free(a);
+	free(b);
+	simfs_pick_free(&p1);
+	simfs_pick_free(&p2);
+	CHECK_OK(S->fsync(fd));
+
+	/* O_DIRECT alignment, statx, sysfs absent, locks, rename, realpath */
+	int dio = S->open("/d/a", O_RDWR | O_DIRECT, 0);
+	CHECK(dio >= 0);
+	void *al;
+	CHECK_OK(posix_memalign(&al, 4096, 4096));
+	CHECK_EQ(S->pwritev(dio, &(struct iovec){al, 100}, 1, 0, 0), -EINVAL);
+	CHECK_EQ(S->pwritev(dio, &(struct iovec){(char *)al + 1, 512}, 1, 0, 0), -EINVAL);
+	CHECK_EQ(S->pwritev(dio, &(struct iovec){al, 512}, 1, 1, 0), -EINVAL);
+	CHECK_EQ(S->pwritev(dio, &(struct iovec){al, 512}, 1, 512, 0), 512);
+	CHECK_EQ(S->pread(dio, al, 512, 0), 512);
+	CHECK_OK(S->fdatasync(dio));
+	CHECK_EQ(simfs_pending(fs, it, 8), 0);
+	free(al);
+	struct atomio_statx stx;
+	CHECK_OK(S->statx(dio, "", AT_EMPTY_PATH, ATOMIO_STATX_DIOALIGN, &stx));
+	CHECK(stx.stx_mask & ATOMIO_STATX_DIOALIGN);
+	CHECK_EQ(stx.stx_dio_offset_align, 512);
+	CHECK_EQ(S->open("/sys/dev/block/259:1/queue/physical_block_size", O_RDONLY, 0), -ENOENT);
+	CHECK_OK(S->flock(fd, LOCK_EX | LOCK_NB));
+	CHECK_EQ(S->flock(dio, LOCK_EX | LOCK_NB), -EWOULDBLOCK);
+	CHECK_OK(S->close(fd));
+	CHECK_OK(S->flock(dio, LOCK_EX | LOCK_NB)); /* released by close */
+	char rp[PATH_MAX];
+	CHECK_OK(S->realpath("/d//a", rp));
+	CHECK(!strcmp(rp, "/d/a"));
+	CHECK_EQ(S->realpath("/d/nope", rp), -ENOENT);
+	int t = S->open("/d/t", O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(t >= 0);
+	CHECK_OK(S->fsync(t));
+	CHECK_EQ(S->rename_noreplace("/d/t", "/d/a"), -EEXIST);
+	CHECK_OK(S->rename_noreplace("/d/t", "/d/u"));
+	img = simfs_crash(fs, NULL);
+	CHECK(!simfs_exists(img, "/d/u") && !simfs_exists(img, "/d/t"));
+	simfs_free(img);
+	img = img_with(fs, "u512:D,K"); /* the rename without the creation */
+	CHECK(simfs_exists(img, "/d/u"));
+	simfs_free(img);
+	CHECK_OK(S->fsync(dfd));
+	CHECK_OK(S->unlink("/d/u"));
+	img = simfs_crash(fs, NULL);
+	CHECK(simfs_exists(img, "/d/u")); /* the unlink is not durable yet */
+	simfs_free(img);
+
+	/* A simulated machine crash: descriptors die, a new open works */
+	simfs_reset(fs, simfs_crash(fs, NULL));
+	CHECK_EQ(S->pwritev(dio, &(struct iovec){buf, 1}, 1, 0, 0), -EIO);
+	CHECK_OK(S->close(dio));
+	CHECK_OK(S->close(t));
+	CHECK_OK(S->close(dfd));
+	CHECK(simfs_exists(fs, "/d/u"));
+	int n = S->open("/d/u", O_RDWR, 0);
+	CHECK(n >= 0);
+	CHECK_OK(S->flock(n, LOCK_EX | LOCK_NB)); /* locks died with the crash */
+	CHECK_OK(S->close(n));
+
+	/* sysfs when asked for, getrandom deterministic per seed */
+	struct simfs *f2 = simfs_new(&(struct simfs_config){.seed = 1, .phys_block = 4096});
+	struct simfs *prev = simfs_enter(f2);
+	int sfd = S->open("/d", O_RDONLY, 0);
+	CHECK_EQ(sfd, -ENOENT);
+	char p[128];
+	struct stat sb;
+	CHECK_OK(S->lstat("/", &sb));
+	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/queue/physical_block_size", major(sb.st_dev),
+		 minor(sb.st_dev));
+	sfd = S->open(p, O_RDONLY, 0);
+	CHECK(sfd >= 0);
+	char v[16] = "";
+	CHECK_EQ(S->pread(sfd, v, sizeof(v), 0), 5);
+	CHECK(!strncmp(v, "4096\n", 5));
+	uint64_t r1, r2;
+	CHECK_OK(S->getrandom(&r1, 8));
+	simfs_enter(prev);
+	simfs_free(f2);
+	f2 = simfs_new(&(struct simfs_config){.seed = 1});
+	prev = simfs_enter(f2);
+	CHECK_OK(S->getrandom(&r2, 8));
+	CHECK_EQ(r1, r2);
+	simfs_enter(prev);
+	simfs_free(f2);
+
+	/* materialise to a real directory */
+	CHECK_OK(simfs_materialize(fs, t_dir()));
+	size_t len;
+	uint8_t *d = t_slurp(t_path("d/a"), &len);
+	CHECK(d && len == 6144 && d[4096] == 'D');
+	free(d);
+
+	CHECK(hooks > 10);
+	simfs_uninstall();
+	simfs_free(fs);
+	printf("simfs model ok (%d crash points)\n", hooks);
+	return 0;
+}
