@@ -3,7 +3,7 @@
 # missing.  Called by `make deps` (and so by `make demo` and `make check`).
 # Add a package here, not in the Makefile or the CI script.
 set -eu
-PKGS="gcc make libc6-dev libxxhash-dev"
+PKGS="gcc make libc6-dev libxxhash-dev sqlite3 libsqlite3-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
