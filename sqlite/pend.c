@@ -174,6 +174,12 @@ int64_t pend_read(const struct pend *p, void *buf, int64_t len, int64_t off,
 	return valid < 0 ? 0 : valid < len ? valid : len;
 }
 
+const unsigned char *pend_page(const struct pend *p, int64_t off)
+{
+	long i = p->uniform ? hash_find(p, off) : -1;
+	return i >= 0 ? p->v[i].data : NULL;
+}
+
 struct okey {
 	int64_t off;
 	size_t i;

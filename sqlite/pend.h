@@ -51,6 +51,8 @@ void pend_truncate(struct pend *p, int64_t size);
  * of file (len for a full read), or < 0 from base_read. */
 int64_t pend_read(const struct pend *p, void *buf, int64_t len, int64_t off,
 		  int64_t (*base_read)(void *ctx, void *buf, int64_t n, int64_t off), void *ctx);
+/* Uniform mode: the pending page that starts at off, or NULL. */
+const unsigned char *pend_page(const struct pend *p, int64_t off);
 /* Entries in commit order (sorted by offset in uniform mode). */
 size_t *pend_order(const struct pend *p);
 void pend_clear(struct pend *p);

@@ -307,11 +307,51 @@ static void repair_store(struct adb *d)
 
 /* --- groups ------------------------------------------------------------------ */
 
-static int commit_group(aconn *c)
+static uint32_t be32(const unsigned char *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* SQLite truncates a shrinking database only after the commit, in its own
+ * unsynced xTruncate (so that a rollback journal never has to hold the pages
+ * cut off).  Without an on-disk journal the group is the commit, so the
+ * truncation joins it: the new size is in the group's own page 1 (header
+ * bytes 28..31, valid when bytes 92..95 match the change counter). */
+static void fold_truncation(aconn *c)
+{
+	struct pend *p = &c->pend;
+	const unsigned char *h = p->plen >= 100 ? pend_page(p, 0) : NULL;
+	if (!h || be32(h + 24) != be32(h + 92))
+		return;
+	uint32_t psz = (uint32_t)h[16] << 8 | h[17];
+	if (psz == 1)
+		psz = 65536;
+	int64_t size = (int64_t)be32(h + 28) * psz;
+	if (psz != (uint32_t)p->plen || size == 0 || size >= p->lsize)
+		return;
+	pend_truncate(p, size);
+}
+
+static bool journal_on_disk(struct adb *d)
+{
+	size_t n = strlen(d->db_path);
+	char *j = malloc(n + sizeof("-journal"));
+	if (!j)
+		return true;
+	memcpy(j, d->db_path, n);
+	memcpy(j + n, "-journal", sizeof("-journal"));
+	bool on = access(j, F_OK) == 0 || errno != ENOENT;
+	free(j);
+	return on;
+}
+
+static int commit_group(aconn *c, bool fold)
 {
 	struct pend *p = &c->pend;
 	if (!p->active)
 		return SQLITE_OK;
+	if (fold)
+		fold_truncation(c);
 	struct adb *d = c->db;
 	atomio *st = writer_store(d);
 	if (!st) {
@@ -458,7 +498,7 @@ static int x_sync(sqlite3_file *f, int flags)
 {
 	/* Normally SQLITE_FCNTL_SYNC committed the group already; a commit is
 	 * durable when it returns, so there is nothing left to sync. */
-	return commit_group((aconn *)f);
+	return commit_group((aconn *)f, false);
 }
 
 static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
@@ -623,12 +663,20 @@ static int x_file_control(sqlite3_file *f, int op, void *arg)
 	aconn *c = (aconn *)f;
 	switch (op) {
 	case SQLITE_FCNTL_SYNC:
-		return commit_group(c);
+		/* The commit (also with synchronous=OFF, where no xSync follows).
+		 * With a rollback journal on disk, that journal is the commit
+		 * record and SQLite's truncation must wait for it. */
+		return commit_group(c, c->pend.active && !journal_on_disk(c->db));
+	case SQLITE_FCNTL_COMMIT_PHASETWO:
+		/* After the commit SQLite may truncate (see fold_truncation):
+		 * that alone is a group of its own. */
+		return commit_group(c, false);
 	case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
 		/* The group is open from the first write anyway. */
 		return SQLITE_OK;
 	case SQLITE_FCNTL_COMMIT_ATOMIC_WRITE:
-		return commit_group(c);
+		/* Batch-atomic SQLite: its journal is in memory. */
+		return commit_group(c, true);
 	case SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE:
 		pend_clear(&c->pend);
 		return SQLITE_OK;

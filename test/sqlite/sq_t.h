@@ -110,6 +110,30 @@ static inline void sq_integrity(sqlite3 *db)
 	}
 }
 
+/* A counter from PRAGMA atomio_stats ("commits", "checkpoints", ...). */
+static inline long long sq_stat(sqlite3 *db, const char *name)
+{
+	char buf[512], key[64];
+	sq_text(db, "PRAGMA atomio_stats", buf, sizeof(buf));
+	snprintf(key, sizeof(key), " %s=", name);
+	const char *p = strstr(buf, key);
+	if (!p) {
+		fprintf(stderr, "no %s in atomio_stats: %s\n", name, buf);
+		exit(1);
+	}
+	return atoll(p + strlen(key));
+}
+
+static inline long long sq_file_size(const char *p)
+{
+	struct stat sb;
+	if (stat(p, &sb) < 0) {
+		perror(p);
+		exit(1);
+	}
+	return (long long)sb.st_size;
+}
+
 /* A 64-bit hash of a whole file (FNV-1a), 0 if absent. */
 static inline uint64_t sq_file_hash(const char *path, size_t *len)
 {

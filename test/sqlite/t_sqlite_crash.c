@@ -135,6 +135,9 @@ static void verify(const char *path, struct model *m, long long last_ack, int *i
 	CHECK_EQ(sq_int(db, "SELECT count(*) FROM big"), groups * BIGN);
 	CHECK_EQ(sq_int(db, "SELECT coalesce(sum(length(b)), 0) FROM big"), groups * BIGN * BIGLEN);
 	CHECK_EQ(sq_int(db, "SELECT count(DISTINCT k) FROM big"), groups);
+	/* auto-vacuum truncations commit with their transactions: the file is
+	 * never longer than the database it holds */
+	CHECK_EQ(sq_file_size(path), sq_int(db, "PRAGMA page_count") * sq_int(db, "PRAGMA page_size"));
 	sqlite3_close(db);
 }
 
