@@ -22,10 +22,18 @@
 		}                                                                           \
 	} while (0)
 
+static void sq_log(void *arg, int rc, const char *msg)
+{
+	(void)arg;
+	if (!strncmp(msg, "atomio", 6) || getenv("SQ_LOG_ALL"))
+		fprintf(stderr, "[sqlite log %d] %s\n", rc, msg);
+}
+
 static inline void sq_register(void)
 {
 	static int done;
 	if (!done) {
+		sqlite3_config(SQLITE_CONFIG_LOG, sq_log, NULL);
 		CHECK_EQ(atomio_sqlite_register(NULL, 0), SQLITE_OK);
 		done = 1;
 	}
@@ -54,6 +62,7 @@ static inline sqlite3 *sq_open_vfs(const char *path, const char *vfs, long long 
 static inline sqlite3 *sq_open(const char *path, long long log_size)
 {
 	sqlite3 *db = sq_open_vfs(path, "atomio", log_size);
+	sqlite3_busy_timeout(db, 10000);
 	SQ_CHECK(db, sqlite3_exec(db, "PRAGMA journal_mode=MEMORY; PRAGMA synchronous=FULL;", 0, 0, 0));
 	return db;
 }
@@ -115,8 +124,10 @@ static inline long long sq_stat(sqlite3 *db, const char *name)
 {
 	char buf[512], key[64];
 	sq_text(db, "PRAGMA atomio_stats", buf, sizeof(buf));
-	snprintf(key, sizeof(key), " %s=", name);
+	snprintf(key, sizeof(key), "%s=", name);
 	const char *p = strstr(buf, key);
+	while (p && p != buf && p[-1] != ' ')
+		p = strstr(p + 1, key);
 	if (!p) {
 		fprintf(stderr, "no %s in atomio_stats: %s\n", name, buf);
 		exit(1);
