@@ -111,6 +111,7 @@ typedef struct aconn {
 	struct adb *db;
 	int lockfd;
 	int elock;           /* SQLITE_LOCK_* held */
+	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
 	struct pend pend;
 } aconn;
 
@@ -307,6 +308,8 @@ static void repair_store(struct adb *d)
 
 /* --- groups ------------------------------------------------------------------ */
 
+static int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off);
+
 static uint32_t be32(const unsigned char *b)
 {
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
@@ -345,6 +348,49 @@ static bool journal_on_disk(struct adb *d)
 	return on;
 }
 
+/* Add the bytes of page e that differ from what the file holds before the
+ * group, as few ranges as fit: runs closer than a range descriptor (32
+ * bytes) are joined.  Replay applies groups in order onto the file as every
+ * earlier group left it, which is what the page cache shows now, so the
+ * unchanged bytes need no logging.  Most transactions change a few hundred
+ * bytes of each page they write; the log write shrinks to match. */
+static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char *base)
+{
+	const struct pend *p = &c->pend;
+	int64_t base_end = p->truncated && p->min_trunc < p->base_size ? p->min_trunc : p->base_size;
+	int64_t have = base_end > e->off ? base_end - e->off : 0;
+	if (have > e->len)
+		have = e->len;
+	if (have > 0 && base_read(c, base, have, e->off) < 0)
+		return -EIO;
+	memset(base + have, 0, (size_t)(e->len - have));
+	int64_t i = 0, n = e->len;
+	while (i < n) {
+		while (i < n && e->data[i] == base[i])
+			i++;
+		if (i == n)
+			break;
+		int64_t start = i, end = i;
+		for (;;) {
+			while (end < n && e->data[end] != base[end])
+				end++;
+			int64_t gap = end;
+			while (gap < n && gap - end < 32 && e->data[gap] == base[gap])
+				gap++;
+			if (gap < n && gap - end < 32)
+				end = gap; /* a short run of equal bytes: bridge it */
+			else
+				break;
+		}
+		int r = atomio_tx_write(tx, c->db->fid, e->data + start, (size_t)(end - start),
+					e->off + start);
+		if (r < 0)
+			return r;
+		i = end;
+	}
+	return 0;
+}
+
 static int commit_group(aconn *c, bool fold)
 {
 	struct pend *p = &c->pend;
@@ -359,19 +405,26 @@ static int commit_group(aconn *c, bool fold)
 		return SQLITE_IOERR_WRITE;
 	}
 	size_t *ord = pend_order(p);
+	/* Only the bytes that change, where writes cannot overlap. */
+	bool diff = c->diff && p->uniform;
+	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
 	atomio_tx *tx = NULL;
-	int r = ord ? atomio_tx_begin(st, &tx) : -ENOMEM;
-	if (r == 0 && p->truncated) {
-		/* Shrink to the smallest size the transaction truncated to, then
-		 * set its final size (zeros between), then its writes. */
+	int r = ord && (base || !diff) ? atomio_tx_begin(st, &tx) : -ENOMEM;
+	/* Shrink to the smallest size the transaction truncated to, then its
+	 * writes, then its final size (zeros up to it, so that the file has it
+	 * even when the last page ends in bytes the diff left out). */
+	if (r == 0 && p->truncated)
 		r = atomio_tx_truncate(tx, d->fid, p->min_trunc);
-		if (r == 0 && p->lsize != p->min_trunc)
-			r = atomio_tx_truncate(tx, d->fid, p->lsize);
-	}
 	for (size_t i = 0; r == 0 && i < p->n; i++) {
 		const struct pent *e = &p->v[ord[i]];
-		r = atomio_tx_write(tx, d->fid, e->data, (size_t)e->len, e->off);
+		if (diff)
+			r = add_diff(c, tx, e, base);
+		else
+			r = atomio_tx_write(tx, d->fid, e->data, (size_t)e->len, e->off);
 	}
+	if (r == 0 && (p->truncated || p->lsize > p->base_size))
+		r = atomio_tx_truncate(tx, d->fid, p->lsize);
+	free(base);
 	bool committed = false;
 	if (r == 0) {
 		r = atomio_tx_commit(tx);
@@ -814,6 +867,7 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
 	if (c->lockfd < 0)
 		c->lockfd = open(name, O_RDONLY | O_CLOEXEC);
 	sqlite3_int64 log_size = sqlite3_uri_int64(name, "atomio_log_size", 0);
+	c->diff = sqlite3_uri_boolean(name, "atomio_diff", 1);
 	c->db = c->lockfd >= 0 ? get_db(c->lockfd, name, log_size > 0 ? (uint64_t)log_size : 0) : NULL;
 	if (!c->db) {
 		rc = c->lockfd < 0 ? SQLITE_CANTOPEN : SQLITE_NOMEM;
