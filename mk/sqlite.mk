@@ -51,3 +51,10 @@ $(BUILD)/bench-sqlite: examples/bench-sqlite.c $(BUILD)/libatomio_sqlite.a $(BUI
 bench-sqlite: deps
 	$(MAKE) $(BUILD)/bench-sqlite
 	$(BUILD)/bench-sqlite $(BENCH_SQLITE_ARGS)
+
+# SQLite built from Debian's source with SQLITE_ENABLE_BATCH_ATOMIC_WRITE:
+# the VFS used natively through SQLITE_FCNTL_*_ATOMIC_WRITE (downloads and
+# compiles SQLite; not part of check).
+.PHONY: check-sqlite-batch
+check-sqlite-batch: deps
+	scripts/sqlite-batch-atomic.sh

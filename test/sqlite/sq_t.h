@@ -59,11 +59,16 @@ static inline sqlite3 *sq_open_vfs(const char *path, const char *vfs, long long 
 	return db;
 }
 
+/* Through atomio, journal_mode=MEMORY (or $SQ_JOURNAL, e.g. DELETE for a
+ * batch-atomic SQLite), synchronous=FULL, a 10 s busy timeout. */
 static inline sqlite3 *sq_open(const char *path, long long log_size)
 {
 	sqlite3 *db = sq_open_vfs(path, "atomio", log_size);
 	sqlite3_busy_timeout(db, 10000);
-	SQ_CHECK(db, sqlite3_exec(db, "PRAGMA journal_mode=MEMORY; PRAGMA synchronous=FULL;", 0, 0, 0));
+	char sql[128];
+	const char *jm = getenv("SQ_JOURNAL");
+	snprintf(sql, sizeof(sql), "PRAGMA journal_mode=%s; PRAGMA synchronous=FULL;", jm ? jm : "MEMORY");
+	SQ_CHECK(db, sqlite3_exec(db, sql, 0, 0, 0));
 	return db;
 }
 

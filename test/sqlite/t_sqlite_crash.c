@@ -136,15 +136,20 @@ static void verify(const char *path, struct model *m, long long last_ack, int *i
 	CHECK_EQ(sq_int(db, "SELECT coalesce(sum(length(b)), 0) FROM big"), groups * BIGN * BIGLEN);
 	CHECK_EQ(sq_int(db, "SELECT count(DISTINCT k) FROM big"), groups);
 	/* auto-vacuum truncations commit with their transactions: the file is
-	 * never longer than the database it holds */
-	CHECK_EQ(sq_file_size(path), sq_int(db, "PRAGMA page_count") * sq_int(db, "PRAGMA page_size"));
+	 * never longer than the database it holds.  (With an on-disk journal,
+	 * SQLite truncates after the commit, unsynced, as it always does.) */
+	if (!getenv("SQ_JOURNAL"))
+		CHECK_EQ(sq_file_size(path),
+			 sq_int(db, "PRAGMA page_count") * sq_int(db, "PRAGMA page_size"));
 	sqlite3_close(db);
 }
 
 int main(void)
 {
 	const char *path = t_path("crash.db");
-	int iters = T_SCALE(300);
+	/* 300 kills; on a busy machine stop after 45 s once 150 are done (the
+	 * sanitizer build does a quarter). */
+	int iters = T_SCALE(300), min_iters = T_SCALE(150);
 	sqlite3 *db = sq_open(path, 4 << 20);
 	sq_ok(db, "PRAGMA auto_vacuum=FULL");
 	sq_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER NOT NULL);"
@@ -160,7 +165,8 @@ int main(void)
 	int inflight = 0;
 	long long acked_total = 0;
 	double t0 = sq_now();
-	for (int it = 0; it < iters; it++) {
+	int it;
+	for (it = 0; it < iters && (it < min_iters || sq_now() - t0 < 45); it++) {
 		int p[2];
 		CHECK_OK(pipe(p));
 		pid_t pid = fork();
@@ -194,8 +200,10 @@ int main(void)
 	}
 	printf("%d kills in %.1f s: %lld commits acknowledged, %lld transactions in the database, "
 	       "%d kills after a commit reached the log but before it was acknowledged\n",
-	       iters, sq_now() - t0, acked_total, m.n, inflight);
-	/* Not vacuous: the writers got well into their transactions. */
-	CHECK(m.n >= iters);
+	       it, sq_now() - t0, acked_total, m.n, inflight);
+	/* Not vacuous: the writers got well into their transactions, and
+	 * kills landed both before and after commits reached the log. */
+	CHECK(m.n >= it);
+	CHECK(inflight > 0 && inflight < it);
 	return 0;
 }
