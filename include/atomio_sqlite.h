@@ -43,7 +43,11 @@
  *   - journal_mode=WAL is refused (the PRAGMA fails with a message); rollback
  *     journals (DELETE, TRUNCATE, PERSIST) work, but cost their usual syncs.
  *   - Keep the -atomio log with its database: delete, move or rename both or
- *     neither, as with SQLite's own -journal.
+ *     neither, as with SQLite's own -journal.  A log older than its database
+ *     (the database was deleted and created again) is refused with
+ *     SQLITE_CANTOPEN, never replayed into the new file.
+ *   - The log is private (0600): all processes using the database through
+ *     the VFS must run as its owner.
  */
 #ifndef ATOMIO_SQLITE_H
 #define ATOMIO_SQLITE_H

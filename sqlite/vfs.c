@@ -228,12 +228,45 @@ static int probe(struct adb *d)
 	return res;
 }
 
+static bool btime_of(const char *path, struct statx_timestamp *t)
+{
+	struct statx sx;
+	if (statx(AT_FDCWD, path, 0, STATX_BTIME, &sx) < 0 || !(sx.stx_mask & STATX_BTIME))
+		return false;
+	*t = sx.stx_btime;
+	return true;
+}
+
+/* A log older than its database belongs to an earlier file at this path (the
+ * database was deleted and created again, or restored from a copy, without
+ * its log).  Its records must not be replayed into the new file: atomio
+ * recognises a data file by device and inode, and filesystems reuse a freed
+ * inode number at once.  Refuse, and say what to do.  (Where the filesystem
+ * has no birth times this check is skipped.) */
+static int check_log_age(struct adb *d)
+{
+	struct statx_timestamp db, lg;
+	if (!btime_of(d->db_path, &db) || !btime_of(d->log_path, &lg))
+		return SQLITE_OK;
+	if (db.tv_sec < lg.tv_sec || (db.tv_sec == lg.tv_sec && db.tv_nsec <= lg.tv_nsec))
+		return SQLITE_OK;
+	sqlite3_log(SQLITE_CANTOPEN,
+		    "atomio: %s is older than the database %s: it belongs to an earlier file at "
+		    "this path; if that file is gone, delete the log; if it was moved, move the log "
+		    "with it",
+		    d->log_path, d->db_path);
+	return SQLITE_CANTOPEN;
+}
+
 /* Replay the log and close the store again.  Exclusive lock held. */
 static int recover_release(struct adb *d)
 {
 	char err[512] = "";
 	struct atomio_options o = {.errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
+	int rc = check_log_age(d);
+	if (rc != SQLITE_OK)
+		return rc;
 	pthread_mutex_lock(&g_mu);
 	int r = 0;
 	if (!writer_store(d)) {
@@ -265,6 +298,9 @@ static int open_store(struct adb *d)
 	struct atomio_options o = {.log_size = d->log_size, .flags = ATOMIO_CREATE,
 				   .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
+	int rc = check_log_age(d);
+	if (rc != SQLITE_OK)
+		return rc;
 	int r = atomio_open(d->log_path, &o, &st);
 	if (r == -EBUSY)
 		return SQLITE_BUSY; /* another process writes */

@@ -9,6 +9,8 @@
  *  - journal_mode=WAL is refused with a message; DELETE works through the VFS;
  *  - SQLITE_IOCAP_BATCH_ATOMIC and the three *_ATOMIC_WRITE file controls.
  */
+#include <stdbool.h>
+
 #include "sq_t.h"
 
 static void check_registration(void)
@@ -203,6 +205,38 @@ static void check_batch_atomic(const char *path)
 	sqlite3_close(db);
 }
 
+/* A database deleted and created again without its log: the stale log is
+ * refused (its records must never be replayed into the new file, which may
+ * even have the old inode number), until it is removed. */
+static void check_stale_log(const char *path)
+{
+	sqlite3 *db = sq_open(path, 1 << 20);
+	sq_ok(db, "CREATE TABLE old(x); INSERT INTO old VALUES(1)");
+	sqlite3_close(db);
+	CHECK_OK(unlink(path));
+	usleep(10000); /* a later birth time, also on coarse clocks */
+	db = sq_open_vfs(path, NULL, 0);
+	sq_ok(db, "CREATE TABLE fresh(y); INSERT INTO fresh VALUES(2)");
+	sqlite3_close(db);
+	char uri[4400];
+	snprintf(uri, sizeof(uri), "file:%s", path);
+	db = NULL;
+	int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, "atomio");
+	struct statx sx;
+	bool btime = statx(AT_FDCWD, path, 0, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME);
+	if (btime)
+		CHECK_EQ(rc, SQLITE_CANTOPEN);
+	sqlite3_close(db);
+	char lp[4300];
+	snprintf(lp, sizeof(lp), "%s-atomio", path);
+	CHECK_OK(unlink(lp));
+	db = sq_open(path, 0);
+	CHECK_EQ(sq_int(db, "SELECT y FROM fresh"), 2);
+	sq_ok(db, "INSERT INTO fresh VALUES(3)");
+	sq_integrity(db);
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	check_registration();
@@ -210,5 +244,6 @@ int main(void)
 	check_sync_off(t_path("off.db"));
 	check_journal_modes(t_path("modes.db"));
 	check_batch_atomic(t_path("batch.db"));
+	check_stale_log(t_path("stale.db"));
 	return 0;
 }
