@@ -20,8 +20,8 @@
 #define NROWS 2000
 #define BIGN 150
 #define BIGLEN 1500
-/* Kill within this long after the fork: the writer starts (and recovers) in
- * a few milliseconds, slower under the sanitizers. */
+/* Kill within this long after the fork ($SQ_KILL_MS overrides): the writer
+ * starts (and recovers) in a few milliseconds, slower under the sanitizers. */
 #ifdef ATOMIO_SAN
 #define KILL_SPAN_NS 150000000L
 #else
@@ -187,7 +187,10 @@ int main(void)
 		/* Random moments: in the writer's open and recovery, in its
 		 * transactions, in its commits' log writes and home writes. */
 		uint64_t r = sq_mix((uint64_t)it * 7919 + (uint64_t)getpid());
-		struct timespec ts = {0, (long)(1000000 + r % KILL_SPAN_NS)};
+		long span = getenv("SQ_KILL_MS") ? atol(getenv("SQ_KILL_MS")) * 1000000L : KILL_SPAN_NS;
+		if (span < 1000000L || span > 999000000L)
+			span = KILL_SPAN_NS;
+		struct timespec ts = {0, (long)(1000000 + r % (uint64_t)span)};
 		nanosleep(&ts, NULL);
 		CHECK_OK(kill(pid, SIGKILL));
 		int status;
