@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +113,8 @@ typedef struct aconn {
 	int lockfd;
 	int elock;           /* SQLITE_LOCK_* held */
 	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
+	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
+	size_t maplen;
 	struct pend pend;
 } aconn;
 
@@ -384,6 +387,27 @@ static bool journal_on_disk(struct adb *d)
 	return on;
 }
 
+/* Map the database read-only up to at least `end`, to compare pages with
+ * what the file holds without a read call per page.  Only bytes below the
+ * file's size are touched, and only the writer changes that size, under the
+ * EXCLUSIVE lock held while committing.  False: use pread. */
+static bool map_base(aconn *c, int64_t end)
+{
+	if ((int64_t)c->maplen >= end)
+		return c->map != NULL;
+	if (c->map)
+		munmap(c->map, c->maplen);
+	c->map = NULL;
+	c->maplen = 0;
+	size_t len = ((size_t)end + (64u << 20) - 1) & ~((size_t)(64u << 20) - 1);
+	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, c->lockfd, 0);
+	if (m == MAP_FAILED)
+		return false;
+	c->map = m;
+	c->maplen = len;
+	return true;
+}
+
 /* Add the bytes of page e that differ from what the file holds before the
  * group, as few ranges as fit: runs closer than a range descriptor (32
  * bytes) are joined.  Replay applies groups in order onto the file as every
@@ -397,21 +421,29 @@ static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char
 	int64_t have = base_end > e->off ? base_end - e->off : 0;
 	if (have > e->len)
 		have = e->len;
-	if (have > 0 && base_read(c, base, have, e->off) < 0)
-		return -EIO;
-	memset(base + have, 0, (size_t)(e->len - have));
+	const unsigned char *cmp = base;
+	if (have == e->len && map_base(c, base_end)) {
+		cmp = c->map + e->off; /* no copy, no syscall */
+	} else {
+		if (have > 0 && base_read(c, base, have, e->off) < 0)
+			return -EIO;
+		memset(base + have, 0, (size_t)(e->len - have));
+	}
 	int64_t i = 0, n = e->len;
 	while (i < n) {
-		while (i < n && e->data[i] == base[i])
+		/* equal stretches, 64 bytes at a time, then bytewise */
+		while (i + 64 <= n && !memcmp(e->data + i, cmp + i, 64))
+			i += 64;
+		while (i < n && e->data[i] == cmp[i])
 			i++;
 		if (i == n)
 			break;
 		int64_t start = i, end = i;
 		for (;;) {
-			while (end < n && e->data[end] != base[end])
+			while (end < n && e->data[end] != cmp[end])
 				end++;
 			int64_t gap = end;
-			while (gap < n && gap - end < 32 && e->data[gap] == base[gap])
+			while (gap < n && gap - end < 32 && e->data[gap] == cmp[gap])
 				gap++;
 			if (gap < n && gap - end < 32)
 				end = gap; /* a short run of equal bytes: bridge it */
@@ -514,6 +546,8 @@ static int x_close(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
 	pend_clear(&c->pend);
+	if (c->map)
+		munmap(c->map, c->maplen);
 	if (c->elock)
 		unlock_all(c);
 	int rc = c->real->pMethods ? c->real->pMethods->xClose(c->real) : SQLITE_OK;
