@@ -154,7 +154,7 @@ static void verify(const char *path, struct model *m, long long last_ack, int *i
 int main(void)
 {
 	const char *path = t_path("crash.db");
-	/* 300 kills; on a busy machine stop after 45 s once 150 are done (the
+	/* 300 kills; on a busy machine stop after 30 s once 150 are done (the
 	 * sanitizer build does a quarter). */
 	int iters = T_SCALE(300), min_iters = T_SCALE(150);
 	sqlite3 *db = sq_open(path, 4 << 20);
@@ -173,7 +173,7 @@ int main(void)
 	long long acked_total = 0;
 	double t0 = sq_now();
 	int it;
-	for (it = 0; it < iters && (it < min_iters || sq_now() - t0 < 45); it++) {
+	for (it = 0; it < iters && (it < min_iters || sq_now() - t0 < 30); it++) {
 		int p[2];
 		CHECK_OK(pipe(p));
 		pid_t pid = fork();
