@@ -18,7 +18,8 @@
  *
  * Usage: bench-sqlite [-d DIR] [-s SECS] [-r ROUNDS] [-n ROWS] [-F]
  *        (default /var/tmp, 3 s, 5 rounds, 100000 rows; -F adds atomio logging
- *        whole pages, URI atomio_diff=0, to show what the diff saves)
+ *        whole pages, URI atomio_diff=0, to show what the diff saves; -o 01
+ *        runs only modes 0 and 1, for profiling)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -172,15 +173,17 @@ int main(int argc, char **argv)
 	const char *dir = "/var/tmp";
 	double secs = 3;
 	int rounds = 5, rows = 100000, opt;
-	while ((opt = getopt(argc, argv, "d:s:r:n:F")) != -1) {
+	const char *only = NULL;
+	while ((opt = getopt(argc, argv, "d:s:r:n:Fo:")) != -1) {
 		switch (opt) {
 		case 'F': NMODES = 4; break;
+		case 'o': only = optarg; break;
 		case 'd': dir = optarg; break;
 		case 's': secs = atof(optarg); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'n': rows = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: %s [-d DIR] [-s SECS] [-r ROUNDS] [-n ROWS] [-F]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-d DIR] [-s SECS] [-r ROUNDS] [-n ROWS] [-F] [-o MODES]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -230,6 +233,8 @@ int main(int argc, char **argv)
 	for (int r = 0; r < rounds; r++) {
 		for (int i = 0; i < NMODES; i++) {
 			int m = (i + r) % NMODES;
+			if (only && !strchr(only, '0' + m))
+				continue;
 			struct result x = run(db[m], dfd, secs, rows, &seed);
 			tps[m][r] = x.tps;
 			tot_tx[m] += (double)x.tx;

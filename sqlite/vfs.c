@@ -92,6 +92,9 @@ struct adb {
 	atomio *st;          /* this process is the writer; atomic load/store */
 	int fid;
 	uint64_t capacity;   /* bytes of records the log holds */
+	/* The writer's record of the database's size (only its commits change
+	 * it), so that transactions need no fstat.  -1: unknown.  Atomic. */
+	int64_t size;
 	bool snap_ok;        /* snap holds the log's superblocks after our recovery */
 	ino_t snap_ino;
 	unsigned char snap[SB_SNAP];
@@ -322,6 +325,7 @@ static int open_store(struct adb *d)
 	}
 	d->fid = fid;
 	d->capacity = caps.log_size;
+	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	d->snap_ok = false;
 	__atomic_store_n(&d->st, st, __ATOMIC_RELEASE);
 	return SQLITE_OK;
@@ -500,9 +504,10 @@ static int commit_group(aconn *c, bool fold)
 	} else if (tx) {
 		atomio_tx_abort(tx);
 	}
-	int64_t bytes = p->bytes;
+	int64_t bytes = p->bytes, lsize = p->lsize;
 	free(ord);
 	pend_clear(p);
+	__atomic_store_n(&d->size, r == 0 ? lsize : -1, __ATOMIC_RELAXED);
 	if (r == 0)
 		return SQLITE_OK;
 	if (r == -ENOMEM)
@@ -526,12 +531,14 @@ static uint64_t group_need(const struct pend *p)
 	return 64 + 32 * ((uint64_t)p->n + 2) + (uint64_t)p->bytes;
 }
 
+static int x_file_size(sqlite3_file *f, sqlite3_int64 *size);
+
 static int begin_group(aconn *c)
 {
 	if (c->pend.active)
 		return SQLITE_OK;
 	sqlite3_int64 sz;
-	int rc = c->real->pMethods->xFileSize(c->real, &sz);
+	int rc = x_file_size(&c->base, &sz);
 	if (rc != SQLITE_OK)
 		return rc;
 	pend_begin(&c->pend, sz);
@@ -631,7 +638,21 @@ static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
 		*size = c->pend.lsize;
 		return SQLITE_OK;
 	}
-	return c->real->pMethods->xFileSize(c->real, size);
+	/* The writer knows the size: no fstat per transaction.  That matters
+	 * beyond the call: a stat marks the file's times as seen, after which
+	 * (Linux 6.13+) every write stamps fine-grained times and dirties the
+	 * inode, and on ext4 without a journal the log's next sync must then
+	 * also write the inode-table block the database shares with it. */
+	bool writer = writer_store(c->db) && c->elock >= SQLITE_LOCK_SHARED;
+	int64_t known = writer ? __atomic_load_n(&c->db->size, __ATOMIC_RELAXED) : -1;
+	if (known >= 0) {
+		*size = known;
+		return SQLITE_OK;
+	}
+	int rc = c->real->pMethods->xFileSize(c->real, size);
+	if (rc == SQLITE_OK && writer)
+		__atomic_store_n(&c->db->size, (int64_t)*size, __ATOMIC_RELAXED);
+	return rc;
 }
 
 /* Taking SHARED as a reader: make sure no unrecovered commit is in the file. */
@@ -877,6 +898,7 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
 			d->ino = sb.st_ino;
 			d->refs = 1;
 			d->fid = -1;
+			d->size = -1;
 			d->log_size = log_size;
 			d->next = g_dbs;
 			g_dbs = d;
