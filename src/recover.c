@@ -225,6 +225,17 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 {
 	atomio *st = rc->st;
 	uint64_t data = rec->pos + REC_HDR + (uint64_t)REC_DESC * rec->h.nsegs;
+	/* A record that fits the buffer is read once and applied from memory:
+	 * one with many small ranges would otherwise cost a log read (with an
+	 * O_DIRECT log, a device read) per range.  Bounds: check_segs proved
+	 * data_off + len <= data_len, and rec_len covers header, descriptors
+	 * and data. */
+	bool whole = rec->h.rec_len <= CHUNK;
+	if (whole) {
+		int r = area_read(rc, rec->pos, rc->buf, rec->h.rec_len);
+		if (r < 0)
+			return r;
+	}
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		int fd = rc->fds[d->file];
@@ -233,8 +244,11 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 			do
 				r = atomio_sys->ftruncate(fd, (off_t)d->off);
 			while (r == -EINTR);
+		} else if (whole) {
+			r = sys_pwrite_full(fd, rc->buf + (data - rec->pos) + d->data_off, d->len,
+					    (off_t)d->off, 0);
 		}
-		for (uint64_t done = 0; d->kind == SEG_WRITE && done < d->len && r == 0;) {
+		for (uint64_t done = 0; !whole && d->kind == SEG_WRITE && done < d->len && r == 0;) {
 			size_t n = d->len - done < CHUNK ? (size_t)(d->len - done) : CHUNK;
 			r = area_read(rc, data + d->data_off + done, rc->buf, n);
 			if (r == 0)
