@@ -10,6 +10,8 @@ PKGS="$PKGS liburing-dev"
 PKGS="$PKGS jq xfsprogs"
 # fuzzing: clang with its libFuzzer runtime
 PKGS="$PKGS clang libclang-rt-14-dev"
+# the SQLite VFS and its tests
+PKGS="$PKGS sqlite3 libsqlite3-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,60 @@
+# SQLite VFS (issue 6): sqlite/, include/atomio_sqlite.h, test/sqlite/.
+#   build/atomio_sqlite.so       loadable extension (.load build/atomio_sqlite)
+#   build/libatomio_sqlite.a     for C programs: atomio_sqlite_register()
+#   make bench-sqlite            atomio VFS vs WAL vs DELETE (not part of check)
+
+SQ_SRCS := sqlite/vfs.c sqlite/pend.c
+SQ_HDRS := $(wildcard sqlite/*.h) include/atomio_sqlite.h include/atomio.h
+SQ_CFLAGS := $(BASE_CFLAGS) -Isqlite
+SQ_EXT_OBJS := $(patsubst sqlite/%.c,$(BUILD)/sqlite/ext/%.o,$(SQ_SRCS) sqlite/ext.c)
+SQ_LIB_OBJS := $(patsubst sqlite/%.c,$(BUILD)/sqlite/lib/%.o,$(SQ_SRCS))
+SQ_SAN_OBJS := $(patsubst sqlite/%.c,$(BUILD)/san/sqlite/%.o,$(SQ_SRCS))
+SQ_TEST_SRCS := $(wildcard test/sqlite/t_*.c)
+SQ_TEST_NAMES := $(patsubst test/sqlite/%.c,%,$(SQ_TEST_SRCS))
+SQ_TESTS := $(addprefix $(BUILD)/sqlite/,$(SQ_TEST_NAMES))
+SQ_SAN_TESTS := $(addprefix $(BUILD)/san/sqlite/,$(SQ_TEST_NAMES))
+SQ_TEST_HDRS := $(wildcard test/sqlite/*.h) $(TEST_HDRS)
+SQ_LIBS := -lsqlite3 $(LIBS)
+
+ALL_EXTRA += $(BUILD)/atomio_sqlite.so $(BUILD)/libatomio_sqlite.a $(BUILD)/bench-sqlite
+CHECK_DEPS += $(SQ_TESTS) $(SQ_SAN_TESTS) $(BUILD)/atomio_sqlite.so
+CHECK_BINS += $(SQ_TESTS) $(SQ_SAN_TESTS)
+
+$(BUILD)/sqlite/ext $(BUILD)/sqlite/lib $(BUILD)/san/sqlite:
+	mkdir -p $@
+
+$(BUILD)/sqlite/ext/%.o: sqlite/%.c $(SQ_HDRS) | $(BUILD)/sqlite/ext
+	$(CC) $(SQ_CFLAGS) $(CFLAGS) -fPIC -DATOMIO_SQLITE_EXTENSION -c -o $@ $<
+$(BUILD)/sqlite/lib/%.o: sqlite/%.c $(SQ_HDRS) | $(BUILD)/sqlite/lib
+	$(CC) $(SQ_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+$(BUILD)/san/sqlite/%.o: sqlite/%.c $(SQ_HDRS) | $(BUILD)/san/sqlite
+	$(CC) $(SQ_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
+
+# The extension carries libatomio inside (hidden), so it loads into any
+# SQLite process with nothing else installed but libxxhash.
+$(BUILD)/atomio_sqlite.so: $(SQ_EXT_OBJS) $(LIB_OBJS) sqlite/libatomio_sqlite.map
+	$(CC) -shared -Wl,--version-script=sqlite/libatomio_sqlite.map -o $@ $(SQ_EXT_OBJS) $(LIB_OBJS) $(LIBS)
+$(BUILD)/libatomio_sqlite.a: $(SQ_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/san/libatomio_sqlite.a: $(SQ_SAN_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/sqlite/t_%: test/sqlite/t_%.c $(SQ_TEST_HDRS) $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a | $(BUILD)/sqlite/lib
+	$(CC) $(BASE_CFLAGS) -Itest $(CFLAGS) -DATOMIO_DEBUG -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+$(BUILD)/san/sqlite/t_%: test/sqlite/t_%.c $(SQ_TEST_HDRS) $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a | $(BUILD)/san/sqlite
+	$(CC) $(BASE_CFLAGS) -Itest $(SAN_FLAGS) -o $@ $< $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a $(SQ_LIBS)
+
+$(BUILD)/bench-sqlite: examples/bench-sqlite.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+
+.PHONY: bench-sqlite
+bench-sqlite: deps
+	$(MAKE) $(BUILD)/bench-sqlite
+	$(BUILD)/bench-sqlite $(BENCH_SQLITE_ARGS)
+
+# SQLite built from Debian's source with SQLITE_ENABLE_BATCH_ATOMIC_WRITE:
+# the VFS used natively through SQLITE_FCNTL_*_ATOMIC_WRITE (downloads and
+# compiles SQLite; not part of check).
+.PHONY: check-sqlite-batch
+check-sqlite-batch: deps
+	scripts/sqlite-batch-atomic.sh

@@ -1,0 +1,1110 @@
+/*
+ * vfs.c: the atomio SQLite VFS (include/atomio_sqlite.h).
+ *
+ * A shim over the default (unix) VFS.  Every file but a main database passes
+ * straight through.  For a main database "DB":
+ *
+ * GROUPS.  xWrite and xTruncate do not touch the file: they go to the
+ * connection's pending group (pend.c), which xRead and xFileSize overlay on
+ * the file.  The group is committed as one atomio group (one durable log
+ * write, then the home writes) at SQLITE_FCNTL_SYNC, which SQLite sends at
+ * every commit right before xSync (and in its place with synchronous=OFF), or
+ * at SQLITE_FCNTL_COMMIT_ATOMIC_WRITE in a batch-atomic build.  xSync itself
+ * then has nothing to do: an acknowledged group is durable in the log, and the
+ * store's checkpoint syncs the file before the log space is reused.  A group
+ * still pending when the lock drops below RESERVED was never synced: SQLite
+ * rolled the transaction back or failed it, so it is discarded and the file
+ * is exactly as before the transaction.
+ *
+ * THE STORE.  The log is "DB-atomio".  An atomio store admits one process
+ * (flock); within the process, all connections to the database share one
+ * store (struct adb, found by device and inode).  The process that first
+ * writes opens the store and is the database's "writer" until its last
+ * connection to it closes.  Other processes read without a store; a write in
+ * one of them gets SQLITE_BUSY while the writer lives.
+ *
+ * LOCKS.  SQLite's usual lock bytes (PENDING, RESERVED, SHARED range), taken
+ * as Linux open-file-description (OFD) locks on a descriptor of the
+ * connection's own.  OFD locks conflict with the classic POSIX locks of the
+ * unix VFS in other processes, so plain SQLite is excluded as usual; and,
+ * unlike POSIX locks, they are not dropped when the process closes some
+ * other descriptor of the file, which atomio does (its store and its
+ * recovery open and close the database file).  Each connection has its own
+ * open file description, so connections of one process lock each other out
+ * exactly as processes do.
+ *
+ * NO READER SEES HALF A COMMIT.  Home writes happen inside the commit, with
+ * the EXCLUSIVE lock held, and end before the commit returns, so a reader
+ * holding SHARED never overlaps them.  A writer that dies during its home
+ * writes (or a store that failed in them) leaves a file that only recovery
+ * may repair, and recovery itself briefly rewrites older versions of pages
+ * (it replays every logged group in order).  So: whoever opens the store
+ * (atomio_open recovers) holds EXCLUSIVE while doing so, and every
+ * connection that takes SHARED without being the writer then probes the
+ * log's flock.  Held: the writer lives, it recovered before our SHARED lock,
+ * and it cannot write home while we hold SHARED: read.  Free: no writer;
+ * unless the log's superblocks are byte for byte those this process left
+ * after its own last recovery (every atomio_open rewrites them), go to
+ * EXCLUSIVE, recover (open and close the store), and only then read.
+ *
+ * Syscalls made here (OFD locks, the probe) are the VFS's own; every byte the
+ * store writes goes through libatomio and so through its ops table.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomio.h"
+#include "atomio_sqlite.h"
+#include "pend.h"
+#include "sq.h"
+
+/* SQLite's lock bytes (src/os.h), as the unix VFS locks them. */
+#define PENDING_BYTE 0x40000000
+#define RESERVED_BYTE (PENDING_BYTE + 1)
+#define SHARED_FIRST (PENDING_BYTE + 2)
+#define SHARED_SIZE 510
+#define LOCK_SPAN (2 + SHARED_SIZE)
+
+/* The log's two superblock slots: every atomio_open rewrites one of them, so
+ * unchanged bytes mean no store was opened since they were read. */
+#define SB_SNAP 8192
+
+#define LOG_SUFFIX "-atomio"
+
+/* One database as this process sees it, shared by its connections. */
+struct adb {
+	struct adb *next;
+	dev_t dev;
+	ino_t ino;
+	int refs;
+	char *db_path;
+	char *log_path;
+	uint64_t log_size;   /* for creating the log (0 = atomio's default) */
+	atomio *st;          /* this process is the writer; atomic load/store */
+	int fid;
+	uint64_t capacity;   /* bytes of records the log holds */
+	/* The writer's record of the database's size (only its commits change
+	 * it), so that transactions need no fstat.  -1: unknown.  Atomic. */
+	int64_t size;
+	bool snap_ok;        /* snap holds the log's superblocks after our recovery */
+	ino_t snap_ino;
+	unsigned char snap[SB_SNAP];
+};
+
+/* A registered VFS. */
+struct avfs {
+	sqlite3_vfs base;
+	sqlite3_vfs *real;
+	struct avfs *next;
+	char name[64];
+};
+
+/* A main-database connection; the real file follows it in memory. */
+typedef struct aconn {
+	sqlite3_file base;
+	sqlite3_file *real;
+	struct adb *db;
+	int lockfd;
+	int elock;           /* SQLITE_LOCK_* held */
+	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
+	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
+	size_t maplen;
+	struct pend pend;
+} aconn;
+
+#define ROUND8(n) (((n) + 7) & ~(size_t)7)
+
+/* Guards the lists and every change of a database's store or snapshot. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct adb *g_dbs;
+static struct avfs *g_vfs;
+
+static const sqlite3_io_methods aio_methods;
+
+static atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
+
+/* --- OFD locks ------------------------------------------------------------ */
+
+/* 0, -EAGAIN on a conflict, or another negative errno. */
+static int ofd(int fd, short type, off_t start, off_t len)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+	int r;
+	do
+		r = fcntl(fd, F_OFD_SETLK, &fl);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return 0;
+	return errno == EACCES ? -EAGAIN : -errno;
+}
+
+static int lock_rc(int r, int ioerr) { return r == -EAGAIN ? SQLITE_BUSY : ioerr; }
+
+static void unlock_all(aconn *c)
+{
+	ofd(c->lockfd, F_UNLCK, PENDING_BYTE, LOCK_SPAN);
+	c->elock = SQLITE_LOCK_NONE;
+}
+
+/* From NONE or SHARED to an exclusive hold (PENDING + the whole SHARED range),
+ * without waiting.  On failure the lock is as before. */
+static int grab_exclusive(aconn *c)
+{
+	int r = ofd(c->lockfd, F_WRLCK, PENDING_BYTE, 1);
+	if (r < 0)
+		return lock_rc(r, SQLITE_IOERR_LOCK);
+	r = ofd(c->lockfd, F_WRLCK, SHARED_FIRST, SHARED_SIZE);
+	if (r < 0) {
+		/* A failed F_OFD_SETLK leaves the read lock of a SHARED holder as
+		 * it was. */
+		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
+		return lock_rc(r, SQLITE_IOERR_LOCK);
+	}
+	return SQLITE_OK;
+}
+
+/* From an exclusive hold down to SHARED, with no moment unlocked. */
+static void to_shared(aconn *c)
+{
+	ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
+	ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 2);
+	c->elock = SQLITE_LOCK_SHARED;
+}
+
+/* --- the store ------------------------------------------------------------- */
+
+static void log_atomio(int rc, struct adb *d, const char *what, int err, const char *detail)
+{
+	sqlite3_log(rc, "atomio: %s %s: %s%s%s", what, d->log_path, atomio_strerror(err),
+		    detail && *detail ? ": " : "", detail ? detail : "");
+}
+
+/* Remember the log's superblocks as our own recovery left them.  g_mu held. */
+static void snapshot(struct adb *d)
+{
+	d->snap_ok = false;
+	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat sb;
+	if (fstat(fd, &sb) == 0 && pread(fd, d->snap, SB_SNAP, 0) == SB_SNAP) {
+		d->snap_ino = sb.st_ino;
+		d->snap_ok = true;
+	}
+	close(fd);
+}
+
+enum probe { PROBE_WRITER, PROBE_NOLOG, PROBE_CLEAN, PROBE_DIRTY };
+
+/* Is there a writer (a process holding the store)?  If not, has any store
+ * been opened since our last recovery?  Returns an enum probe or < 0. */
+static int probe(struct adb *d)
+{
+	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? PROBE_NOLOG : -errno;
+	int r;
+	do
+		r = flock(fd, LOCK_SH | LOCK_NB);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		int e = errno;
+		close(fd);
+		return e == EWOULDBLOCK ? PROBE_WRITER : -e;
+	}
+	int res = PROBE_DIRTY;
+	unsigned char *buf = malloc(SB_SNAP);
+	struct stat sb;
+	pthread_mutex_lock(&g_mu);
+	if (buf && d->snap_ok && fstat(fd, &sb) == 0 && sb.st_ino == d->snap_ino &&
+	    pread(fd, buf, SB_SNAP, 0) == SB_SNAP && !memcmp(buf, d->snap, SB_SNAP))
+		res = PROBE_CLEAN;
+	pthread_mutex_unlock(&g_mu);
+	free(buf);
+	close(fd); /* drops the LOCK_SH probe */
+	return res;
+}
+
+static bool btime_of(const char *path, struct statx_timestamp *t)
+{
+	struct statx sx;
+	if (statx(AT_FDCWD, path, 0, STATX_BTIME, &sx) < 0 || !(sx.stx_mask & STATX_BTIME))
+		return false;
+	*t = sx.stx_btime;
+	return true;
+}
+
+/* A log older than its database belongs to an earlier file at this path (the
+ * database was deleted and created again, or restored from a copy, without
+ * its log).  Its records must not be replayed into the new file: atomio
+ * recognises a data file by device and inode, and filesystems reuse a freed
+ * inode number at once.  Refuse, and say what to do.  (Where the filesystem
+ * has no birth times this check is skipped.) */
+static int check_log_age(struct adb *d)
+{
+	struct statx_timestamp db, lg;
+	if (!btime_of(d->db_path, &db) || !btime_of(d->log_path, &lg))
+		return SQLITE_OK;
+	if (db.tv_sec < lg.tv_sec || (db.tv_sec == lg.tv_sec && db.tv_nsec <= lg.tv_nsec))
+		return SQLITE_OK;
+	sqlite3_log(SQLITE_CANTOPEN,
+		    "atomio: %s is older than the database %s: it belongs to an earlier file at "
+		    "this path; if that file is gone, delete the log; if it was moved, move the log "
+		    "with it",
+		    d->log_path, d->db_path);
+	return SQLITE_CANTOPEN;
+}
+
+/* Replay the log and close the store again.  Exclusive lock held. */
+static int recover_release(struct adb *d)
+{
+	char err[512] = "";
+	struct atomio_options o = {.errbuf = err, .errbuf_size = sizeof(err)};
+	atomio *st;
+	int rc = check_log_age(d);
+	if (rc != SQLITE_OK)
+		return rc;
+	pthread_mutex_lock(&g_mu);
+	int r = 0;
+	if (!writer_store(d)) {
+		r = atomio_open(d->log_path, &o, &st);
+		if (r == 0) {
+			r = atomio_close(st);
+			if (r == 0)
+				snapshot(d);
+		} else if (r == -ENOENT || r == -EBUSY) {
+			/* No log: nothing to replay.  Busy: a writer holds the
+			 * store, and it recovered under the exclusive lock we now
+			 * hold, so before us. */
+			r = 0;
+		}
+	}
+	pthread_mutex_unlock(&g_mu);
+	if (r < 0) {
+		log_atomio(SQLITE_IOERR, d, "recovering", r, err);
+		return r == -EACCES || r == -EPERM || r == ATOMIO_EUNSAFE ? SQLITE_CANTOPEN : SQLITE_IOERR;
+	}
+	return SQLITE_OK;
+}
+
+/* Open the store: this process becomes the writer.  Exclusive lock held
+ * (opening recovers).  g_mu held. */
+static int open_store(struct adb *d)
+{
+	char err[512] = "";
+	struct atomio_options o = {.log_size = d->log_size, .flags = ATOMIO_CREATE,
+				   .errbuf = err, .errbuf_size = sizeof(err)};
+	atomio *st;
+	int rc = check_log_age(d);
+	if (rc != SQLITE_OK)
+		return rc;
+	int r = atomio_open(d->log_path, &o, &st);
+	if (r == -EBUSY)
+		return SQLITE_BUSY; /* another process writes */
+	if (r < 0) {
+		log_atomio(SQLITE_IOERR, d, "opening", r, err);
+		return SQLITE_IOERR;
+	}
+	int fid = atomio_file_open(st, d->db_path, 0, 0);
+	struct atomio_caps caps;
+	if (fid >= 0)
+		r = atomio_caps(st, -1, &caps);
+	if (fid < 0 || r < 0) {
+		log_atomio(SQLITE_IOERR, d, "registering the database with", fid < 0 ? fid : r, err);
+		atomio_close(st);
+		return SQLITE_IOERR;
+	}
+	d->fid = fid;
+	d->capacity = caps.log_size;
+	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
+	d->snap_ok = false;
+	__atomic_store_n(&d->st, st, __ATOMIC_RELEASE);
+	return SQLITE_OK;
+}
+
+/* A commit failed after the store may have written: the store refuses more
+ * work and the file may hold part of the group.  Still holding EXCLUSIVE,
+ * close it and open it again, which replays whatever of the group reached the
+ * log, whole, so that no reader ever sees a part of it. */
+static void repair_store(struct adb *d)
+{
+	pthread_mutex_lock(&g_mu);
+	atomio *st = writer_store(d);
+	if (st) {
+		__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+		atomio_close(st); /* a failed store is not checkpointed */
+		if (open_store(d) != SQLITE_OK)
+			sqlite3_log(SQLITE_IOERR, "atomio: %s needs recovery; the next opener retries it",
+				    d->db_path);
+	}
+	pthread_mutex_unlock(&g_mu);
+}
+
+/* --- groups ------------------------------------------------------------------ */
+
+static int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off);
+
+static uint32_t be32(const unsigned char *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* SQLite truncates a shrinking database only after the commit, in its own
+ * unsynced xTruncate (so that a rollback journal never has to hold the pages
+ * cut off).  Without an on-disk journal the group is the commit, so the
+ * truncation joins it: the new size is in the group's own page 1 (header
+ * bytes 28..31, valid when bytes 92..95 match the change counter). */
+static void fold_truncation(aconn *c)
+{
+	struct pend *p = &c->pend;
+	const unsigned char *h = p->plen >= 100 ? pend_page(p, 0) : NULL;
+	if (!h || be32(h + 24) != be32(h + 92))
+		return;
+	uint32_t psz = (uint32_t)h[16] << 8 | h[17];
+	if (psz == 1)
+		psz = 65536;
+	int64_t size = (int64_t)be32(h + 28) * psz;
+	if (psz != (uint32_t)p->plen || size == 0 || size >= p->lsize)
+		return;
+	pend_truncate(p, size);
+}
+
+static bool journal_on_disk(struct adb *d)
+{
+	size_t n = strlen(d->db_path);
+	char *j = malloc(n + sizeof("-journal"));
+	if (!j)
+		return true;
+	memcpy(j, d->db_path, n);
+	memcpy(j + n, "-journal", sizeof("-journal"));
+	bool on = access(j, F_OK) == 0 || errno != ENOENT;
+	free(j);
+	return on;
+}
+
+/* Map the database read-only up to at least `end`, to compare pages with
+ * what the file holds without a read call per page.  Only bytes below the
+ * file's size are touched, and only the writer changes that size, under the
+ * EXCLUSIVE lock held while committing.  False: use pread. */
+static bool map_base(aconn *c, int64_t end)
+{
+	if ((int64_t)c->maplen >= end)
+		return c->map != NULL;
+	if (c->map)
+		munmap(c->map, c->maplen);
+	c->map = NULL;
+	c->maplen = 0;
+	size_t len = ((size_t)end + (64u << 20) - 1) & ~((size_t)(64u << 20) - 1);
+	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, c->lockfd, 0);
+	if (m == MAP_FAILED)
+		return false;
+	c->map = m;
+	c->maplen = len;
+	return true;
+}
+
+/* Add the bytes of page e that differ from what the file holds before the
+ * group, as few ranges as fit: runs closer than a range descriptor (32
+ * bytes) are joined.  Replay applies groups in order onto the file as every
+ * earlier group left it, which is what the page cache shows now, so the
+ * unchanged bytes need no logging.  Most transactions change a few hundred
+ * bytes of each page they write; the log write shrinks to match. */
+static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char *base)
+{
+	const struct pend *p = &c->pend;
+	int64_t base_end = p->truncated && p->min_trunc < p->base_size ? p->min_trunc : p->base_size;
+	int64_t have = base_end > e->off ? base_end - e->off : 0;
+	if (have > e->len)
+		have = e->len;
+	const unsigned char *cmp = base;
+	if (have == e->len && map_base(c, base_end)) {
+		cmp = c->map + e->off; /* no copy, no syscall */
+	} else {
+		if (have > 0 && base_read(c, base, have, e->off) < 0)
+			return -EIO;
+		memset(base + have, 0, (size_t)(e->len - have));
+	}
+	int64_t i = 0, n = e->len;
+	while (i < n) {
+		/* equal stretches, 64 bytes at a time, then bytewise */
+		while (i + 64 <= n && !memcmp(e->data + i, cmp + i, 64))
+			i += 64;
+		while (i < n && e->data[i] == cmp[i])
+			i++;
+		if (i == n)
+			break;
+		int64_t start = i, end = i;
+		for (;;) {
+			while (end < n && e->data[end] != cmp[end])
+				end++;
+			int64_t gap = end;
+			while (gap < n && gap - end < 32 && e->data[gap] == cmp[gap])
+				gap++;
+			if (gap < n && gap - end < 32)
+				end = gap; /* a short run of equal bytes: bridge it */
+			else
+				break;
+		}
+		int r = atomio_tx_write(tx, c->db->fid, e->data + start, (size_t)(end - start),
+					e->off + start);
+		if (r < 0)
+			return r;
+		i = end;
+	}
+	return 0;
+}
+
+static int commit_group(aconn *c, bool fold)
+{
+	struct pend *p = &c->pend;
+	if (!p->active)
+		return SQLITE_OK;
+	if (fold)
+		fold_truncation(c);
+	struct adb *d = c->db;
+	atomio *st = writer_store(d);
+	if (!st) {
+		pend_clear(p);
+		return SQLITE_IOERR_WRITE;
+	}
+	size_t *ord = pend_order(p);
+	/* Only the bytes that change, where writes cannot overlap. */
+	bool diff = c->diff && p->uniform;
+	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
+	atomio_tx *tx = NULL;
+	int r = ord && (base || !diff) ? atomio_tx_begin(st, &tx) : -ENOMEM;
+	/* Shrink to the smallest size the transaction truncated to, then its
+	 * writes, then its final size (zeros up to it, so that the file has it
+	 * even when the last page ends in bytes the diff left out). */
+	if (r == 0 && p->truncated)
+		r = atomio_tx_truncate(tx, d->fid, p->min_trunc);
+	for (size_t i = 0; r == 0 && i < p->n; i++) {
+		const struct pent *e = &p->v[ord[i]];
+		if (diff)
+			r = add_diff(c, tx, e, base);
+		else
+			r = atomio_tx_write(tx, d->fid, e->data, (size_t)e->len, e->off);
+	}
+	if (r == 0 && (p->truncated || p->lsize > p->base_size))
+		r = atomio_tx_truncate(tx, d->fid, p->lsize);
+	free(base);
+	bool committed = false;
+	if (r == 0) {
+		r = atomio_tx_commit(tx);
+		committed = true;
+	} else if (tx) {
+		atomio_tx_abort(tx);
+	}
+	int64_t bytes = p->bytes, lsize = p->lsize;
+	free(ord);
+	pend_clear(p);
+	__atomic_store_n(&d->size, r == 0 ? lsize : -1, __ATOMIC_RELAXED);
+	if (r == 0)
+		return SQLITE_OK;
+	if (r == -ENOMEM)
+		return SQLITE_IOERR_NOMEM;
+	if (r == -E2BIG) {
+		sqlite3_log(SQLITE_IOERR_WRITE,
+			    "atomio: a transaction of %lld bytes does not fit the log %s (%llu bytes); "
+			    "nothing was written (create the log larger with atomio_log_size=)",
+			    (long long)bytes, d->log_path, (unsigned long long)d->capacity);
+		return SQLITE_IOERR_WRITE;
+	}
+	log_atomio(SQLITE_IOERR_FSYNC, d, "committing to", r, NULL);
+	if (committed)
+		repair_store(d);
+	return SQLITE_IOERR_FSYNC;
+}
+
+/* Bytes of log a group needs, counting every entry as its own range. */
+static uint64_t group_need(const struct pend *p)
+{
+	return 64 + 32 * ((uint64_t)p->n + 2) + (uint64_t)p->bytes;
+}
+
+static int x_file_size(sqlite3_file *f, sqlite3_int64 *size);
+
+static int begin_group(aconn *c)
+{
+	if (c->pend.active)
+		return SQLITE_OK;
+	sqlite3_int64 sz;
+	int rc = x_file_size(&c->base, &sz);
+	if (rc != SQLITE_OK)
+		return rc;
+	pend_begin(&c->pend, sz);
+	return SQLITE_OK;
+}
+
+/* --- io methods ---------------------------------------------------------------- */
+
+static void release_db(struct adb *d);
+
+static int x_close(sqlite3_file *f)
+{
+	aconn *c = (aconn *)f;
+	pend_clear(&c->pend);
+	if (c->map)
+		munmap(c->map, c->maplen);
+	if (c->elock)
+		unlock_all(c);
+	int rc = c->real->pMethods ? c->real->pMethods->xClose(c->real) : SQLITE_OK;
+	release_db(c->db);
+	close(c->lockfd); /* releases our OFD locks */
+	c->base.pMethods = NULL;
+	return rc;
+}
+
+static int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off)
+{
+	aconn *c = ctx;
+	int rc = c->real->pMethods->xRead(c->real, buf, (int)n, off);
+	/* A short read below the size the group began with cannot happen
+	 * while we hold the lock; the unix VFS zero-fills it anyway. */
+	if (rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ)
+		return n;
+	return -1;
+}
+
+static int x_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
+{
+	aconn *c = (aconn *)f;
+	if (!c->pend.active)
+		return c->real->pMethods->xRead(c->real, buf, amt, off);
+	int64_t n = pend_read(&c->pend, buf, amt, off, base_read, c);
+	if (n < 0)
+		return SQLITE_IOERR_READ;
+	return n < amt ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
+}
+
+static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
+{
+	aconn *c = (aconn *)f;
+	if (!writer_store(c->db)) {
+		/* SQLite writes only under EXCLUSIVE, which made us the writer. */
+		sqlite3_log(SQLITE_IOERR_WRITE, "atomio: write to %s without its store", c->db->db_path);
+		return SQLITE_IOERR_WRITE;
+	}
+	int rc = begin_group(c);
+	if (rc != SQLITE_OK)
+		return rc;
+	if (pend_write(&c->pend, buf, amt, off) < 0)
+		return SQLITE_IOERR_NOMEM;
+	if (group_need(&c->pend) > c->db->capacity) {
+		/* Fail now rather than at commit: the group can never fit.  It
+		 * is discarded when SQLite gives up the lock; the file is
+		 * untouched. */
+		sqlite3_log(SQLITE_IOERR_WRITE,
+			    "atomio: transaction exceeds the log %s (%llu bytes); nothing was written "
+			    "(create the log larger with atomio_log_size=)",
+			    c->db->log_path, (unsigned long long)c->db->capacity);
+		return SQLITE_IOERR_WRITE;
+	}
+	return SQLITE_OK;
+}
+
+static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+	aconn *c = (aconn *)f;
+	if (!writer_store(c->db))
+		return SQLITE_IOERR_TRUNCATE;
+	int rc = begin_group(c);
+	if (rc != SQLITE_OK)
+		return rc;
+	pend_truncate(&c->pend, size);
+	return SQLITE_OK;
+}
+
+static int x_sync(sqlite3_file *f, int flags)
+{
+	/* Normally SQLITE_FCNTL_SYNC committed the group already; a commit is
+	 * durable when it returns, so there is nothing left to sync. */
+	return commit_group((aconn *)f, false);
+}
+
+static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+	aconn *c = (aconn *)f;
+	if (c->pend.active) {
+		*size = c->pend.lsize;
+		return SQLITE_OK;
+	}
+	/* The writer knows the size: no fstat per transaction.  That matters
+	 * beyond the call: a stat marks the file's times as seen, after which
+	 * (Linux 6.13+) every write stamps fine-grained times and dirties the
+	 * inode, and on ext4 without a journal the log's next sync must then
+	 * also write the inode-table block the database shares with it. */
+	bool writer = writer_store(c->db) && c->elock >= SQLITE_LOCK_SHARED;
+	int64_t known = writer ? __atomic_load_n(&c->db->size, __ATOMIC_RELAXED) : -1;
+	if (known >= 0) {
+		*size = known;
+		return SQLITE_OK;
+	}
+	int rc = c->real->pMethods->xFileSize(c->real, size);
+	if (rc == SQLITE_OK && writer)
+		__atomic_store_n(&c->db->size, (int64_t)*size, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* Taking SHARED as a reader: make sure no unrecovered commit is in the file. */
+static int check_recovered(aconn *c)
+{
+	struct adb *d = c->db;
+	int p = probe(d);
+	if (p < 0) {
+		unlock_all(c);
+		return SQLITE_IOERR_LOCK;
+	}
+	if (p != PROBE_DIRTY)
+		return SQLITE_OK;
+	/* No writer, and a store was opened since we last recovered (or we
+	 * never did): recover under an exclusive lock before reading. */
+	unlock_all(c);
+	int rc = grab_exclusive(c);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = recover_release(d);
+	if (rc != SQLITE_OK) {
+		unlock_all(c);
+		return rc;
+	}
+	to_shared(c);
+	return SQLITE_OK;
+}
+
+/* Become the writer, holding SHARED: only if no other process is. */
+static int claim_writer(aconn *c)
+{
+	struct adb *d = c->db;
+	int p = probe(d);
+	if (p < 0)
+		return SQLITE_IOERR_LOCK;
+	if (p == PROBE_WRITER)
+		return SQLITE_BUSY;
+	int rc = grab_exclusive(c); /* opening the store may recover */
+	if (rc != SQLITE_OK)
+		return rc;
+	pthread_mutex_lock(&g_mu);
+	if (!writer_store(d))
+		rc = open_store(d);
+	pthread_mutex_unlock(&g_mu);
+	to_shared(c);
+	return rc;
+}
+
+static int x_lock(sqlite3_file *f, int level)
+{
+	aconn *c = (aconn *)f;
+	int r, rc;
+	if (c->elock >= level)
+		return SQLITE_OK;
+	if (level == SQLITE_LOCK_SHARED) {
+		/* As the unix VFS: hold PENDING (read) while taking the SHARED
+		 * range, so that a writer waiting on PENDING keeps new readers out. */
+		r = ofd(c->lockfd, F_RDLCK, PENDING_BYTE, 1);
+		if (r < 0)
+			return lock_rc(r, SQLITE_IOERR_RDLOCK);
+		r = ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
+		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
+		if (r < 0)
+			return lock_rc(r, SQLITE_IOERR_RDLOCK);
+		c->elock = SQLITE_LOCK_SHARED;
+		return writer_store(c->db) ? SQLITE_OK : check_recovered(c);
+	}
+	if (!writer_store(c->db)) {
+		rc = claim_writer(c);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+	if (level == SQLITE_LOCK_RESERVED) {
+		r = ofd(c->lockfd, F_WRLCK, RESERVED_BYTE, 1);
+		if (r < 0)
+			return lock_rc(r, SQLITE_IOERR_LOCK);
+		c->elock = SQLITE_LOCK_RESERVED;
+		return SQLITE_OK;
+	}
+	/* EXCLUSIVE (from SHARED for a hot journal, else from RESERVED): first
+	 * PENDING, kept on failure so that no new reader starves us. */
+	if (c->elock < SQLITE_LOCK_PENDING) {
+		r = ofd(c->lockfd, F_WRLCK, PENDING_BYTE, 1);
+		if (r < 0)
+			return lock_rc(r, SQLITE_IOERR_LOCK);
+		c->elock = SQLITE_LOCK_PENDING;
+	}
+	r = ofd(c->lockfd, F_WRLCK, SHARED_FIRST, SHARED_SIZE);
+	if (r < 0)
+		return lock_rc(r, SQLITE_IOERR_LOCK);
+	c->elock = SQLITE_LOCK_EXCLUSIVE;
+	return SQLITE_OK;
+}
+
+static int x_unlock(sqlite3_file *f, int level)
+{
+	aconn *c = (aconn *)f;
+	if (c->elock <= level)
+		return SQLITE_OK;
+	/* A group not committed by a sync is not part of the database: the
+	 * transaction was rolled back or failed.  Drop it; the file never saw it. */
+	pend_clear(&c->pend);
+	if (level == SQLITE_LOCK_SHARED)
+		to_shared(c);
+	else
+		unlock_all(c);
+	return SQLITE_OK;
+}
+
+static int x_check_reserved(sqlite3_file *f, int *out)
+{
+	aconn *c = (aconn *)f;
+	if (c->elock >= SQLITE_LOCK_RESERVED) {
+		*out = 1;
+		return SQLITE_OK;
+	}
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = RESERVED_BYTE, .l_len = 1};
+	if (fcntl(c->lockfd, F_OFD_GETLK, &fl) < 0)
+		return SQLITE_IOERR_CHECKRESERVEDLOCK;
+	*out = fl.l_type != F_UNLCK;
+	return SQLITE_OK;
+}
+
+static int pragma(aconn *c, char **az)
+{
+	const char *name = az[1], *val = az[2];
+	if (!sqlite3_stricmp(name, "journal_mode") && val && !sqlite3_stricmp(val, "wal")) {
+		az[0] = sqlite3_mprintf("atomio: journal_mode=WAL is not supported on the atomio VFS "
+					"(its commits are atomic already: use journal_mode=MEMORY)");
+		return SQLITE_ERROR;
+	}
+	if (!sqlite3_stricmp(name, "atomio_stats")) {
+		atomio *st = writer_store(c->db);
+		struct atomio_stats s = {0};
+		if (st)
+			atomio_stats(st, &s);
+		az[0] = sqlite3_mprintf("writer=%d commits=%llu bytes_logged=%llu bytes_home=%llu "
+					"log_syncs=%llu data_syncs=%llu checkpoints=%llu "
+					"groups_recovered=%llu",
+					st != NULL, (unsigned long long)s.commits,
+					(unsigned long long)s.bytes_logged,
+					(unsigned long long)s.bytes_home, (unsigned long long)s.log_syncs,
+					(unsigned long long)s.data_syncs, (unsigned long long)s.checkpoints,
+					(unsigned long long)s.groups_recovered);
+		return SQLITE_OK;
+	}
+	return c->real->pMethods->xFileControl(c->real, SQLITE_FCNTL_PRAGMA, az);
+}
+
+static int x_file_control(sqlite3_file *f, int op, void *arg)
+{
+	aconn *c = (aconn *)f;
+	switch (op) {
+	case SQLITE_FCNTL_SYNC:
+		/* The commit (also with synchronous=OFF, where no xSync follows).
+		 * With a rollback journal on disk, that journal is the commit
+		 * record and SQLite's truncation must wait for it. */
+		return commit_group(c, c->pend.active && !journal_on_disk(c->db));
+	case SQLITE_FCNTL_COMMIT_PHASETWO:
+		/* After the commit SQLite may truncate (see fold_truncation):
+		 * that alone is a group of its own. */
+		return commit_group(c, false);
+	case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
+		/* The group is open from the first write anyway. */
+		return SQLITE_OK;
+	case SQLITE_FCNTL_COMMIT_ATOMIC_WRITE:
+		/* Batch-atomic SQLite: its journal is in memory. */
+		return commit_group(c, true);
+	case SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE:
+		pend_clear(&c->pend);
+		return SQLITE_OK;
+	case SQLITE_FCNTL_LOCKSTATE:
+		*(int *)arg = c->elock;
+		return SQLITE_OK;
+	case SQLITE_FCNTL_SIZE_HINT:
+	case SQLITE_FCNTL_CHUNK_SIZE:
+		/* The file's size changes only inside a group. */
+		return SQLITE_OK;
+	case SQLITE_FCNTL_PRAGMA:
+		return pragma(c, arg);
+	default:
+		return c->real->pMethods->xFileControl(c->real, op, arg);
+	}
+}
+
+static int x_sector_size(sqlite3_file *f)
+{
+	aconn *c = (aconn *)f;
+	return c->real->pMethods->xSectorSize(c->real);
+}
+
+static int x_device_characteristics(sqlite3_file *f)
+{
+	aconn *c = (aconn *)f;
+	return c->real->pMethods->xDeviceCharacteristics(c->real) | SQLITE_IOCAP_BATCH_ATOMIC;
+}
+
+/* Version 1: no xShm* (so no WAL, see pragma()) and no xFetch (no mmap: every
+ * read goes through x_read and sees the pending group). */
+static const sqlite3_io_methods aio_methods = {
+	.iVersion = 1,
+	.xClose = x_close,
+	.xRead = x_read,
+	.xWrite = x_write,
+	.xTruncate = x_truncate,
+	.xSync = x_sync,
+	.xFileSize = x_file_size,
+	.xLock = x_lock,
+	.xUnlock = x_unlock,
+	.xCheckReservedLock = x_check_reserved,
+	.xFileControl = x_file_control,
+	.xSectorSize = x_sector_size,
+	.xDeviceCharacteristics = x_device_characteristics,
+};
+
+/* --- databases ------------------------------------------------------------------ */
+
+static struct adb *get_db(int fd, const char *path, uint64_t log_size)
+{
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return NULL;
+	pthread_mutex_lock(&g_mu);
+	struct adb *d;
+	for (d = g_dbs; d; d = d->next)
+		if (d->dev == sb.st_dev && d->ino == sb.st_ino)
+			break;
+	if (d) {
+		d->refs++;
+	} else if ((d = calloc(1, sizeof(*d)))) {
+		size_t n = strlen(path);
+		d->db_path = strdup(path);
+		d->log_path = malloc(n + sizeof(LOG_SUFFIX));
+		if (!d->db_path || !d->log_path) {
+			free(d->db_path);
+			free(d->log_path);
+			free(d);
+			d = NULL;
+		} else {
+			memcpy(d->log_path, path, n);
+			memcpy(d->log_path + n, LOG_SUFFIX, sizeof(LOG_SUFFIX));
+			d->dev = sb.st_dev;
+			d->ino = sb.st_ino;
+			d->refs = 1;
+			d->fid = -1;
+			d->size = -1;
+			d->log_size = log_size;
+			d->next = g_dbs;
+			g_dbs = d;
+		}
+	}
+	pthread_mutex_unlock(&g_mu);
+	return d;
+}
+
+static void release_db(struct adb *d)
+{
+	pthread_mutex_lock(&g_mu);
+	if (--d->refs > 0) {
+		pthread_mutex_unlock(&g_mu);
+		return;
+	}
+	for (struct adb **pp = &g_dbs; *pp; pp = &(*pp)->next)
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	atomio *st = writer_store(d);
+	if (st) {
+		/* The last connection of the writer: checkpoint (sync the
+		 * database, free the log) and let another process write. */
+		int r = atomio_close(st);
+		if (r < 0)
+			log_atomio(SQLITE_IOERR, d, "closing", r, NULL);
+	}
+	pthread_mutex_unlock(&g_mu);
+	free(d->db_path);
+	free(d->log_path);
+	free(d);
+}
+
+/* --- vfs methods ------------------------------------------------------------------ */
+
+static sqlite3_vfs *real_vfs(sqlite3_vfs *v) { return ((struct avfs *)v)->real; }
+
+static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
+{
+	sqlite3_vfs *rv = real_vfs(vfs);
+	if (!(flags & SQLITE_OPEN_MAIN_DB) || !name)
+		return rv->xOpen(rv, name, f, flags, out);
+	aconn *c = (aconn *)f;
+	memset(c, 0, sizeof(*c));
+	c->lockfd = -1;
+	c->real = (sqlite3_file *)((char *)c + ROUND8(sizeof(*c)));
+	int rc = rv->xOpen(rv, name, c->real, flags, out);
+	if (rc != SQLITE_OK) {
+		if (c->real->pMethods)
+			c->real->pMethods->xClose(c->real);
+		return rc;
+	}
+	/* Our own descriptor for the locks (read-write where allowed: recovery
+	 * needs an exclusive lock even on a read-only connection). */
+	c->lockfd = open(name, O_RDWR | O_CLOEXEC);
+	if (c->lockfd < 0)
+		c->lockfd = open(name, O_RDONLY | O_CLOEXEC);
+	sqlite3_int64 log_size = sqlite3_uri_int64(name, "atomio_log_size", 0);
+	c->diff = sqlite3_uri_boolean(name, "atomio_diff", 1);
+	c->db = c->lockfd >= 0 ? get_db(c->lockfd, name, log_size > 0 ? (uint64_t)log_size : 0) : NULL;
+	if (!c->db) {
+		rc = c->lockfd < 0 ? SQLITE_CANTOPEN : SQLITE_NOMEM;
+		goto fail;
+	}
+	c->base.pMethods = &aio_methods;
+	/* Recover now if no writer holds the store, so that a damaged log is
+	 * reported at open.  Without waiting: if someone holds a lock, the
+	 * first SHARED lock checks again. */
+	if (!writer_store(c->db) && grab_exclusive(c) == SQLITE_OK) {
+		c->elock = SQLITE_LOCK_EXCLUSIVE;
+		int p = probe(c->db);
+		rc = p < 0 ? SQLITE_IOERR : p == PROBE_DIRTY ? recover_release(c->db) : SQLITE_OK;
+		unlock_all(c);
+		if (rc != SQLITE_OK) {
+			x_close(f);
+			return SQLITE_CANTOPEN;
+		}
+	}
+	return SQLITE_OK;
+fail:
+	c->real->pMethods->xClose(c->real);
+	if (c->lockfd >= 0)
+		close(c->lockfd);
+	c->base.pMethods = NULL;
+	return rc;
+}
+
+static int v_delete(sqlite3_vfs *v, const char *name, int sync)
+{
+	return real_vfs(v)->xDelete(real_vfs(v), name, sync);
+}
+static int v_access(sqlite3_vfs *v, const char *name, int flags, int *out)
+{
+	return real_vfs(v)->xAccess(real_vfs(v), name, flags, out);
+}
+static int v_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
+{
+	return real_vfs(v)->xFullPathname(real_vfs(v), name, n, out);
+}
+static void *v_dlopen(sqlite3_vfs *v, const char *name) { return real_vfs(v)->xDlOpen(real_vfs(v), name); }
+static void v_dlerror(sqlite3_vfs *v, int n, char *out) { real_vfs(v)->xDlError(real_vfs(v), n, out); }
+static void (*v_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
+{
+	return real_vfs(v)->xDlSym(real_vfs(v), h, sym);
+}
+static void v_dlclose(sqlite3_vfs *v, void *h) { real_vfs(v)->xDlClose(real_vfs(v), h); }
+static int v_randomness(sqlite3_vfs *v, int n, char *out)
+{
+	return real_vfs(v)->xRandomness(real_vfs(v), n, out);
+}
+static int v_sleep(sqlite3_vfs *v, int us) { return real_vfs(v)->xSleep(real_vfs(v), us); }
+static int v_current_time(sqlite3_vfs *v, double *t) { return real_vfs(v)->xCurrentTime(real_vfs(v), t); }
+static int v_get_last_error(sqlite3_vfs *v, int n, char *out)
+{
+	return real_vfs(v)->xGetLastError ? real_vfs(v)->xGetLastError(real_vfs(v), n, out) : 0;
+}
+static int v_current_time64(sqlite3_vfs *v, sqlite3_int64 *t)
+{
+	return real_vfs(v)->xCurrentTimeInt64(real_vfs(v), t);
+}
+static int v_set_syscall(sqlite3_vfs *v, const char *name, sqlite3_syscall_ptr p)
+{
+	return real_vfs(v)->xSetSystemCall(real_vfs(v), name, p);
+}
+static sqlite3_syscall_ptr v_get_syscall(sqlite3_vfs *v, const char *name)
+{
+	return real_vfs(v)->xGetSystemCall(real_vfs(v), name);
+}
+static const char *v_next_syscall(sqlite3_vfs *v, const char *name)
+{
+	return real_vfs(v)->xNextSystemCall(real_vfs(v), name);
+}
+
+int atomio_sqlite_register_impl(const char *name, int make_default)
+{
+	if (!name)
+		name = "atomio";
+	if (strlen(name) >= sizeof(g_vfs->name))
+		return SQLITE_MISUSE;
+	pthread_mutex_lock(&g_mu);
+	struct avfs *v;
+	for (v = g_vfs; v; v = v->next)
+		if (!strcmp(v->name, name))
+			break;
+	int rc;
+	if (v) {
+		rc = sqlite3_vfs_register(&v->base, make_default);
+		pthread_mutex_unlock(&g_mu);
+		return rc;
+	}
+	sqlite3_vfs *real = sqlite3_vfs_find(NULL);
+	for (struct avfs *w = g_vfs; w && real; w = w->next)
+		if (real == &w->base)
+			real = w->real; /* we are the default already: wrap what we wrap */
+	if (!real) {
+		pthread_mutex_unlock(&g_mu);
+		return SQLITE_ERROR;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		pthread_mutex_unlock(&g_mu);
+		return SQLITE_NOMEM;
+	}
+	strcpy(v->name, name);
+	v->real = real;
+	sqlite3_vfs *b = &v->base;
+	b->iVersion = real->iVersion < 3 ? real->iVersion : 3;
+	b->szOsFile = (int)(ROUND8(sizeof(aconn)) + (size_t)real->szOsFile);
+	b->mxPathname = real->mxPathname;
+	b->zName = v->name;
+	b->pAppData = v;
+	b->xOpen = v_open;
+	b->xDelete = v_delete;
+	b->xAccess = v_access;
+	b->xFullPathname = v_full_pathname;
+	b->xDlOpen = v_dlopen;
+	b->xDlError = v_dlerror;
+	b->xDlSym = v_dlsym;
+	b->xDlClose = v_dlclose;
+	b->xRandomness = v_randomness;
+	b->xSleep = v_sleep;
+	b->xCurrentTime = v_current_time;
+	b->xGetLastError = v_get_last_error;
+	if (b->iVersion >= 2)
+		b->xCurrentTimeInt64 = v_current_time64;
+	if (b->iVersion >= 3) {
+		b->xSetSystemCall = v_set_syscall;
+		b->xGetSystemCall = v_get_syscall;
+		b->xNextSystemCall = v_next_syscall;
+	}
+	rc = sqlite3_vfs_register(b, make_default);
+	if (rc == SQLITE_OK) {
+		v->next = g_vfs;
+		g_vfs = v;
+	} else {
+		free(v);
+	}
+	pthread_mutex_unlock(&g_mu);
+	return rc;
+}
+
+#ifndef ATOMIO_SQLITE_EXTENSION
+int atomio_sqlite_register(const char *name, int make_default)
+{
+	return atomio_sqlite_register_impl(name, make_default);
+}
+#endif

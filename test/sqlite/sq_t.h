@@ -1,0 +1,184 @@
+/*
+ * sq_t.h: helpers for the SQLite VFS tests (test/sqlite/t_*.c), on top of t.h.
+ */
+#ifndef ATOMIO_SQ_T_H
+#define ATOMIO_SQ_T_H
+
+#include <sqlite3.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "atomio_sqlite.h"
+#include "t.h"
+
+#define SQ_CHECK(db, expr)                                                                  \
+	do {                                                                                \
+		int _rc = (expr);                                                           \
+		if (_rc != SQLITE_OK && _rc != SQLITE_DONE && _rc != SQLITE_ROW) {          \
+			fprintf(stderr, "%s:%d: %s: rc=%d (%s) %s\n", __FILE__, __LINE__, #expr, \
+				_rc, sqlite3_errstr(_rc), (db) ? sqlite3_errmsg(db) : "");  \
+			exit(1);                                                            \
+		}                                                                           \
+	} while (0)
+
+static void sq_log(void *arg, int rc, const char *msg)
+{
+	(void)arg;
+	if (!strncmp(msg, "atomio", 6) || getenv("SQ_LOG_ALL"))
+		fprintf(stderr, "[sqlite log %d] %s\n", rc, msg);
+}
+
+static inline void sq_register(void)
+{
+	static int done;
+	if (!done) {
+		sqlite3_config(SQLITE_CONFIG_LOG, sq_log, NULL);
+		CHECK_EQ(atomio_sqlite_register(NULL, 0), SQLITE_OK);
+		done = 1;
+	}
+}
+
+/* Open path through the atomio VFS (log_size 0: default) or, with vfs NULL,
+ * through the default VFS. */
+static inline sqlite3 *sq_open_vfs(const char *path, const char *vfs, long long log_size)
+{
+	char uri[4400];
+	sqlite3 *db = NULL;
+	sq_register();
+	if (vfs && log_size)
+		snprintf(uri, sizeof(uri), "file:%s?atomio_log_size=%lld", path, log_size);
+	else
+		snprintf(uri, sizeof(uri), "file:%s", path);
+	int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, vfs);
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "open %s (vfs %s): %s\n", path, vfs ? vfs : "default",
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		exit(1);
+	}
+	return db;
+}
+
+/* Through atomio, journal_mode=MEMORY (or $SQ_JOURNAL, e.g. DELETE for a
+ * batch-atomic SQLite), synchronous=FULL, a 10 s busy timeout. */
+static inline sqlite3 *sq_open(const char *path, long long log_size)
+{
+	sqlite3 *db = sq_open_vfs(path, "atomio", log_size);
+	sqlite3_busy_timeout(db, 10000);
+	char sql[128];
+	const char *jm = getenv("SQ_JOURNAL");
+	snprintf(sql, sizeof(sql), "PRAGMA journal_mode=%s; PRAGMA synchronous=FULL;", jm ? jm : "MEMORY");
+	SQ_CHECK(db, sqlite3_exec(db, sql, 0, 0, 0));
+	return db;
+}
+
+static inline int sq_exec(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, 0, 0, 0); }
+
+static inline void sq_ok(sqlite3 *db, const char *sql)
+{
+	char *err = NULL;
+	int rc = sqlite3_exec(db, sql, 0, 0, &err);
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "exec '%s': %s (%d)\n", sql, err ? err : sqlite3_errstr(rc),
+			sqlite3_extended_errcode(db));
+		exit(1);
+	}
+}
+
+/* First column of the first row as an integer; exits on error. */
+static inline long long sq_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *s;
+	SQ_CHECK(db, sqlite3_prepare_v2(db, sql, -1, &s, NULL));
+	int rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		fprintf(stderr, "query '%s': %s\n", sql, sqlite3_errmsg(db));
+		exit(1);
+	}
+	long long v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+/* First column of the first row as text, copied to out. */
+static inline void sq_text(sqlite3 *db, const char *sql, char *out, size_t n)
+{
+	sqlite3_stmt *s;
+	SQ_CHECK(db, sqlite3_prepare_v2(db, sql, -1, &s, NULL));
+	int rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		fprintf(stderr, "query '%s': %s\n", sql, sqlite3_errmsg(db));
+		exit(1);
+	}
+	snprintf(out, n, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+}
+
+static inline void sq_integrity(sqlite3 *db)
+{
+	char r[256];
+	sq_text(db, "PRAGMA integrity_check", r, sizeof(r));
+	if (strcmp(r, "ok")) {
+		fprintf(stderr, "integrity_check: %s\n", r);
+		exit(1);
+	}
+}
+
+/* A counter from PRAGMA atomio_stats ("commits", "checkpoints", ...). */
+static inline long long sq_stat(sqlite3 *db, const char *name)
+{
+	char buf[512], key[64];
+	sq_text(db, "PRAGMA atomio_stats", buf, sizeof(buf));
+	snprintf(key, sizeof(key), "%s=", name);
+	const char *p = strstr(buf, key);
+	while (p && p != buf && p[-1] != ' ')
+		p = strstr(p + 1, key);
+	if (!p) {
+		fprintf(stderr, "no %s in atomio_stats: %s\n", name, buf);
+		exit(1);
+	}
+	return atoll(p + strlen(key));
+}
+
+static inline long long sq_file_size(const char *p)
+{
+	struct stat sb;
+	if (stat(p, &sb) < 0) {
+		perror(p);
+		exit(1);
+	}
+	return (long long)sb.st_size;
+}
+
+/* A 64-bit hash of a whole file (FNV-1a), 0 if absent. */
+static inline uint64_t sq_file_hash(const char *path, size_t *len)
+{
+	size_t n;
+	uint8_t *b = t_slurp(path, &n);
+	if (len)
+		*len = n;
+	if (!b)
+		return 0;
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	free(b);
+	return h;
+}
+
+static inline double sq_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static inline uint64_t sq_mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * t_sqlite_basic: the atomio VFS as a single connection sees it.
+ *  - registration (name, not default; a second name as default);
+ *  - the log DB-atomio beside the database, mode 0600, created on first write;
+ *  - a transaction that spills pages before commit: the file is untouched
+ *    until COMMIT, and the connection reads its own spilled pages;
+ *  - ROLLBACK after a spill (journal_mode=OFF too) leaves the file unchanged;
+ *  - synchronous=OFF still commits (SQLITE_FCNTL_SYNC), data survives reopen;
+ *  - journal_mode=WAL is refused with a message; DELETE works through the VFS;
+ *  - SQLITE_IOCAP_BATCH_ATOMIC and the three *_ATOMIC_WRITE file controls.
+ */
+#include <stdbool.h>
+
+#include "sq_t.h"
+
+static void check_registration(void)
+{
+	sq_register();
+	sqlite3_vfs *def = sqlite3_vfs_find(NULL);
+	sqlite3_vfs *a = sqlite3_vfs_find("atomio");
+	CHECK(a != NULL);
+	CHECK(def != a);
+	/* a second name, as the default; then the old default back */
+	CHECK_EQ(atomio_sqlite_register("atomio-default", 1), SQLITE_OK);
+	CHECK(sqlite3_vfs_find(NULL) == sqlite3_vfs_find("atomio-default"));
+	CHECK_EQ(sqlite3_vfs_register(def, 1), SQLITE_OK);
+	CHECK(sqlite3_vfs_find(NULL) == def);
+	/* registering again only changes the default flag */
+	CHECK_EQ(atomio_sqlite_register(NULL, 0), SQLITE_OK);
+	CHECK(sqlite3_vfs_find(NULL) == def);
+}
+
+static void fill(sqlite3 *db, int from, int n, int len)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "WITH RECURSIVE c(i) AS (SELECT %d UNION ALL SELECT i+1 FROM c WHERE i<%d) "
+		 "INSERT INTO t SELECT i, i*7, randomblob(%d + 8) FROM c",
+		 from, from + n - 1, len);
+	sq_ok(db, sql);
+}
+
+static void check_spill_and_pending_reads(const char *path)
+{
+	sqlite3 *db = sq_open(path, 8 << 20);
+	struct stat sb;
+	char logp[4200];
+	snprintf(logp, sizeof(logp), "%s-atomio", path);
+	sq_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER, b BLOB)");
+	CHECK_EQ(stat(logp, &sb), 0);
+	CHECK_EQ(sb.st_mode & 0777, 0600);
+	fill(db, 1, 100, 100);
+
+	/* 10 cache pages, ~2 MB of rows: SQLite must spill. */
+	sq_ok(db, "PRAGMA cache_size=10");
+	size_t len0;
+	uint64_t h0 = sq_file_hash(path, &len0);
+	sq_ok(db, "BEGIN");
+	fill(db, 101, 2000, 1000);
+	int spill = 0, hi = 0;
+	SQ_CHECK(db, sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_SPILL, &spill, &hi, 0));
+	CHECK(spill > 100); /* pages written to the VFS before COMMIT */
+	/* Nothing reached the file yet... */
+	size_t len1;
+	CHECK(sq_file_hash(path, &len1) == h0);
+	CHECK_EQ(len1, len0);
+	/* ...but this connection reads the spilled pages back. */
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 2100);
+	CHECK_EQ(sq_int(db, "SELECT sum(v) FROM t"), 7LL * 2100 * 2101 / 2);
+	CHECK_EQ(sq_int(db, "SELECT sum(length(b)) FROM t"), 100 * 108 + 2000 * 1008);
+	long long pgs = sq_int(db, "PRAGMA page_count");
+	CHECK(pgs * 4096 > (long long)len0 + (1 << 20));
+	/* ROLLBACK: still nothing in the file, and the old content reads back. */
+	sq_ok(db, "ROLLBACK");
+	CHECK(sq_file_hash(path, &len1) == h0);
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 100);
+	sq_integrity(db);
+
+	/* The same, committed: now the file changes, in one group. */
+	sq_ok(db, "BEGIN");
+	fill(db, 101, 2000, 1000);
+	CHECK(sq_file_hash(path, NULL) == h0);
+	sq_ok(db, "COMMIT");
+	CHECK(sq_file_hash(path, &len1) != h0);
+	CHECK(len1 > len0 + (1 << 20));
+	char stats[512];
+	sq_text(db, "PRAGMA atomio_stats", stats, sizeof(stats));
+	CHECK(strstr(stats, "writer=1") != NULL);
+	sqlite3_close(db);
+
+	db = sq_open(path, 0);
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 2100);
+	sq_integrity(db);
+
+	/* journal_mode=OFF: SQLite cannot roll back a spilled transaction by
+	 * itself, but the spilled pages never left the group. */
+	sq_ok(db, "PRAGMA journal_mode=OFF; PRAGMA cache_size=10");
+	h0 = sq_file_hash(path, NULL);
+	sq_ok(db, "BEGIN");
+	sq_ok(db, "UPDATE t SET v = v + 1, b = zeroblob(1500)");
+	CHECK(sq_file_hash(path, NULL) == h0);
+	sq_ok(db, "ROLLBACK");
+	CHECK(sq_file_hash(path, NULL) == h0);
+	sqlite3_close(db);
+	db = sq_open(path, 0);
+	CHECK_EQ(sq_int(db, "SELECT sum(v) FROM t"), 7LL * 2100 * 2101 / 2);
+	sq_integrity(db);
+	sqlite3_close(db);
+}
+
+static void check_sync_off(const char *path)
+{
+	sqlite3 *db = sq_open(path, 2 << 20);
+	sq_ok(db, "PRAGMA synchronous=OFF");
+	sq_ok(db, "CREATE TABLE s(x)");
+	for (int i = 0; i < 20; i++)
+		sq_ok(db, "INSERT INTO s VALUES(randomblob(3000))");
+	char stats[512];
+	sq_text(db, "PRAGMA atomio_stats", stats, sizeof(stats));
+	long long commits = -1;
+	const char *p = strstr(stats, "commits=");
+	CHECK(p != NULL);
+	commits = atoll(p + 8);
+	CHECK(commits >= 21);
+	sqlite3_close(db);
+	db = sq_open(path, 0);
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM s"), 20);
+	sqlite3_close(db);
+}
+
+static void check_journal_modes(const char *path)
+{
+	sqlite3 *db = sq_open(path, 2 << 20);
+	sq_ok(db, "CREATE TABLE j(x)");
+	char *err = NULL;
+	CHECK_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL", 0, 0, &err), SQLITE_ERROR);
+	CHECK(err && strstr(err, "not supported"));
+	sqlite3_free(err);
+	char mode[32];
+	sq_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
+	CHECK(!strcmp(mode, "memory"));
+	/* A rollback journal passes through to the unix VFS and works. */
+	sq_text(db, "PRAGMA journal_mode=DELETE", mode, sizeof(mode));
+	CHECK(!strcmp(mode, "delete"));
+	for (int i = 0; i < 10; i++)
+		sq_ok(db, "INSERT INTO j VALUES(randomblob(5000))");
+	char jp[4200];
+	snprintf(jp, sizeof(jp), "%s-journal", path);
+	CHECK(access(jp, F_OK) != 0);
+	sqlite3_close(db);
+	db = sq_open_vfs(path, "atomio", 0);
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM j"), 10);
+	sq_integrity(db);
+	sqlite3_close(db);
+}
+
+static void check_batch_atomic(const char *path)
+{
+	sqlite3 *db = sq_open(path, 2 << 20);
+	sq_ok(db, "CREATE TABLE b(x); INSERT INTO b VALUES(1)");
+	sqlite3_file *f = NULL;
+	SQ_CHECK(db, sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f));
+	CHECK(f && f->pMethods);
+	CHECK(f->pMethods->xDeviceCharacteristics(f) & SQLITE_IOCAP_BATCH_ATOMIC);
+	int psz = (int)sq_int(db, "PRAGMA page_size");
+	char *page = malloc((size_t)psz), *back = malloc((size_t)psz), *orig = malloc((size_t)psz);
+	size_t len0;
+	uint64_t h0 = sq_file_hash(path, &len0);
+
+	/* Under SQLite's EXCLUSIVE lock, as the pager uses the controls. */
+	sq_ok(db, "BEGIN EXCLUSIVE");
+	CHECK_EQ(f->pMethods->xRead(f, orig, psz, psz), SQLITE_OK);
+	memset(page, 0xAB, (size_t)psz);
+	CHECK_EQ(f->pMethods->xFileControl(f, SQLITE_FCNTL_BEGIN_ATOMIC_WRITE, NULL), SQLITE_OK);
+	CHECK_EQ(f->pMethods->xWrite(f, page, psz, psz), SQLITE_OK);
+	CHECK_EQ(f->pMethods->xWrite(f, page, psz, (sqlite3_int64)len0 + psz), SQLITE_OK);
+	sqlite3_int64 sz;
+	CHECK_EQ(f->pMethods->xFileSize(f, &sz), SQLITE_OK);
+	CHECK_EQ(sz, (long long)len0 + 2 * psz);
+	CHECK_EQ(f->pMethods->xRead(f, back, psz, psz), SQLITE_OK);
+	CHECK(!memcmp(back, page, (size_t)psz));
+	/* the hole between the old end and the new page reads as zeros */
+	CHECK_EQ(f->pMethods->xRead(f, back, psz, (sqlite3_int64)len0), SQLITE_OK);
+	for (int i = 0; i < psz; i++)
+		CHECK(back[i] == 0);
+	CHECK_EQ(f->pMethods->xFileControl(f, SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE, NULL), SQLITE_OK);
+	CHECK_EQ(f->pMethods->xFileSize(f, &sz), SQLITE_OK);
+	CHECK_EQ(sz, (long long)len0);
+	CHECK_EQ(f->pMethods->xRead(f, back, psz, psz), SQLITE_OK);
+	CHECK(!memcmp(back, orig, (size_t)psz));
+	CHECK(sq_file_hash(path, NULL) == h0);
+
+	/* commit: the page reaches the file, in one group */
+	CHECK_EQ(f->pMethods->xFileControl(f, SQLITE_FCNTL_BEGIN_ATOMIC_WRITE, NULL), SQLITE_OK);
+	CHECK_EQ(f->pMethods->xWrite(f, orig, psz, psz), SQLITE_OK);
+	CHECK_EQ(f->pMethods->xTruncate(f, (sqlite3_int64)len0), SQLITE_OK);
+	CHECK(sq_file_hash(path, NULL) == h0);
+	CHECK_EQ(f->pMethods->xFileControl(f, SQLITE_FCNTL_COMMIT_ATOMIC_WRITE, NULL), SQLITE_OK);
+	sq_ok(db, "COMMIT");
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM b"), 1);
+	sq_integrity(db);
+	free(page);
+	free(back);
+	free(orig);
+	sqlite3_close(db);
+}
+
+/* A database deleted and created again without its log: the stale log is
+ * refused (its records must never be replayed into the new file, which may
+ * even have the old inode number), until it is removed. */
+static void check_stale_log(const char *path)
+{
+	sqlite3 *db = sq_open(path, 1 << 20);
+	sq_ok(db, "CREATE TABLE old(x); INSERT INTO old VALUES(1)");
+	sqlite3_close(db);
+	CHECK_OK(unlink(path));
+	usleep(10000); /* a later birth time, also on coarse clocks */
+	db = sq_open_vfs(path, NULL, 0);
+	sq_ok(db, "CREATE TABLE fresh(y); INSERT INTO fresh VALUES(2)");
+	sqlite3_close(db);
+	char uri[4400];
+	snprintf(uri, sizeof(uri), "file:%s", path);
+	db = NULL;
+	int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, "atomio");
+	struct statx sx;
+	bool btime = statx(AT_FDCWD, path, 0, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME);
+	if (btime)
+		CHECK_EQ(rc, SQLITE_CANTOPEN);
+	sqlite3_close(db);
+	char lp[4300];
+	snprintf(lp, sizeof(lp), "%s-atomio", path);
+	CHECK_OK(unlink(lp));
+	db = sq_open(path, 0);
+	CHECK_EQ(sq_int(db, "SELECT y FROM fresh"), 2);
+	sq_ok(db, "INSERT INTO fresh VALUES(3)");
+	sq_integrity(db);
+	sqlite3_close(db);
+}
+
+int main(void)
+{
+	check_registration();
+	check_spill_and_pending_reads(t_path("spill.db"));
+	check_sync_off(t_path("off.db"));
+	check_journal_modes(t_path("modes.db"));
+	check_batch_atomic(t_path("batch.db"));
+	check_stale_log(t_path("stale.db"));
+	return 0;
+}
