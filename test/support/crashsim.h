@@ -67,6 +67,9 @@ struct cs_cfg {
 			       not synced (their creation and bytes pending) */
 	bool lazy;          /* one thread: register a file just before its first group
 			       (catalog writes among the records) */
+	uint32_t compress;  /* 0: random bytes (incompressible: raw records); N >= 2: the
+			       bytes come in runs of N equal ones, so that records are
+			       stored LZ4-compressed (issue 7) */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
@@ -116,6 +119,7 @@ struct cs_stats {
 	uint64_t torn_valid;  /* a torn record followed by a checksummed one */
 	uint64_t size_lost;   /* a data file's size was not what the groups left: recovery fixed it */
 	uint64_t home_checked; /* home writes checked to follow a durable record */
+	uint64_t compressed;  /* LZ4 records among the log writes */
 };
 
 /* Defaults for a small sampled run. */
