@@ -180,7 +180,8 @@ static bool dset_add(struct dset *d, uint32_t file, uint64_t blk)
 	return true;
 }
 
-/* A batch's home writes are done: count their blocks.  Lock held. */
+/* A batch's home writes are done: count their blocks (those that went to a
+ * page cache).  Lock held. */
 void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n)
 {
 	uint32_t i = 0;
@@ -188,6 +189,10 @@ void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n)
 		for (uint32_t j = 0; j < t->nsegs; j++) {
 			const struct seg *s = &t->segs[j];
 			if (s->kind != SEG_WRITE || !s->len)
+				continue;
+			/* ATOMIO_DIRECT_HOME files hold no page cache to bound */
+			const struct afile *f = file_get(st, (int)s->file);
+			if (!f || f->direct_home)
 				continue;
 			for (uint64_t b = s->off / DBLOCK; b <= (s->off + s->len - 1) / DBLOCK; b++)
 				if (!dset_add(&st->dirty, s->file, b)) {
