@@ -137,6 +137,14 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 	c->lazy = R(3) == 0;
 	c->samples = 3 + R(10);
 	c->nest_pct = 3 + (int)R(15);
+	/* the engine's defaults (background checkpoints, buffered twins of
+	 * O_DIRECT files), mostly; the kernel fast path and DIRECT_HOME often */
+	c->bg = R(5) != 0;
+	c->fast = !c->nodirect && R(4) == 0;
+	if (c->fast)
+		c->direct |= 1;
+	c->dhome = R(5) == 0;
+	c->noproc = R(8) == 0;
 #undef R
 }
 
