@@ -1218,6 +1218,12 @@ static void check_home_order(struct ctx *x, struct simfs *fs, const struct simfs
 
 static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
 {
+	if (x->snap.img) {
+		/* (the hook in two threads at once once did this, leaking an image) */
+		struct where w = {.point = 0, .pick = "-"};
+		report(x, NULL, "harness: a second crash-and-continue snapshot before the first was used", &w);
+		return;
+	}
 	update_bounds(x);
 	struct simfs_pick p;
 	uint64_t seed = mix64(x->c.seed ^ 0x5a95) ^ simfs_points(fs);
