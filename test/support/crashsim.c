@@ -760,6 +760,27 @@ static void report(struct ctx *x, struct simfs *src, const char *why, const stru
 		       w->op->sync ? ", durable on return" : "", (unsigned long long)w->idx,
 		       (unsigned long long)w->n, w->exhaustive ? "exhaustive" : "sampled");
 	printf("  pick %s\n", w->pick);
+	/* the commit order around the bounds (group:seq, f = kernel fast path) */
+	printf("  commit order from group %llu:", (unsigned long long)(x->lo > 6 ? x->lo - 6 : 0));
+	for (size_t i = x->lo > 6 ? x->lo - 6 : 0; i < x->norder; i++)
+		printf(" %s%llu:%llu%s", i == x->lo ? "[" : "", (unsigned long long)x->order[i],
+		       (unsigned long long)x->oseq[i], atomic_load(&x->acked[x->order[i]]) ? "a" : "");
+	printf("\n");
+	if (src && w->op && !w->snapshot) {
+		size_t n = simfs_pending(src, NULL, 0);
+		struct simfs_item *v = calloc(n ? n : 1, sizeof(*v));
+		if (v) {
+			n = simfs_pending(src, v, n);
+			printf("  pending items:");
+			for (size_t i = 0; i < n; i++)
+				printf(" [%s %s %llu+%llu%s]",
+				       v[i].kind == SIMFS_DATA ? "data" : v[i].kind == SIMFS_SIZE ? "size" : "dir",
+				       v[i].path, (unsigned long long)(v[i].kind == SIMFS_SIZE ? v[i].size : v[i].off),
+				       (unsigned long long)v[i].len, v[i].atomic ? " atomic" : "");
+			printf("\n");
+			free(v);
+		}
+	}
 	if (w->nop)
 		printf("  then a crash inside recovery at its point %llu (during %s %s off %llu len %llu), "
 		       "image %llu of %llu, pick %s\n",
