@@ -90,10 +90,18 @@ static const struct entry suite[] = {
  * checkpointer thread the interleaving still varies). */
 static const struct {
 	const char *name, *cfg;
+	int runs;
 } regress[] = {
 	/* crash and continue while the crashed store's checkpointer thread
 	 * still reached crash points (a harness race) */
-	{"regression: checkpointer at crash and continue", "seed=16002760795629960280,files=3,groups=45,lazy=1"},
+	{"regression: checkpointer at crash and continue", "seed=16002760795629960280,files=3,groups=45,lazy=1", 1},
+	/* the fast path wrote over chunks of a live record whose ranges the
+	 * guard had not kept (added under a size change that a background
+	 * checkpoint then made dead): recovery replayed it over the fast
+	 * write.  Interleaving-dependent: it failed about every second run */
+	{"regression: fast path after a size change", "seed=7627076981479606886,files=1,groups=20,threads=7,"
+	 "ranges=4,abort_pct=11,ckpt_pct=11,reopen_pct=4,crash_pct=9,trunc_pct=15,pwrite_pct=67,direct=3,"
+	 "unit=4096,dio=512,span=53674,samples=4,nest_pct=0,fast=1", 5},
 };
 #endif
 
@@ -297,7 +305,8 @@ int main(int argc, char **argv)
 		double t1 = now();
 		struct cs_cfg c;
 		CHECK_OK(cs_cfg_parse(regress[i].cfg, &c));
-		fail = cs_run(&c, NULL, &s, argv[0]);
+		for (int run = 0; run < regress[i].runs && !fail; run++)
+			fail = cs_run(&c, NULL, &s, argv[0]);
 		printf("  %-46s %6" PRIu64 " states, %4" PRIu64 " points (%" PRIu64 " exhaustive), %4.1f s\n",
 		       regress[i].name, s.images + s.nested_images, s.points_enum, s.points_exhaustive, now() - t1);
 		cs_stats_add(&total, &s);
