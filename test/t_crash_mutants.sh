@@ -5,7 +5,8 @@
 # RWF_DSYNC on records, syncing resized files, syncing data at checkpoints,
 # syncing a new file's directory, and two of the background checkpoint's
 # ordering: syncing before it moves the head, cutting only after batches whose
-# home writes are done).  `t_crash --mutant` hunts with random seeds; it must
+# home writes are done; and the fast-path guard's bug that the background
+# checkpoint exposed).  `t_crash --mutant` hunts with random seeds; it must
 # report a failure for every mutant within its time.
 # Environment: CRASH_SEED (base seed), MUTANT_SECONDS (per mutant, default 30).
 cd "$(dirname "$0")/.." || exit 1
@@ -13,7 +14,7 @@ secs=${MUTANT_SECONDS:-30}
 seed=${CRASH_SEED:-$(date +%s)}
 echo "mutants: seed $seed, up to $secs s each"
 fail=0
-for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut; do
+for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall; do
 	bin=build/mutants/t_crash-$m
 	[ -x "$bin" ] || { echo "mutants: $bin missing (make test-bins)"; exit 1; }
 	# Bias the hunt where a bug needs a rarer scenario.
@@ -28,6 +29,7 @@ for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut
 	dirsync) cfg="threads=1,files=3,groups=6,samples=8,bg=0" ;;
 	resize) cfg="threads=1,files=3,ranges=3,trunc_pct=50,ckpt_pct=30,bg=0" ;;
 	bgsync|bgcut) cfg="threads=1,bg=1,ckpt_pct=0,reopen_pct=0,nest_pct=0" ;;
+	guardall) cfg="threads=7,files=1,groups=20,bg=1,fast=1,direct=3,trunc_pct=15,ranges=4,log=65536,nest_pct=0,samples=4" ;;
 	*) cfg="threads=1,bg=0" ;;
 	esac
 	start=$(date +%s.%N)

@@ -17,6 +17,7 @@ resize)   file=engine.c     ; expr='s/(if \(t->segs\[j\]\.kind != SEG_WRITE\)\n\
 ckptsync) file=checkpoint.c ; expr='s/int r = sync_one\(st, f, resized\);/int r = 0;/' ;; # the checkpoint frees the log before home data is durable
 dirsync)  file=files.c      ; expr='s/r = sys_fsync_dir\(dir\);/r = 0;/' ;; # a new data file's name is not made durable
 bgsync)   file=checkpoint.c ; expr='s/(int r = )sync_files\(st\);(\n\tif \(r == 0\)\n\t\tr = st_write_sb\(st, cut_off)/${1}0;$2/' ;; # a background checkpoint moves the head before the home data is durable
+guardall) file=fastpath.c   ; expr='s/for \(uint64_t c = c0; c <= c1; c\+\+\)\n(\t+)guard_put/for (uint64_t c = c0; c <= c1 \&\& !g->all; c++)\n${1}guard_put/' ;; # the fast-path guard forgets records logged under a live size change (the bug 7e792ba fixed)
 bgcut)    file=checkpoint.c ; expr='s/uint64_t cut_seq = st->home_seq, cut_off = st->home_off;/uint64_t cut_seq = st->next_seq, cut_off = st->tail % st->area_size;/' ;; # a background checkpoint cuts after batches whose home writes are not done (not flagged for its sync)
 *) echo "mutate.sh: unknown mutant '$name'" >&2; exit 2 ;;
 esac
