@@ -31,10 +31,13 @@
  * produced (see struct cs_stats): a home write issued while a log write was
  * not yet durable is a failure at once.
  *
- * Single-threaded runs are deterministic in the config string (seed
- * included): a failure prints a command line that replays just that image
- * (t_crash --cfg ... --point P --pick ...).  Multi-threaded runs are not;
- * their failures dump the crash image to a directory.
+ * Single-threaded runs without background checkpoints (bg=0) are
+ * deterministic in the config string (seed included): a failure prints a
+ * command line that replays just that image (t_crash --cfg ... --point P
+ * --pick ...).  Runs with several threads, or with atomio's default
+ * background checkpointer thread, are not: their failures dump the crash
+ * image to a directory (and print the same line, which replays the run
+ * with another interleaving).
  */
 #ifndef ATOMIO_CRASHSIM_H
 #define ATOMIO_CRASHSIM_H
@@ -67,6 +70,16 @@ struct cs_cfg {
 			       not synced (their creation and bytes pending) */
 	bool lazy;          /* one thread: register a file just before its first group
 			       (catalog writes among the records) */
+	/* store options */
+	bool bg;            /* background checkpoints (atomio's default; 0 =
+			       ATOMIO_NO_BG_CHECKPOINT).  The checkpointer is a thread
+			       of its own: a run with it is not deterministic */
+	bool fast;          /* ATOMIO_FAST_PATH_FORCE, and the disk takes RWF_ATOMIC:
+			       single-range groups on an O_DIRECT file 0 may skip the log */
+	bool dhome;         /* ATOMIO_DIRECT_HOME: O_DIRECT files' home writes with O_DIRECT
+			       (default: through a buffered twin descriptor) */
+	bool noproc;        /* no /proc/self/fd (no twin descriptors; recovery and the log
+			       open by path) */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
@@ -116,6 +129,12 @@ struct cs_stats {
 	uint64_t torn_valid;  /* a torn record followed by a checksummed one */
 	uint64_t size_lost;   /* a data file's size was not what the groups left: recovery fixed it */
 	uint64_t home_checked; /* home writes checked to follow a durable record */
+	/* the engine's default paths, exercised */
+	uint64_t bg_checkpoints; /* background checkpoints completed (atomio_stats) */
+	uint64_t fast_writes;    /* groups written by the kernel fast path (RWF_ATOMIC) */
+	uint64_t twin_writes;    /* home writes of O_DIRECT files through a buffered twin */
+	uint64_t reordered;      /* log writes in flight together that reached the disk
+				    out of commit order */
 };
 
 /* Defaults for a small sampled run. */
