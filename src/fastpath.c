@@ -70,8 +70,8 @@ static void slot_put(struct gslot *tab, uint32_t cap, uint64_t key, uint64_t seq
  * dropped whenever the table is rebuilt. */
 static void guard_put(struct guard *g, uint64_t c, uint64_t seq, uint64_t live_seq)
 {
-	if (g->all)
-		return;
+	if (g->all && g->all_seq == UINT64_MAX)
+		return; /* out of table: every chunk, for good */
 	if ((g->used + 1) * 2 > g->cap) {
 		uint32_t live = 0;
 		for (uint32_t i = 0; i < g->cap; i++)
@@ -129,7 +129,11 @@ void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq)
 		}
 		if (g->all && g->all_seq < live_seq)
 			g->all = false; /* that size change is dead now */
-		for (uint64_t c = c0; c <= c1 && !g->all; c++)
+		/* Record the chunks even while a live size change covers the
+		 * whole file: a background checkpoint can make that record
+		 * dead while this one is still live (its cut may fall between
+		 * them), and the guard must still know this one's chunks. */
+		for (uint64_t c = c0; c <= c1; c++)
 			guard_put(g, c, tx->seq, live_seq);
 	}
 }

@@ -67,22 +67,44 @@ int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz
 	return n < 0 || (size_t)n >= outsz ? -ENAMETOOLONG : 0;
 }
 
-int file_identity(int fd, uint64_t *dev, uint64_t *ino, uint64_t *fsid)
+int file_identity(int fd, struct fid *id)
 {
 	struct stat sb;
 	struct statfs sfs;
 	int r = atomio_sys->fstat(fd, &sb);
 	if (r < 0)
 		return r;
-	*dev = sb.st_dev;
-	*ino = sb.st_ino;
-	*fsid = 0;
+	memset(id, 0, sizeof(*id));
+	id->dev = sb.st_dev;
+	id->ino = sb.st_ino;
 	if (atomio_sys->fstatfs(fd, &sfs) == 0) {
 		uint32_t v[2];
 		memcpy(v, &sfs.f_fsid, sizeof(v));
-		*fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
+		id->fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
+	}
+	/* The birth time tells a reused inode number from the registered
+	 * file; where the filesystem does not keep one, it stays unknown. */
+	struct atomio_statx stx;
+	if (atomio_sys->statx(fd, "", AT_EMPTY_PATH, ATOMIO_STATX_BTIME, &stx) == 0 &&
+	    (stx.stx_mask & ATOMIO_STATX_BTIME) && stx.stx_btime.tv_sec >= 0) {
+		id->btime_ns = (uint64_t)stx.stx_btime.tv_sec * 1000000000ull + stx.stx_btime.tv_nsec;
+		id->flags |= CAT_ID_BTIME;
 	}
 	return 0;
+}
+
+bool fid_same(const struct fid *rec, const struct fid *now)
+{
+	/* Same inode on the same filesystem (the device number may change
+	 * across boots; the filesystem id usually does not), born at the
+	 * same time where both birth times are known. */
+	if (rec->ino != now->ino)
+		return false;
+	if (rec->dev != now->dev && !(rec->fsid && rec->fsid == now->fsid))
+		return false;
+	if ((rec->flags & now->flags & CAT_ID_BTIME) && rec->btime_ns != now->btime_ns)
+		return false;
+	return true;
 }
 
 /* The largest size the file's filesystem allows (ext4: 16 TiB, vfat: 4 GiB),
@@ -206,6 +228,7 @@ int cat_load(atomio *st)
 		memcpy(&e, c + pos, sizeof(e));
 		if (e.id >= MAX_FILES || e.path_len == 0 || e.path_len >= PATH_MAX ||
 		    pos + CAT_ENTRY_HDR + e.path_len > used || (e.flags & ~CAT_F_RELATIVE) ||
+		    (e.id_flags & ~CAT_ID_BTIME) || e.reserved ||
 		    atomic_load(&st->files[e.id])) {
 			r = ATOMIO_ECORRUPT;
 			break;
@@ -231,9 +254,8 @@ int cat_load(atomio *st)
 		}
 		f->id = e.id;
 		f->cat_flags = e.flags;
-		f->dev = e.dev;
-		f->ino = e.ino;
-		f->fsid = e.fsid;
+		f->idn = (struct fid){.dev = e.dev, .ino = e.ino, .fsid = e.fsid,
+				      .btime_ns = e.btime_ns, .flags = e.id_flags};
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[e.id], f);
 		if (e.id >= st->files_hi)
@@ -263,7 +285,8 @@ static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uin
 		if (pos + need > cap)
 			return 0;
 		struct cat_entry_disk e = {.id = f->id, .path_len = (uint16_t)pl, .flags = f->cat_flags,
-					   .dev = f->dev, .ino = f->ino, .fsid = f->fsid};
+					   .dev = f->idn.dev, .ino = f->idn.ino, .fsid = f->idn.fsid,
+					   .btime_ns = f->idn.btime_ns, .id_flags = f->idn.flags};
 		memcpy(buf + pos, &e, sizeof(e));
 		memcpy(buf + pos + CAT_ENTRY_HDR, f->path, pl);
 		pos += need;
@@ -475,8 +498,8 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		st_err(st, "%s: is the store's own log", canon);
 		goto out_close;
 	}
-	uint64_t dev, ino, fsid;
-	r = file_identity(fd, &dev, &ino, &fsid);
+	struct fid idn;
+	r = file_identity(fd, &idn);
 	if (r < 0)
 		goto out_close;
 
@@ -485,7 +508,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	if (f && f->fd >= 0) {
 		/* Already open in this session: one id per file. */
 		atomio_sys->close(fd);
-		if (f->ino != ino || f->dev != dev) {
+		if (!fid_same(&f->idn, &idn)) {
 			st_err(st, "%s: replaced while open in the store", canon);
 			r = ATOMIO_EIDENTITY;
 		} else if (f->direct != direct) {
@@ -514,18 +537,15 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		 * record for it (recovery emptied the log at open, and records
 		 * of this session name only files opened in it), so a changed
 		 * identity is simply recorded anew. */
-		if (f->ino != ino || f->dev != dev || f->fsid != fsid) {
-			uint64_t o[3] = {f->dev, f->ino, f->fsid};
-			f->dev = dev;
-			f->ino = ino;
-			f->fsid = fsid;
+		if (f->idn.dev != idn.dev || f->idn.ino != idn.ino || f->idn.fsid != idn.fsid ||
+		    f->idn.btime_ns != idn.btime_ns || f->idn.flags != idn.flags) {
+			struct fid old = f->idn;
+			f->idn = idn;
 			r = sync_registered(st, fd, canon);
 			if (r == 0)
 				r = cat_write(st);
 			if (r < 0) {
-				f->dev = o[0];
-				f->ino = o[1];
-				f->fsid = o[2];
+				f->idn = old;
 				goto out_close;
 			}
 		}
@@ -544,9 +564,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		}
 		f->id = id;
 		f->cat_flags = cflags;
-		f->dev = dev;
-		f->ino = ino;
-		f->fsid = fsid;
+		f->idn = idn;
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[id], f);
 		r = sync_registered(st, fd, canon);

@@ -73,7 +73,15 @@
  *        8  u64  st_dev at registration
  *       16  u64  st_ino at registration
  *       24  u64  filesystem id (statfs f_fsid) at registration
- *       32  path bytes, zero-padded to 8
+ *       32  u64  birth time (statx btime) at registration, ns since the epoch
+ *       40  u32  identity flags: bit 0 = the birth time is known
+ *       44  u32  reserved, zero
+ *       48  path bytes, zero-padded to 8
+ *
+ *   Identity: recovery writes into a file only if it has the recorded inode
+ *   and device (or filesystem id), and, when both birth times are known, the
+ *   recorded birth time: an inode number freed and reused for a new file
+ *   (ext4 reuses them at once) is a different file.
  *
  * RECORD (one committed group) at an 8-aligned offset in the record area
  *
@@ -182,7 +190,7 @@
 #define CAT_OFF (2u * SB_SLOT)
 #define CAT_MAGIC 0x54414341u /* "ACAT" */
 #define CAT_HDR 64u
-#define CAT_ENTRY_HDR 32u
+#define CAT_ENTRY_HDR 48u
 #define CAT_DEFAULT_SIZE (1024u * 1024u)
 
 #define REC_MAGIC 0x43455241u /* "AREC" */
@@ -244,10 +252,14 @@ struct cat_entry_disk {
 	uint64_t dev;
 	uint64_t ino;
 	uint64_t fsid;
+	uint64_t btime_ns;
+	uint32_t id_flags;
+	uint32_t reserved;
 	/* path follows */
 };
 _Static_assert(sizeof(struct cat_entry_disk) == CAT_ENTRY_HDR, "catalog entry size");
 #define CAT_F_RELATIVE 0x1u
+#define CAT_ID_BTIME 0x1u
 
 struct rec_hdr_disk {
 	uint32_t magic;

@@ -204,17 +204,15 @@ static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uin
  * file, 2 = not a regular file, < 0 an errno. */
 static int same_file(int fd, const struct afile *f, struct stat *sb)
 {
-	uint64_t dev, ino, fsid;
+	struct fid now;
 	int r = atomio_sys->fstat(fd, sb);
 	if (r == 0)
-		r = file_identity(fd, &dev, &ino, &fsid);
+		r = file_identity(fd, &now);
 	if (r < 0)
 		return r;
 	if (!S_ISREG(sb->st_mode))
 		return 2;
-	/* Same inode on the same filesystem (the device number may change
-	 * across boots; the filesystem id usually does not). */
-	return ino == f->ino && (dev == f->dev || (fsid && fsid == f->fsid));
+	return fid_same(&f->idn, &now);
 }
 
 static int open_checked(struct rcv *rc, struct afile *f)
@@ -267,9 +265,11 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	if (r == 0 && !(st->flags & ATOMIO_FORCE_PATHS)) {
 		atomio_sys->close(pfd);
 		st_err(st, "%s: data file %s was replaced since it was registered (inode %llu, "
-			   "recorded %llu); nothing replayed; check it and reopen with "
+			   "recorded %llu%s); nothing replayed; check it and reopen with "
 			   "ATOMIO_FORCE_PATHS (atomio recover --force-paths) to replay into it",
-		       st->log_path, path, (unsigned long long)sb.st_ino, (unsigned long long)f->ino);
+		       st->log_path, path, (unsigned long long)sb.st_ino, (unsigned long long)f->idn.ino,
+		       (uint64_t)sb.st_ino == f->idn.ino ? "; same number, another file born later"
+							: "");
 		return ATOMIO_EIDENTITY;
 	}
 	/* Then open for writing the inode just checked, not the path again:

@@ -63,6 +63,7 @@ struct atomio_statx {
 _Static_assert(sizeof(struct atomio_statx) == 0x100, "statx layout");
 
 #define ATOMIO_STATX_BASIC 0x07ffu
+#define ATOMIO_STATX_BTIME 0x0800u
 #define ATOMIO_STATX_DIOALIGN 0x2000u
 #define ATOMIO_STATX_WRITE_ATOMIC 0x10000u
 #define ATOMIO_STATX_ATTR_WRITE_ATOMIC 0x400000ull

@@ -77,13 +77,35 @@ static const struct entry suite[] = {
 	{"buffered log (no O_DIRECT)", "files=2,nodirect=1,samples=6", 36, false},
 	{"no RWF_DSYNC (write + fdatasync)", "files=2,nodsync=1,samples=6", 36, false},
 	{"crash and continue, one record shape", "files=2,uniform=1,crash_pct=30,reopen_pct=8,samples=6", 45, false},
-	{"many ranges", "files=1,ranges=64,samples=4,points_pct=50", 24, false},
+	{"many ranges, no /proc", "files=1,ranges=64,samples=4,points_pct=50,noproc=1", 24, false},
+	{"O_DIRECT files, kernel fast path (RWF_ATOMIC)", "files=2,direct=3,fast=1,dio=4096,unit=4096,samples=6", 36, false},
+	{"O_DIRECT files, ATOMIO_DIRECT_HOME", "files=2,direct=3,dhome=1,samples=6", 30, false},
 	{"4 threads (group commit)", "threads=4,files=3,samples=4", 18, false},
 	{"8 threads, crash and continue", "threads=8,files=2,uniform=1,crash_pct=40,samples=3,points_pct=70", 12, false},
 	{"6 threads, 4 KiB records, crash and continue", "threads=6,files=1,blockrec=1,crash_pct=60,samples=4,ckpt_pct=10", 13, false},
 	{"compressed records, O_DIRECT file, wraps", "files=2,direct=1,dio=4096,compress=8,samples=6,ckpt_pct=3,crash_pct=20", 36, false},
 	{"compressed records, 4 threads", "threads=4,files=2,compress=32,samples=3,crash_pct=30", 10, false},
 };
+
+#ifndef ATOMIO_SAN
+/* Configurations that once failed, run as they are (seed included; with the
+ * checkpointer thread the interleaving still varies). */
+static const struct {
+	const char *name, *cfg;
+	int runs;
+} regress[] = {
+	/* crash and continue while the crashed store's checkpointer thread
+	 * still reached crash points (a harness race) */
+	{"regression: checkpointer at crash and continue", "seed=16002760795629960280,files=3,groups=45,lazy=1", 1},
+	/* the fast path wrote over chunks of a live record whose ranges the
+	 * guard had not kept (added under a size change that a background
+	 * checkpoint then made dead): recovery replayed it over the fast
+	 * write.  Interleaving-dependent: it failed about every second run */
+	{"regression: fast path after a size change", "seed=7627076981479606886,files=1,groups=20,threads=7,"
+	 "ranges=4,abort_pct=11,ckpt_pct=11,reopen_pct=4,crash_pct=9,trunc_pct=15,pwrite_pct=67,direct=3,"
+	 "unit=4096,dio=512,span=53674,samples=4,nest_pct=0,fast=1", 5},
+};
+#endif
 
 /* A random configuration for long runs and hunts. */
 static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
@@ -140,6 +162,14 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 	c->compress = R(3) == 0 ? (uint32_t)(2 + R(62)) : 0;
 	c->samples = 3 + R(10);
 	c->nest_pct = 3 + (int)R(15);
+	/* the engine's defaults (background checkpoints, buffered twins of
+	 * O_DIRECT files), mostly; the kernel fast path and DIRECT_HOME often */
+	c->bg = R(5) != 0;
+	c->fast = !c->nodirect && R(4) == 0;
+	if (c->fast)
+		c->direct |= 1;
+	c->dhome = R(5) == 0;
+	c->noproc = R(8) == 0;
 #undef R
 }
 
@@ -272,12 +302,26 @@ int main(int argc, char **argv)
 			       "and were sampled\n", s.points_enum - s.points_exhaustive, s.points_enum);
 		cs_stats_add(&total, &s);
 	}
+#ifndef ATOMIO_SAN
+	for (size_t i = 0; i < sizeof(regress) / sizeof(regress[0]) && !fail; i++) {
+		struct cs_stats s = {0};
+		double t1 = now();
+		struct cs_cfg c;
+		CHECK_OK(cs_cfg_parse(regress[i].cfg, &c));
+		for (int run = 0; run < regress[i].runs && !fail; run++)
+			fail = cs_run(&c, NULL, &s, argv[0]);
+		printf("  %-46s %6" PRIu64 " states, %4" PRIu64 " points (%" PRIu64 " exhaustive), %4.1f s\n",
+		       regress[i].name, s.images + s.nested_images, s.points_enum, s.points_exhaustive, now() - t1);
+		cs_stats_add(&total, &s);
+	}
+#endif
 	cs_stats_print("crash suite", &total);
 #ifndef ATOMIO_SAN
 	/* The suite must have produced the scenarios it claims to rule out
 	 * (the scaled-down sanitizer run may miss one by chance). */
 	if (!fail && (!total.stale_end || !total.torn_valid || !total.size_lost || !total.home_checked ||
-		      !total.batches_multi || !total.continued || !total.compressed)) {
+		      !total.batches_multi || !total.continued || !total.bg_checkpoints ||
+		      !total.fast_writes || !total.twin_writes || !total.compressed)) {
 		printf("CRASH-CHECK FAILED: a classic scenario was never produced\n");
 		fail = 1;
 	}

@@ -165,6 +165,9 @@ static void grp_apply(const struct grp *g, struct mf *m)
 	}
 }
 
+/* RWF_ATOMIC limit of the simulated disk with cfg.fast */
+#define ATOMIC_MAX 16384u
+
 struct genparams {
 	uint64_t area;     /* record area of the log */
 	uint32_t dio;      /* O_DIRECT alignment */
@@ -208,6 +211,23 @@ static void gen_group(const struct cs_cfg *c, const struct genparams *gp, uint64
 		g->ops[0] = (struct gop){.kind = OP_WRITE, .file = 0, .len = 4096 - REC_HDR - REC_DESC,
 					 .off = below(&r, c->span ? c->span : 262144),
 					 .tag = mix64(gid * 131 + 1)};
+		g->pwrite = !g->abort && (int)below(&r, 100) < c->pwrite_pct;
+		return;
+	}
+	if (c->fast && (c->direct & 1u) && !c->uniform && below(&r, 3) == 0) {
+		/* the shape the kernel fast path takes: one write to O_DIRECT
+		 * file 0, a power-of-two length from the O_DIRECT alignment up
+		 * to the atomic write limit, naturally aligned */
+		uint64_t len = gp->dio;
+		while (len < ATOMIC_MAX && below(&r, 2))
+			len *= 2;
+		uint64_t span = c->span > len ? c->span : len;
+		g->nops = 1;
+		g->ops = calloc(1, sizeof(*g->ops));
+		if (!g->ops)
+			abort();
+		g->ops[0] = (struct gop){.kind = OP_WRITE, .file = 0, .len = len,
+					 .off = below(&r, span / len) * len, .tag = mix64(gid * 131 + 1)};
 		g->pwrite = !g->abort && (int)below(&r, 100) < c->pwrite_pct;
 		return;
 	}
@@ -316,6 +336,7 @@ void cs_cfg_default(struct cs_cfg *c)
 	c->ncap = 4;
 	c->nsamples = 3;
 	c->npoints = 12;
+	c->bg = true;
 }
 
 #define U64(f) {#f, 0, offsetof(struct cs_cfg, f)}
@@ -332,7 +353,7 @@ static const struct {
 	INT(pwrite_pct), INT(full_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), BOOL(lazy), U32(unit), U32(dio), U32(phys),
 	U32(compress),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
-	U64(ncap), U64(nsamples), INT(npoints),
+	U64(ncap), U64(nsamples), INT(npoints), BOOL(bg), BOOL(fast), BOOL(dhome), BOOL(noproc),
 };
 
 char *cs_cfg_format(const struct cs_cfg *c)
@@ -417,6 +438,10 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 	       " crash-and-continue; %" PRIu64 " log writes with several groups (max %" PRIu64 ")\n",
 	       label, s->groups, s->aborted, s->replayed, s->checkpoints, s->reopens, s->continued,
 	       s->batches_multi, s->max_batch);
+	printf("%s: engine paths: %" PRIu64 " background checkpoints, %" PRIu64
+	       " fast-path (RWF_ATOMIC) groups, %" PRIu64 " buffered writes to O_DIRECT files (twin, replay); "
+	       "%" PRIu64 " log writes in flight together reached the disk out of order\n",
+	       label, s->bg_checkpoints, s->fast_writes, s->twin_writes, s->reordered);
 	printf("%s: classic bugs ruled out in: %" PRIu64 " images ending at a stale checksummed record, "
 	       "%" PRIu64 " with a torn record followed by a checksummed one, %" PRIu64
 	       " with a data file's size change lost, %" PRIu64 " home writes checked to follow a durable record\n",
@@ -451,7 +476,10 @@ struct ctx {
 	size_t ngids;
 	atomic_uchar *acked;
 	uint64_t *order;
+	uint64_t *oseq;  /* the record seq of each (log writes in flight together may
+			    reach the hook out of commit order) */
 	size_t norder;
+	size_t sort_from; /* entries before it are in their final order */
 	uint64_t floor; /* groups 1..floor must survive any crash from now on */
 	uint64_t lo;
 	struct mf base[MAXF];
@@ -474,6 +502,8 @@ struct ctx {
 		char *pick;
 		uint64_t point;
 		uint64_t lo, hi;
+		uint64_t *order, *oseq; /* the commit order then (later log writes may
+					   still be sorted in before its end) */
 		struct mf base[MAXF];
 	} snap;
 	int last_nrec;
@@ -556,6 +586,15 @@ static bool files_equal(struct ctx *x, struct simfs *fs, const struct mf *m, cha
 	return true;
 }
 
+static uint32_t store_flags(const struct cs_cfg *c)
+{
+	return ATOMIO_CREATE | (c->bg ? 0 : ATOMIO_NO_BG_CHECKPOINT) |
+	       (c->fast ? ATOMIO_FAST_PATH_FORCE : 0) | (c->dhome ? ATOMIO_DIRECT_HOME : 0);
+}
+
+/* Replayable by seed: one committing thread and no checkpointer thread. */
+static bool replayable(const struct ctx *x) { return x->c.threads == 1 && !x->c.bg; }
+
 /* Recover fs (atomio_open with recovery) and find the k in [lo, hi] whose
  * model it equals.  -1 with why on failure. */
 static int64_t recover_match(struct ctx *x, struct simfs *img, uint64_t lo, uint64_t hi, char *why,
@@ -565,7 +604,7 @@ static int64_t recover_match(struct ctx *x, struct simfs *img, uint64_t lo, uint
 		x->stopped = true;
 	struct simfs *prev = simfs_enter(img);
 	char err[512] = "";
-	struct atomio_options o = {.log_size = x->c.log, .flags = ATOMIO_CREATE, .errbuf = err,
+	struct atomio_options o = {.log_size = x->c.log, .flags = store_flags(&x->c), .errbuf = err,
 				   .errbuf_size = sizeof(err)};
 	atomio *st = NULL;
 	int64_t k = -1;
@@ -734,6 +773,27 @@ static void report(struct ctx *x, struct simfs *src, const char *why, const stru
 		       w->op->sync ? ", durable on return" : "", (unsigned long long)w->idx,
 		       (unsigned long long)w->n, w->exhaustive ? "exhaustive" : "sampled");
 	printf("  pick %s\n", w->pick);
+	/* the commit order around the bounds (group:seq, f = kernel fast path) */
+	printf("  commit order from group %llu:", (unsigned long long)(x->lo > 6 ? x->lo - 6 : 0));
+	for (size_t i = x->lo > 6 ? x->lo - 6 : 0; i < x->norder; i++)
+		printf(" %s%llu:%llu%s", i == x->lo ? "[" : "", (unsigned long long)x->order[i],
+		       (unsigned long long)x->oseq[i], atomic_load(&x->acked[x->order[i]]) ? "a" : "");
+	printf("\n");
+	if (src && w->op && !w->snapshot) {
+		size_t n = simfs_pending(src, NULL, 0);
+		struct simfs_item *v = calloc(n ? n : 1, sizeof(*v));
+		if (v) {
+			n = simfs_pending(src, v, n);
+			printf("  pending items:");
+			for (size_t i = 0; i < n; i++)
+				printf(" [%s %s %llu+%llu%s]",
+				       v[i].kind == SIMFS_DATA ? "data" : v[i].kind == SIMFS_SIZE ? "size" : "dir",
+				       v[i].path, (unsigned long long)(v[i].kind == SIMFS_SIZE ? v[i].size : v[i].off),
+				       (unsigned long long)v[i].len, v[i].atomic ? " atomic" : "");
+			printf("\n");
+			free(v);
+		}
+	}
 	if (w->nop)
 		printf("  then a crash inside recovery at its point %llu (during %s %s off %llu len %llu), "
 		       "image %llu of %llu, pick %s\n",
@@ -741,6 +801,9 @@ static void report(struct ctx *x, struct simfs *src, const char *why, const stru
 		       (unsigned long long)w->nop->off, (unsigned long long)w->nop->len,
 		       (unsigned long long)w->nidx, (unsigned long long)w->nn, w->npick);
 	if (x->c.threads == 1) {
+		if (!replayable(x))
+			printf("  background checkpointer thread: the run is not deterministic; the line "
+			       "below replays it with another interleaving (bg=0 for a deterministic one)\n");
 		printf("  reproduce: %s --cfg '%s'", x->argv0, x->cfgstr);
 		if (!w->snapshot) {
 			printf(" --point %llu", (unsigned long long)w->point);
@@ -755,12 +818,19 @@ static void report(struct ctx *x, struct simfs *src, const char *why, const stru
 	}
 	const char *dir = x->rp && x->rp->dump ? x->rp->dump : NULL;
 	char def[256];
-	if (!dir && x->c.threads > 1) {
+	if (!dir && !replayable(x)) {
 		snprintf(def, sizeof(def), "/tmp/atomio-crash-fail-%llu", (unsigned long long)x->c.seed);
 		dir = def;
 	}
-	if (dir && src && !w->nop && strcmp(w->pick, "-"))
+	if (dir && src && w->snapshot) {
+		/* src is the crash-and-continue image itself */
+		char cmd[4200];
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+		if (system(cmd) == 0 && simfs_materialize(src, dir) == 0)
+			printf("  crash image (before recovery) written to %s (open it with ATOMIO_FORCE_PATHS)\n", dir);
+	} else if (dir && src && !w->nop && strcmp(w->pick, "-")) {
 		dump_image(x, src, w->pick, dir);
+	}
 	fflush(stdout);
 }
 
@@ -978,6 +1048,37 @@ static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	}
 }
 
+/* Group gid takes its place in the commit order.  Records: by seq, which is
+ * the commit order (two log writes in flight at once may reach their crash
+ * points in either order).  A fast-path group (seq 0 here) comes after every
+ * group issued before it and before any issued after it: no log write is in
+ * flight while it is written (commit.c). */
+static void order_add(struct ctx *x, uint64_t gid, uint64_t seq, bool fast)
+{
+	size_t p = x->norder;
+	while (!fast && p > x->sort_from && x->oseq[p - 1] > seq)
+		p--;
+	if (p < x->lo) {
+		/* cannot happen: a group is acknowledged only after every
+		 * earlier batch's log write */
+		struct where w = {.point = 0, .pick = "-"};
+		report(x, NULL, "harness: a record of a group before an acknowledged one "
+			 "reached its log write after it", &w);
+		return;
+	}
+	if (p < x->norder) {
+		memmove(&x->order[p + 1], &x->order[p], (x->norder - p) * sizeof(*x->order));
+		memmove(&x->oseq[p + 1], &x->oseq[p], (x->norder - p) * sizeof(*x->oseq));
+		cache_clear(x);
+		x->s.reordered++;
+	}
+	x->order[p] = gid;
+	x->oseq[p] = seq;
+	x->norder++;
+	if (fast)
+		x->sort_from = x->norder;
+}
+
 /* A log write: which groups (in which order) does it carry? */
 static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 {
@@ -1033,7 +1134,7 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 		}
 		if (nrec == 0)
 			x->last_rec0_len = h.rec_len;
-		x->order[x->norder++] = gid;
+		order_add(x, gid, h.seq, false);
 		nrec++;
 		if (h.flags & REC_F_LAST)
 			break;
@@ -1049,30 +1150,126 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 		x->s.max_batch = (uint64_t)nrec;
 }
 
-/* Classic bug 3: a home write must never be issued while a log write is not
- * yet durable (it could reach the media before the record that redoes it). */
-static void check_home_order(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
+/* A superblock write: one with a head inside the record area is a background
+ * checkpoint's (full checkpoints and recovery start the log at 0). */
+static void count_sb_write(struct ctx *x, const struct simfs_opinfo *op)
+{
+	struct sb_disk sb;
+	if (op->iovcnt < 1 || op->iov[0].iov_len < sizeof(sb))
+		return;
+	memcpy(&sb, op->iov[0].iov_base, sizeof(sb));
+	if (!memcmp(sb.magic, SB_MAGIC, 8) && sb.head_off)
+		x->s.bg_checkpoints++;
+}
+
+/* A kernel fast-path write (RWF_ATOMIC, in place, no record): the group it
+ * carries takes its place in the commit order here.  Its only range starts
+ * with the group id. */
+static void parse_fast_write(struct ctx *x, const struct simfs_opinfo *op)
+{
+	uint64_t gid = 0;
+	if (op->iovcnt >= 1 && op->iov[0].iov_len >= 8)
+		memcpy(&gid, op->iov[0].iov_base, 8);
+	char why[256] = "";
+	if (gid == 0 || gid >= x->ngids)
+		snprintf(why, sizeof(why), "an atomic write carries no group id (%llu)", (unsigned long long)gid);
+	else if (x->c.threads == 1 && gid != x->committing)
+		snprintf(why, sizeof(why), "an atomic write carries group %llu while group %llu commits",
+			 (unsigned long long)gid, (unsigned long long)x->committing);
+	for (size_t j = 0; j < x->norder && !why[0]; j++)
+		if (x->order[j] == gid)
+			snprintf(why, sizeof(why), "group %llu is written twice", (unsigned long long)gid);
+	if (why[0]) {
+		struct where w = {.op = op, .point = op->index, .pick = "-"};
+		report(x, NULL, why, &w);
+		return;
+	}
+	order_add(x, gid, 0, true);
+	x->s.fast_writes++;
+}
+
+/* Is the write op (to data file f) one of group gid's ranges? */
+static bool write_of_group(struct ctx *x, uint64_t gid, int f, const struct simfs_opinfo *op)
+{
+	if (gid == 0 || gid >= x->ngids)
+		return false;
+	const struct grp *g = &x->grps[gid];
+	for (int i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		if (o->kind != OP_WRITE || o->file != f || o->off != op->off || o->len != op->len)
+			continue;
+		uint8_t *want = malloc(o->len), *got = malloc(o->len);
+		if (!want || !got)
+			abort();
+		op_bytes(g, i, o->off, want, o->len);
+		uint64_t at = 0;
+		for (int k = 0; k < op->iovcnt && at < o->len; k++) {
+			uint64_t n = op->iov[k].iov_len < o->len - at ? op->iov[k].iov_len : o->len - at;
+			memcpy(got + at, op->iov[k].iov_base, n);
+			at += n;
+		}
+		bool same = at == o->len && !memcmp(want, got, o->len);
+		free(want);
+		free(got);
+		if (same)
+			return true;
+	}
+	return false;
+}
+
+/* Classic bug 3: a home write must never be issued while the log write
+ * carrying its record is not yet durable (it could reach the media first).
+ * (Other log writes may be in flight: the next batch's, or a checkpoint's
+ * superblock write.) */
+static void check_home_order(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op, int f)
 {
 	size_t n = simfs_pending(fs, NULL, 0);
 	struct simfs_item *v = calloc(n ? n : 1, sizeof(*v));
 	if (!v)
 		abort();
 	n = simfs_pending(fs, v, n);
-	for (size_t i = 0; i < n; i++)
-		if (v[i].kind == SIMFS_DATA && !strcmp(v[i].path, LOG_PATH)) {
-			char why[256];
-			snprintf(why, sizeof(why), "home write to %s issued while a log write (off %llu len %llu) "
-				 "is not durable", op->path, (unsigned long long)v[i].off, (unsigned long long)v[i].len);
-			struct where w = {.op = op, .point = op->index, .pick = "-"};
-			report(x, NULL, why, &w);
-			break;
+	for (size_t i = 0; i < n && !x->failed; i++) {
+		if (v[i].kind != SIMFS_DATA || strcmp(v[i].path, LOG_PATH) || v[i].off < 2 * SB_SLOT ||
+		    !v[i].data)
+			continue;
+		/* the groups whose records that log write carries */
+		for (uint64_t p = 0; p + REC_HDR + REC_DESC <= v[i].len;) {
+			struct rec_hdr_disk h;
+			memcpy(&h, v[i].data + p, sizeof(h));
+			if (h.magic != REC_MAGIC || h.rec_len < REC_HDR + REC_DESC || h.rec_len > v[i].len - p)
+				break;
+			struct seg_disk d;
+			memcpy(&d, v[i].data + p + REC_HDR, sizeof(d));
+			uint64_t dp = p + REC_HDR + REC_DESC * (uint64_t)h.nsegs + d.data_off, gid = 0;
+			if (dp + 8 <= p + h.rec_len)
+				memcpy(&gid, v[i].data + dp, 8);
+			if (write_of_group(x, gid, f, op)) {
+				char why[300];
+				snprintf(why, sizeof(why), "home write to %s (group %llu) issued while the log "
+					 "write of its record (off %llu len %llu) is not durable", op->path,
+					 (unsigned long long)gid, (unsigned long long)v[i].off,
+					 (unsigned long long)v[i].len);
+				struct where w = {.op = op, .point = op->index, .pick = "-"};
+				report(x, NULL, why, &w);
+				break;
+			}
+			if (h.flags & REC_F_LAST)
+				break;
+			p += h.rec_len;
 		}
+	}
 	x->s.home_checked++;
 	free(v);
 }
 
 static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
 {
+	if (x->snap.img) {
+		/* (the hook in two threads at once once did this, leaking an image) */
+		struct where w = {.point = 0, .pick = "-"};
+		report(x, NULL, "harness: a second crash-and-continue snapshot before the first was used", &w);
+		return;
+	}
 	update_bounds(x);
 	struct simfs_pick p;
 	uint64_t seed = mix64(x->c.seed ^ 0x5a95) ^ simfs_points(fs);
@@ -1093,6 +1290,14 @@ static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_op
 	simfs_pick_free(&p);
 	x->snap.lo = x->lo;
 	x->snap.hi = x->norder;
+	free(x->snap.order);
+	free(x->snap.oseq);
+	x->snap.order = malloc((x->norder + 1) * sizeof(*x->order));
+	x->snap.oseq = malloc((x->norder + 1) * sizeof(*x->oseq));
+	if (!x->snap.order || !x->snap.oseq)
+		abort();
+	memcpy(x->snap.order, x->order, x->norder * sizeof(*x->order));
+	memcpy(x->snap.oseq, x->oseq, x->norder * sizeof(*x->oseq));
 	for (int f = 0; f < x->c.files; f++)
 		mf_copy(&x->snap.base[f], &x->base[f]);
 	x->snap.taken = true;
@@ -1105,12 +1310,19 @@ static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 		return;
 	x->s.points++;
 	if (op->kind == SIMFS_OP_WRITE) {
-		if (!strcmp(op->path, LOG_PATH))
+		if (!strcmp(op->path, LOG_PATH) && op->off < 2 * SB_SLOT)
+			count_sb_write(x, op);
+		else if (!strcmp(op->path, LOG_PATH))
 			parse_log_write(x, op);
 		else
 			for (int f = 0; f < x->c.files; f++)
-				if (!strcmp(op->path, x->paths[f]))
-					check_home_order(x, fs, op);
+				if (!strcmp(op->path, x->paths[f])) {
+					check_home_order(x, fs, op, f);
+					if (!op->direct && (x->c.direct & (1u << f)))
+						x->s.twin_writes++;
+					if (op->rwf & RWF_ATOMIC)
+						parse_fast_write(x, op);
+				}
 	}
 	if (x->failed)
 		return;
@@ -1124,7 +1336,9 @@ static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 		take_snapshot(x, fs, op);
 	const struct cs_replay *rp = x->rp;
 	if (rp && rp->point >= 0) {
-		if ((int64_t)op->index == rp->point)
+		/* a replay checks its one point, under the same rule as the
+		 * run: nothing is promised before the store's setup is done */
+		if ((int64_t)op->index == rp->point && x->checking)
 			check_point(x, fs, op);
 		return;
 	}
@@ -1158,8 +1372,10 @@ static int open_store(struct ctx *x)
 	/* atomio keeps errbuf for the store's later calls: it lives in ctx */
 	char *err = x->errbuf;
 	err[0] = 0;
-	struct atomio_options o = {.log_size = x->c.log, .flags = ATOMIO_CREATE, .errbuf = err,
+	struct atomio_options o = {.log_size = x->c.log, .flags = store_flags(&x->c), .errbuf = err,
 				   .errbuf_size = sizeof(x->errbuf)};
+	/* a new session: seqs start again from what recovery found */
+	x->sort_from = x->norder;
 	int r = atomio_open(LOG_PATH, &o, &x->st);
 	if (r < 0) {
 		printf("CRASH-CHECK FAILED: atomio_open in the run: %d %s: %s\n", r, atomio_strerror(r), err);
@@ -1206,12 +1422,26 @@ static void reopen(struct ctx *x)
  * is gone; the workload goes on after recovery. */
 static void apply_snapshot(struct ctx *x)
 {
+	/* The hook (in atomio's checkpointer thread too) reads the snapshot
+	 * state and the models: change them with the simfs held. */
+	simfs_lock(x->fs);
 	if (!x->snap.taken)
 		take_snapshot(x, x->fs, NULL);
 	x->armed = false;
 	x->snap.taken = false;
+	simfs_unlock(x->fs);
+	/* The power cut: the run's disk becomes the image and the old store's
+	 * descriptors die with the "machine"; its threads (the background
+	 * checkpointer) are stopped before the models change under them. */
+	struct simfs *trial = simfs_crash(x->snap.img, NULL);
+	simfs_reset(x->fs, x->snap.img);
+	x->snap.img = NULL;
+	atomio_close(x->st); /* errors expected */
+	x->st = NULL;
 	/* forget everything after the snapshot */
 	x->norder = x->snap.hi;
+	memcpy(x->order, x->snap.order, x->norder * sizeof(*x->order));
+	memcpy(x->oseq, x->snap.oseq, x->norder * sizeof(*x->oseq));
 	for (int f = 0; f < x->c.files; f++) {
 		mf_free(&x->base[f]);
 		x->base[f] = x->snap.base[f];
@@ -1220,18 +1450,13 @@ static void apply_snapshot(struct ctx *x)
 	x->base_k = x->lo = x->snap.lo;
 	cache_clear(x);
 	char why[1024];
-	struct simfs *trial = simfs_crash(x->snap.img, NULL);
 	int64_t k = recover_match(x, trial, x->snap.lo, x->snap.hi, why, sizeof(why));
 	simfs_free(trial);
 	if (k < 0) {
 		struct where w = {.point = x->snap.point, .pick = x->snap.pick, .snapshot = true};
-		report(x, NULL, why, &w);
-		simfs_free(x->snap.img);
+		report(x, x->fs, why, &w);
 		goto out;
 	}
-	simfs_reset(x->fs, x->snap.img);
-	atomio_close(x->st); /* its descriptors died with the "machine": errors expected */
-	x->st = NULL;
 	x->norder = (size_t)k;
 	x->floor = x->lo = (uint64_t)k;
 	update_bounds(x);
@@ -1239,9 +1464,11 @@ static void apply_snapshot(struct ctx *x)
 	if (open_store(x) == 0)
 		check_run_state(x, "after crash and recovery in the run");
 out:
-	x->snap.img = NULL;
 	free(x->snap.pick);
 	x->snap.pick = NULL;
+	free(x->snap.order);
+	free(x->snap.oseq);
+	x->snap.order = x->snap.oseq = NULL;
 }
 
 /* Commit (or abort) one group.  0 committed, 1 aborted, else an error. */
@@ -1350,10 +1577,14 @@ static void between_groups(struct ctx *x, struct rng *r)
 	if (!x->failed && (int)below(r, 100) < x->c.reopen_pct)
 		reopen(x);
 	if (!x->failed && (int)below(r, 100) < x->c.crash_pct) {
-		x->armed = true;
 		/* one thread: somewhere in the next group; several: preferably
-		 * at a multi-record batch (see run_hook), else late */
-		x->countdown = (int)below(r, x->c.threads > 1 ? 400 : 12);
+		 * at a multi-record batch (see run_hook), else late.  (The
+		 * hook may run in the store's checkpointer meanwhile.) */
+		int cd = (int)below(r, x->c.threads > 1 ? 400 : 12);
+		simfs_lock(x->fs);
+		x->countdown = cd;
+		x->armed = true;
+		simfs_unlock(x->fs);
 	}
 }
 
@@ -1391,7 +1622,8 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 
 	struct simfs_config sc = {.dio_align = x->c.dio, .phys_block = x->c.phys,
 				  .no_direct = x->c.nodirect, .no_rwf_dsync = x->c.nodsync,
-				  .seed = mix64(x->c.seed ^ 0xd15c)};
+				  .atomic_write_max = x->c.fast ? ATOMIC_MAX : 0,
+				  .proc_fd = !x->c.noproc, .seed = mix64(x->c.seed ^ 0xd15c)};
 	x->fs = simfs_new(&sc);
 	simfs_mkdir(x->fs, "/d");
 	simfs_mkdir(x->fs, "/e");
@@ -1436,9 +1668,10 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	x->grps = NULL;
 	x->ngids = 1 + (size_t)x->c.threads * (size_t)x->c.groups;
 	x->order = calloc(x->ngids, sizeof(*x->order));
+	x->oseq = calloc(x->ngids, sizeof(*x->oseq));
 	x->acked = calloc(x->ngids, sizeof(*x->acked));
 	x->grps = calloc(x->ngids, sizeof(*x->grps));
-	if (!x->order || !x->acked || !x->grps)
+	if (!x->order || !x->oseq || !x->acked || !x->grps)
 		abort();
 	if (open_store(x) == 0) {
 		struct atomio_caps caps;
@@ -1455,7 +1688,9 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 			between_groups(x, &r);
 			if (x->failed)
 				break;
+			simfs_lock(x->fs);
 			x->committing = (uint64_t)g;
+			simfs_unlock(x->fs);
 			for (int i = 0; i < x->grps[g].nops && !x->failed; i++)
 				if (!x->registered[x->grps[g].ops[i].file])
 					register_file(x, x->grps[g].ops[i].file);
@@ -1505,6 +1740,8 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	if (x->snap.img)
 		simfs_free(x->snap.img);
 	free(x->snap.pick);
+	free(x->snap.order);
+	free(x->snap.oseq);
 	simfs_free(x->fs);
 	cache_clear(x);
 	for (int f = 0; f < MAXF; f++) {
@@ -1515,6 +1752,7 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		free(x->grps[g].ops);
 	free(x->grps);
 	free(x->order);
+	free(x->oseq);
 	free((void *)x->acked);
 	free(x->cfgstr);
 	int failed = x->failed;

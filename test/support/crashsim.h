@@ -31,10 +31,13 @@
  * produced (see struct cs_stats): a home write issued while a log write was
  * not yet durable is a failure at once.
  *
- * Single-threaded runs are deterministic in the config string (seed
- * included): a failure prints a command line that replays just that image
- * (t_crash --cfg ... --point P --pick ...).  Multi-threaded runs are not;
- * their failures dump the crash image to a directory.
+ * Single-threaded runs without background checkpoints (bg=0) are
+ * deterministic in the config string (seed included): a failure prints a
+ * command line that replays just that image (t_crash --cfg ... --point P
+ * --pick ...).  Runs with several threads, or with atomio's default
+ * background checkpointer thread, are not: their failures dump the crash
+ * image to a directory (and print the same line, which replays the run
+ * with another interleaving).
  */
 #ifndef ATOMIO_CRASHSIM_H
 #define ATOMIO_CRASHSIM_H
@@ -70,6 +73,16 @@ struct cs_cfg {
 	uint32_t compress;  /* 0: random bytes (incompressible: raw records); N >= 2: the
 			       bytes come in runs of N equal ones, so that records are
 			       stored LZ4-compressed (issue 7) */
+	/* store options */
+	bool bg;            /* background checkpoints (atomio's default; 0 =
+			       ATOMIO_NO_BG_CHECKPOINT).  The checkpointer is a thread
+			       of its own: a run with it is not deterministic */
+	bool fast;          /* ATOMIO_FAST_PATH_FORCE, and the disk takes RWF_ATOMIC:
+			       single-range groups on an O_DIRECT file 0 may skip the log */
+	bool dhome;         /* ATOMIO_DIRECT_HOME: O_DIRECT files' home writes with O_DIRECT
+			       (default: through a buffered twin descriptor) */
+	bool noproc;        /* no /proc/self/fd (no twin descriptors; recovery and the log
+			       open by path) */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
@@ -120,6 +133,12 @@ struct cs_stats {
 	uint64_t size_lost;   /* a data file's size was not what the groups left: recovery fixed it */
 	uint64_t home_checked; /* home writes checked to follow a durable record */
 	uint64_t compressed;  /* LZ4 records among the log writes */
+	/* the engine's default paths, exercised */
+	uint64_t bg_checkpoints; /* background checkpoints completed (atomio_stats) */
+	uint64_t fast_writes;    /* groups written by the kernel fast path (RWF_ATOMIC) */
+	uint64_t twin_writes;    /* home writes of O_DIRECT files through a buffered twin */
+	uint64_t reordered;      /* log writes in flight together that reached the disk
+				    out of commit order */
 };
 
 /* Defaults for a small sampled run. */

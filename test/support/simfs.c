@@ -232,13 +232,16 @@ struct item {
 	uint8_t kind;
 	bool durable;
 	bool direct;
+	bool atomic;      /* DATA: RWF_ATOMIC, never torn */
 	bool synced_src, synced_dst; /* RENAME: which directories were synced */
 	uint64_t point;
 	uint64_t ino;     /* DATA/SIZE: file; CREATE/UNLINK: directory; RENAME: source dir */
 	uint64_t ino2;    /* CREATE/UNLINK/RENAME: the entry's inode */
 	uint64_t dino;    /* RENAME: target directory */
 	uint64_t off, len; /* DATA */
-	uint64_t size;    /* SIZE */
+	uint64_t size;    /* SIZE: the new size.  DATA: the size the file has at
+			     least once this write is whole on the media, for a
+			     write durable on return (else 0, see s_pwritev) */
 	uint8_t *data;    /* DATA (NULL = zeros) */
 	char *name, *name2;
 	char *path;
@@ -457,8 +460,11 @@ static void apply_item(struct inode **tab, size_t ntab, const struct item *it,
 	struct inode *in = it->ino < ntab ? tab[it->ino] : NULL;
 	switch (it->kind) {
 	case IT_DATA:
-		if (in)
+		if (in) {
 			apply_data(in, it, f, unit);
+			if (it->size > in->bsize && (!f || f->fate == SIMFS_KEEP))
+				apply_size(in, it->size);
+		}
 		break;
 	case IT_SIZE:
 		if (in)
@@ -631,6 +637,9 @@ uint64_t simfs_points(struct simfs *fs)
 	unlock(fs);
 	return n;
 }
+
+void simfs_lock(struct simfs *fs) { lock(fs); }
+void simfs_unlock(struct simfs *fs) { unlock(fs); }
 
 static void crash_point(struct simfs *fs, struct simfs_opinfo *oi)
 {
@@ -943,13 +952,50 @@ static void size_change(struct simfs *fs, struct inode *in, uint64_t size, const
 	it->size = size;
 }
 
+/* open("/proc/self/fd/N"): the inode of descriptor N, reopened (Linux
+ * opens the file itself, whatever its path is now).  -2 = not such a path. */
+static int proc_fd_open(struct simfs *fs, const char *path, int flags)
+{
+	static const char pre[] = "/proc/self/fd/";
+	if (!fs->cfg.proc_fd || strncmp(path, pre, sizeof(pre) - 1))
+		return -2;
+	char *end;
+	long n = strtol(path + sizeof(pre) - 1, &end, 10);
+	if (*end || n < 0 || n > INT_MAX)
+		return -ENOENT;
+	struct ofd *o = ofd_get(fs, (int)n);
+	if (!o || o->dead)
+		return -ENOENT;
+	struct inode *in = inode_get(fs, o->ino);
+	if (in->isdir && (flags & O_ACCMODE) != O_RDONLY)
+		return -EISDIR;
+	if ((flags & O_DIRECTORY) && !in->isdir)
+		return -ENOTDIR;
+	if ((flags & O_DIRECT) && fs->cfg.no_direct)
+		return -EINVAL;
+	char *p = xstrdup(o->path); /* ofd_new may move the table */
+	int r = ofd_new(fs, in->ino, flags, p);
+	free(p);
+	if ((flags & O_TRUNC) && !in->isdir && (flags & O_ACCMODE) != O_RDONLY && in->vsize) {
+		struct ofd *no = ofd_get(fs, r);
+		size_change(fs, in, 0, no->path);
+		struct simfs_opinfo oi = {.kind = SIMFS_OP_TRUNCATE, .path = no->path};
+		crash_point(fs, &oi);
+	}
+	return r;
+}
+
 static int s_open(const char *path, int flags, mode_t mode)
 {
 	CUR_OR_FAIL(fs);
 	lock(fs);
 	struct pathv pv;
 	const char *name = NULL;
-	int r;
+	int r = proc_fd_open(fs, path, flags);
+	if (r != -2) {
+		unlock(fs);
+		return r;
+	}
 	int64_t ino = lookup(fs, path);
 	if (ino == -ENOENT && (flags & O_CREAT)) {
 		int64_t d = lookup_parent(fs, path, &pv, &name);
@@ -1067,6 +1113,11 @@ static void make_durable(struct simfs *fs, size_t from, size_t to)
 	fold(fs);
 }
 
+static uint64_t atomic_min(const struct simfs *fs)
+{
+	return fs->cfg.atomic_write_min ? fs->cfg.atomic_write_min : fs->cfg.dio_align;
+}
+
 static ssize_t s_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf)
 {
 	CUR_OR_FAIL(fs);
@@ -1086,9 +1137,22 @@ static ssize_t s_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off,
 		r = -EINVAL;
 		goto out;
 	}
-	if ((rwf & ~RWF_DSYNC) || ((rwf & RWF_DSYNC) && fs->cfg.no_rwf_dsync)) {
+	if ((rwf & ~(RWF_DSYNC | RWF_ATOMIC)) || ((rwf & RWF_DSYNC) && fs->cfg.no_rwf_dsync) ||
+	    ((rwf & RWF_ATOMIC) && !fs->cfg.atomic_write_max)) {
 		r = -EOPNOTSUPP;
 		goto out;
+	}
+	bool atomic = rwf & RWF_ATOMIC;
+	if (atomic) {
+		/* Linux's rules (generic_atomic_write_valid and the statx
+		 * limits): O_DIRECT, one segment, a power-of-two length within
+		 * the unit limits, naturally aligned. */
+		uint64_t n = iovcnt == 1 ? iov[0].iov_len : 0;
+		if (!direct || iovcnt != 1 || n < atomic_min(fs) || n > fs->cfg.atomic_write_max ||
+		    (n & (n - 1)) || (uint64_t)off % n) {
+			r = -EINVAL;
+			goto out;
+		}
 	}
 	for (int i = 0; i < iovcnt; i++) {
 		if (direct && !dio_ok(fs, 0, iov[i].iov_len, iov[i].iov_base)) {
@@ -1115,14 +1179,29 @@ static ssize_t s_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off,
 	it->off = (uint64_t)off;
 	it->len = len;
 	it->direct = direct;
+	it->atomic = atomic;
 	if (is_zero(data, len))
 		free(data);
 	else
 		it->data = data;
-	if ((uint64_t)off + len > o_in->vsize)
-		size_change(fs, o_in, (uint64_t)off + len, o->path);
 	bool sync = (rwf & RWF_DSYNC) || (o->flags & (O_DSYNC | O_SYNC)) == O_DSYNC ||
 		    (o->flags & O_SYNC) == O_SYNC;
+	/* A write durable on return makes durable, with its data, the size
+	 * needed to read it back (O_DSYNC: "the metadata needed to retrieve
+	 * the data"), also where an earlier write's pending size change made
+	 * the file that long (ext4 and XFS raise the on-disk size when the
+	 * write completes).  So once it is whole on the media the file is at
+	 * least this long, whatever became of earlier size changes. */
+	if (sync || atomic)
+		it->size = (uint64_t)off + len;
+	if ((uint64_t)off + len > o_in->vsize) {
+		if (atomic)
+			/* All of an untorn write or none of it: its size change
+			 * too (set when the write completes). */
+			o_in->vsize = (uint64_t)off + len;
+		else
+			size_change(fs, o_in, (uint64_t)off + len, o->path);
+	}
 	struct simfs_opinfo oi = {.kind = SIMFS_OP_WRITE, .path = o->path, .off = (uint64_t)off,
 				  .len = len, .iov = iov, .iovcnt = iovcnt, .rwf = rwf,
 				  .direct = direct, .sync = sync};
@@ -1288,6 +1367,14 @@ static int s_statx(int dirfd, const char *path, int flags, unsigned mask, struct
 		stx->stx_mask |= ATOMIO_STATX_DIOALIGN;
 		stx->stx_dio_mem_align = fs->cfg.dio_mem_align;
 		stx->stx_dio_offset_align = fs->cfg.dio_align;
+	}
+	if ((mask & ATOMIO_STATX_WRITE_ATOMIC) && !in->isdir && fs->cfg.atomic_write_max) {
+		stx->stx_mask |= ATOMIO_STATX_WRITE_ATOMIC;
+		stx->stx_attributes |= ATOMIO_STATX_ATTR_WRITE_ATOMIC;
+		stx->stx_attributes_mask |= ATOMIO_STATX_ATTR_WRITE_ATOMIC;
+		stx->stx_atomic_write_unit_min = (uint32_t)atomic_min(fs);
+		stx->stx_atomic_write_unit_max = fs->cfg.atomic_write_max;
+		stx->stx_atomic_write_segments_max = 1;
 	}
 	unlock(fs);
 	return 0;
@@ -1472,6 +1559,7 @@ size_t simfs_pending(struct simfs *fs, struct simfs_item *out, size_t max)
 			o->size = it->size;
 			o->data = it->data;
 			o->direct = it->direct;
+			o->atomic = it->atomic;
 		}
 		n++;
 	}
@@ -1520,8 +1608,8 @@ struct simfs *simfs_crash(struct simfs *fs, const struct simfs_pick *pick)
 		k++;
 		if (!f || f->fate == SIMFS_DROP)
 			continue;
-		if (f->fate == SIMFS_TEAR && it->kind != IT_DATA)
-			continue; /* metadata does not tear: treat as not landed */
+		if (f->fate == SIMFS_TEAR && (it->kind != IT_DATA || it->atomic))
+			continue; /* metadata and atomic writes do not tear: not landed */
 		apply_item(img->inodes, img->ninodes, it, f, unit);
 	}
 	/* A fresh boot: bytes past the end are gone, the durable state is all
@@ -1619,7 +1707,7 @@ int simfs_materialize(struct simfs *fs, const char *realdir)
 
 static uint64_t n_opts(const struct item *it, uint32_t unit)
 {
-	if (it->kind != IT_DATA)
+	if (it->kind != IT_DATA || it->atomic)
 		return 2;
 	uint64_t u = units_of(it->off, it->len, unit);
 	if (u <= 1)

@@ -16,7 +16,8 @@
  *    durable (a file's fsync does NOT make its name durable);
  *  - in a crash image, ANY SUBSET of the pending items reached the media, each
  *    data item possibly TORN: only some of its sectors (the "unit", 512 or
- *    4096 bytes, counted from file offset 0) landed.  Items of one file are
+ *    4096 bytes, counted from file offset 0) landed (an RWF_ATOMIC write
+ *    does not tear).  Items of one file are
  *    applied in the order issued, so a later write wins where both landed; a
  *    file's size is set by the last of its size items that landed (a shrink
  *    that landed zeroes what lay beyond).  An image is a freshly booted disk:
@@ -73,6 +74,19 @@ struct simfs_config {
 				   this value; 0 = /sys absent (atomio then assumes 4096) */
 	bool no_direct;         /* open(O_DIRECT) fails with EINVAL, as on tmpfs */
 	bool no_rwf_dsync;      /* pwritev2(RWF_DSYNC) fails with EOPNOTSUPP */
+	/* RWF_ATOMIC (untorn writes, Linux 6.11+): with atomic_write_max set,
+	 * statx reports STATX_WRITE_ATOMIC (unit min atomic_write_min, or the
+	 * O_DIRECT alignment; unit max atomic_write_max; one segment) and a
+	 * pwritev2 with RWF_ATOMIC on an O_DIRECT descriptor, of one buffer
+	 * whose power-of-two length lies in [min, max] at an offset aligned to
+	 * it, is one pending item that is never torn: in a crash image all of
+	 * it landed or none.  Any other RWF_ATOMIC write fails with EINVAL; with
+	 * atomic_write_max 0 every one fails with EOPNOTSUPP. */
+	uint32_t atomic_write_min, atomic_write_max;
+	/* Serve /proc/self/fd/N: open() of it opens the inode descriptor N of
+	 * this simfs refers to (a new descriptor with the new flags), as Linux
+	 * does; absent (ENOENT) otherwise. */
+	bool proc_fd;
 	uint64_t seed;          /* the getrandom() stream */
 };
 
@@ -145,6 +159,13 @@ typedef void (*simfs_hook_fn)(struct simfs *fs, const struct simfs_opinfo *op, v
  * itself runs, nor on images it builds unless it sets a hook on them. */
 void simfs_set_hook(struct simfs *fs, simfs_hook_fn fn, void *arg);
 uint64_t simfs_points(struct simfs *fs);
+/* Hold fs: until simfs_unlock, every other thread's call on fs (and so its
+ * hook) waits.  For a hook's caller that changes what the hook reads while
+ * store threads (atomio's checkpointer) may reach crash points.  Recursive;
+ * the holder may call simfs itself, but must not wait for a thread that is
+ * blocked in fs. */
+void simfs_lock(struct simfs *fs);
+void simfs_unlock(struct simfs *fs);
 
 /* --- pending items and crash images ---------------------------------------------- */
 
@@ -159,6 +180,7 @@ struct simfs_item {
 	uint64_t size;        /* SIZE */
 	const uint8_t *data;  /* DATA: the bytes (NULL = zeros) */
 	bool direct;          /* DATA: written with O_DIRECT */
+	bool atomic;          /* DATA: written with RWF_ATOMIC (never torn) */
 };
 
 /* The pending items in issue order; returns their count (fills at most max).
