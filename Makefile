@@ -9,7 +9,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc $(WARN)
 CFLAGS ?= -O2 -g
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DATOMIO_DEBUG -DATOMIO_SAN
-LIBS := -lxxhash -pthread
+LIBS := -lxxhash -llz4 -pthread
 
 LIB_SRCS := $(wildcard src/*.c)
 LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
@@ -57,7 +57,7 @@ $(BUILD)/libatomio.so: $(LIB_OBJS) src/libatomio.map
 	$(CC) -shared -Wl,-soname,libatomio.so.0 -Wl,--version-script=src/libatomio.map -o $@ $(LIB_OBJS) $(LIBS)
 
 $(BUILD)/atomio.pc: Makefile | $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: atomio\nDescription: atomic write groups over a checksummed redo log\nVersion: 0.1\nRequires.private: libxxhash liburing\nLibs: -L$${libdir} -latomio\nLibs.private: -lxxhash -luring -pthread\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: atomio\nDescription: atomic write groups over a checksummed redo log\nVersion: 0.1\nRequires.private: libxxhash liburing liblz4\nLibs: -L$${libdir} -latomio\nLibs.private: -lxxhash -llz4 -luring -pthread\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
 
 $(BUILD) $(BUILD)/obj $(BUILD)/san/obj $(BUILD)/test $(BUILD)/san/test:
 	mkdir -p $@

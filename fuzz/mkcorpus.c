@@ -129,6 +129,28 @@ static void child_abs(void *arg)
 	CHECK_OK(atomio_tx_commit(tx));
 }
 
+/* Compressible groups (workload.h's runs of equal bytes): LZ4 records, of
+ * one and of several ranges, among raw ones (issue 7). */
+static void child_compressed(void *arg)
+{
+	(void)arg;
+	struct atomio_options o = t_opts(65536);
+	atomio *st;
+	CHECK_OK(atomio_open(t_path("log"), &o, &st));
+	int ids[2];
+	ids[0] = atomio_file_open(st, t_path("a"), O_CREAT, 0644);
+	ids[1] = atomio_file_open(st, t_path("b"), O_CREAT, 0644);
+	w_fill_run = 16;
+	groups(st, ids, 2, 4242, 5, 3000);
+	w_fill_run = 0;
+	groups(st, ids, 2, 4243, 1, 600);
+	struct atomio_stats s;
+	CHECK_OK(atomio_stats(st, &s));
+	CHECK(s.records_compressed > 0);
+}
+
+static int version1; /* emit: write the superblocks as format version 1 */
+
 /* Write the compact form of the log at path as seeds; wrap_first: lay the
  * first record at the end of the area and the others from its start. */
 static void emit(const char *name, const char *path, int wrap_first)
@@ -185,6 +207,8 @@ static void emit(const char *name, const char *path, int wrap_first)
 	sb.area_off = area_off;
 	sb.area_size = area_size;
 	sb.head_off = head;
+	if (version1)
+		sb.version = 1; /* a log of the first format (no compressed record) */
 	lp_sb_seal(&sb);
 	memcpy(img + (sb.generation % 2) * SB_SLOT, &sb, sizeof(sb));
 	struct sb_disk old = sb;
@@ -261,5 +285,17 @@ int main(int argc, char **argv)
 	fresh();
 	CHECK_EQ(lp_crash_child(child_abs, NULL), 0);
 	emit("abspath", t_path("sub/log"), 0);
+
+	fresh();
+	CHECK_EQ(lp_crash_child(child_compressed, NULL), 0);
+	emit("compressed", t_path("log"), 0);
+	emit("compressed-wrapped", t_path("log"), 1);
+
+	fresh();
+	nf = 2;
+	CHECK_EQ(lp_crash_child(child_groups, &nf), 0);
+	version1 = 1;
+	emit("version1", t_path("log"), 0);
+	version1 = 0;
 	return 0;
 }

@@ -74,17 +74,29 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
  * syncs the data files and frees the log while commits go on.  For test
  * backends that want one deterministic order of system calls. */
 #define ATOMIO_NO_BG_CHECKPOINT 0x400u
+/* Never compress log records.  Default: a group's data (up to 1 MiB) is
+ * stored LZ4-compressed in its record when that makes the record shorter
+ * (docs/API.md, "Wear"); incompressible data is stored as it is. */
+#define ATOMIO_NO_COMPRESS 0x800u
 
 struct atomio_options {
 	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 64 MiB */
 	uint32_t flags;    /* ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS */
-	uint32_t reserved0;
+	/* Checkpoint policy (docs/API.md, "Wear"): a background checkpoint runs
+	 * when the log is more than ckpt_percent full (0 = 50; at most 99) or when
+	 * more than dirty_limit bytes of home writes (distinct 4 KiB blocks)
+	 * wait for a checkpoint (0 = the log's size).  A bigger log and a higher
+	 * percentage write a page rewritten often home fewer times; dirty_limit
+	 * bounds the dirty page cache that costs (commits wait for a checkpoint
+	 * at twice it). */
+	uint32_t ckpt_percent;
 	/* Optional: on failure of atomio_open (and later calls on the store),
 	 * a one-line explanation naming the file or field at fault is written
 	 * here, NUL-terminated.  May be NULL. */
 	char *errbuf;
 	size_t errbuf_size;
-	uint64_t reserved[4]; /* must be zero */
+	uint64_t dirty_limit;
+	uint64_t reserved[3]; /* must be zero */
 };
 
 /* --- errors of atomio's own (negative, outside the errno range) -------- */
@@ -124,6 +136,13 @@ void atomio_tx_abort(atomio_tx *tx);
 /* O_ATOMIC-style single calls: one group of one range; return len on success. */
 ssize_t atomio_pwrite(atomio *st, int file, const void *buf, size_t len, off_t off);
 ssize_t atomio_pwritev(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
+
+/* Read a registered file: the newest committed data of every range (as
+ * pread; short only at the end of the file).  For O_DIRECT files without
+ * alignment rules and without making atomio's pending home writes go to
+ * the device early (docs/API.md, "Which reads see what"). */
+ssize_t atomio_pread(atomio *st, int file, void *buf, size_t len, off_t off);
+ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
 
 int atomio_checkpoint(atomio *st);
 
@@ -185,7 +204,12 @@ struct atomio_stats {
 	uint64_t batches;          /* log writes that carried one or more groups (group commit) */
 	uint64_t log_full_waits;   /* commits that had to wait for a checkpoint to free log space */
 	uint64_t fast_writes;      /* groups written in place by the kernel fast path (no log) */
-	uint64_t reserved[6];
+	uint64_t bytes_raw;        /* data bytes of the groups logged, before compression */
+	uint64_t records_compressed; /* records stored LZ4-compressed */
+	uint64_t bytes_checkpointed; /* distinct 4 KiB blocks of home writes that checkpoints
+					made durable, in bytes (what the page cache had to write) */
+	uint64_t dirty_bytes;      /* distinct home bytes written since the last checkpoint began */
+	uint64_t reserved[2];
 };
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps);

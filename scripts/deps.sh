@@ -4,6 +4,10 @@
 # Add a package here, not in the Makefile or the CI script.
 set -eu
 PKGS="gcc make libc6-dev libxxhash-dev"
+# compressed log records (issue 7): LZ4
+PKGS="$PKGS liblz4-dev"
+# make bench-compress: zstd, to compare
+PKGS="$PKGS libzstd-dev"
 # the engine: io_uring through liburing
 PKGS="$PKGS liburing-dev"
 # the atomio command's tests: jq reads its JSON; xfsprogs makes the XFS loop image

@@ -84,8 +84,10 @@ int checkpoint_locked(atomio *st)
 		pthread_cond_wait(&st->ckpt_cv, &st->lock);
 	int failed = st->failed;
 	uint64_t seq = st->next_seq, used = st->used, tail = st->tail;
-	if (!failed)
+	if (!failed) {
 		st->ckpt_busy = true;
+		dirty_ckpt_begin_locked(st); /* wear.c: what this sync makes durable */
+	}
 	pthread_mutex_unlock(&st->lock);
 	if (failed)
 		return ATOMIO_EFAILED;
@@ -109,6 +111,7 @@ int checkpoint_locked(atomio *st)
 	st->ckpt_wanted = false;
 	st->ckpt_busy = false;
 	pthread_cond_broadcast(&st->ckpt_cv);
+	dirty_ckpt_end(st, false); /* sync_files dropped the files' pages whole */
 	pthread_mutex_unlock(&st->lock);
 	if (r < 0)
 		return r;
@@ -128,6 +131,8 @@ void checkpoint_background_locked(atomio *st)
 	if (cut_seq == st->head_seq)
 		return; /* no batch home since the last checkpoint */
 	st->ckpt_busy = true;
+	dirty_ckpt_begin_locked(st);
+	st->ckpt_bg_running = true; /* file_drop_cache: wear.c drops what this syncs */
 	pthread_mutex_unlock(&st->lock);
 
 	int r = sync_files(st);
@@ -150,8 +155,10 @@ void checkpoint_background_locked(atomio *st)
 		st->head_seq = cut_seq;
 		atomic_fetch_add(&st->stats.checkpoints, 1);
 	}
+	st->ckpt_bg_running = false;
 	st->ckpt_busy = false;
 	pthread_cond_broadcast(&st->ckpt_cv);
+	dirty_ckpt_end(st, r == 0);
 }
 
 int atomio_checkpoint(atomio *st)

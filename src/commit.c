@@ -127,10 +127,12 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 		.seq = tx->seq,
 		.epoch = st->rec_epoch,
 		.rec_len = tx->rec_len,
-		.data_len = tx->data_len,
+		.data_len = tx->cdata ? tx->clen : tx->data_len,
 		.nsegs = tx->nsegs,
 		.raw_len = tx->data_len,
 	};
+	if (tx->cdata)
+		h.flags |= REC_F_LZ4; /* data_off below is into the raw data (format.h) */
 	char *desc = buf + REC_HDR;
 	char *data = desc + (size_t)REC_DESC * tx->nsegs;
 	uint64_t doff = 0;
@@ -140,10 +142,15 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 		if (s->kind == SEG_WRITE) {
 			d.len = s->len;
 			d.data_off = doff;
-			memcpy(data + doff, s->src, s->len);
+			if (!tx->cdata)
+				memcpy(data + doff, s->src, s->len);
 			doff += s->len;
 		}
 		memcpy(desc + (size_t)REC_DESC * i, &d, sizeof(d));
+	}
+	if (tx->cdata) {
+		memcpy(data, tx->cdata, tx->clen);
+		doff = tx->clen;
 	}
 	size_t used = REC_HDR + (size_t)REC_DESC * tx->nsegs + doff;
 	memset(buf + used, 0, tx->rec_len - used);
@@ -303,7 +310,9 @@ again:
 		if (fast)
 			break;
 		off = log_place(st, align_up(first->rec_len, st->block), &room);
-		if (off != UINT64_MAX)
+		/* Also wait when the page cache holds twice the dirty limit
+		 * (wear.c): the checkpoint bounds it. */
+		if (off != UINT64_MAX && !dirty_full_locked(st))
 			break;
 		/* Log full.  A background checkpoint is freeing space: wait for
 		 * it.  Else free it all: that needs every logged batch home
@@ -449,23 +458,33 @@ again:
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
 		fail_locked(st, r);
+	else if (!fast)
+		dirty_note_locked(st, first, n);
 	st->home_next = k + 1;
 	pthread_cond_broadcast(&st->home_cv);
 	if (r == 0 && !fast && bytes) {
 		st->home_seq = end_seq;
 		st->home_off = end_off;
-		/* More than half the log in use: have the worker free what is
-		 * home, while commits go on.  (If no worker can be started, a
-		 * full log is checkpointed in the commit path as before.) */
-		if (st->used > st->area_size / 2 && !st->ckpt_busy && !st->ckpt_wanted &&
-		    !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
+		/* The log more than ckpt_percent full, or the page cache
+		 * holding more than the dirty limit (wear.c): have the
+		 * checkpointer free what is home, while commits go on.  (If
+		 * no worker can be started, a full log is checkpointed in
+		 * the commit path as before.) */
+		if ((st->used > st->ckpt_at || dirty_over_locked(st)) && !st->ckpt_busy &&
+		    !st->ckpt_wanted && !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
 			(void)async_checkpoint_locked(st);
 	}
 	uint32_t i = 0;
 	for (atomio_tx *t = first, *next; i < n; t = next, i++) {
 		next = t->qnext;
-		if (r == 0)
+		if (r == 0) {
 			atomic_fetch_add(&st->stats.commits, 1);
+			if (!fast && t->nsegs) {
+				atomic_fetch_add(&st->stats.bytes_raw, t->data_len);
+				if (t->cdata)
+					atomic_fetch_add(&st->stats.records_compressed, 1);
+			}
+		}
 		finish_locked(st, t, r);
 	}
 }
@@ -479,6 +498,9 @@ int commit_prepare(atomio_tx *tx)
 	tx->rec_len = tx->nsegs ? rec_len_for(tx->nsegs, tx->data_len) : 0;
 	if (align_up(tx->rec_len, st->block) > st->area_size)
 		return -E2BIG;
+	/* Here, in the committing thread, so that threads compress at once. */
+	if (tx->nsegs)
+		rec_compress(tx);
 	return 0;
 }
 

@@ -417,7 +417,9 @@ int file_open_home(atomio *st, struct afile *f, int fd)
  * an O_DIRECT file does not keep page cache between checkpoints. */
 void file_drop_cache(atomio *st, struct afile *f)
 {
-	(void)st;
+	/* A background checkpoint drops only the blocks it synced (wear.c). */
+	if (st->ckpt_bg_running)
+		return;
 	if (f->hfd >= 0 && f->hfd != f->fd)
 		sys_fadvise(f->hfd, 0, 0, POSIX_FADV_DONTNEED);
 }

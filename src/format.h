@@ -1,6 +1,12 @@
 /*
- * format.h: the atomio log format, version 1.  Mirrored in docs/FORMAT.md;
+ * format.h: the atomio log format, version 2.  Mirrored in docs/FORMAT.md;
  * a change here is a change there.
+ *
+ * Version 2 added compressed records (flag LZ4 below).  This library reads
+ * logs of versions 1 and 2 and writes version 2: the superblock written when
+ * a store is opened (after recovery, before any new record) carries 2, so a
+ * library that reads only version 1 refuses the log (format version) rather
+ * than taking a compressed record for the end of the log.
  *
  * All integers are little-endian.  Checksums are XXH3-64 (libxxhash).
  *
@@ -27,7 +33,7 @@
  *
  *    0  u8[8]  magic "ATOMIOLG"
  *    8  u32    byte-order mark 0x01020304 (reads 0x04030201 on a foreign-endian host)
- *   12  u32    format version (1)
+ *   12  u32    format version (2; 1 is read too, and has no compressed record)
  *   16  u64    store id: random at creation; seeds every record and catalog checksum,
  *              so that bytes of another store (or an earlier log at this path) never validate
  *   24  u64    generation: +1 on every superblock write; the valid slot with the
@@ -82,15 +88,20 @@
  *    0  u32    magic "AREC"
  *    4  u16    type: 1 = group
  *    6  u16    flags: bit 0 = LAST: the record ends a log write; the next record
- *              starts at the next block boundary (else at this record's end)
+ *              starts at the next block boundary (else at this record's end);
+ *              bit 1 = LZ4: the data section is one LZ4 block (the LZ4 block
+ *              format, no frame) that decompresses to exactly raw_len bytes
+ *              (version 2 only; the writer sets it only when that makes the
+ *              record shorter)
  *    8  u64    seq: head seq for the first record after the head, +1 for each next
  *   16  u64    epoch: equals the superblock's epoch
  *   24  u64    rec_len: bytes of this record, header included, multiple of 8
  *   32  u64    data_len: bytes of the data section
  *   40  u32    nsegs: number of segment descriptors (1..MAX_SEGMENTS)
  *   44  u32    reserved, zero
- *   48  u64    raw_len: data bytes before compression (= data_len: version 1
- *              stores data uncompressed)
+ *   48  u64    raw_len: data bytes before compression: = data_len, or with LZ4
+ *              data_len < raw_len <= COMP_MAX (1 MiB) and rec_len <= COMP_MAX,
+ *              so that recovery decompresses a record in bounded memory
  *   56  u64    checksum: XXH3-64 of bytes [0,rec_len) with this field zero,
  *              seed = store id
  *   64  nsegs segment descriptors of 32 bytes:
@@ -99,23 +110,27 @@
  *        6  u16  reserved, zero
  *        8  u64  file offset (write) or new file size (set size), < 2^62
  *       16  u64  length of the write's data (0 for set size); offset + length <= 2^62
- *       24  u64  offset of the data inside the data section; + length <= data_len
- *   64 + 32*nsegs: data section (data_len bytes), then zero padding to rec_len
+ *       24  u64  offset of the data inside the (decompressed) data section;
+ *                + length <= raw_len
+ *   64 + 32*nsegs: data section (data_len bytes as stored), then zero padding
+ *              to rec_len
  *
- *   rec_len == align8(64 + 32*nsegs + data_len).  The segments are applied in
- *   order; a later segment overrides an earlier one it overlaps.
+ *   rec_len == align8(64 + 32*nsegs + data_len).  The checksum covers the
+ *   record as stored (compressed data included).  The segments are applied
+ *   in order; a later segment overrides an earlier one it overlaps.
  *
  * VALIDITY AND RECOVERY
  *
  *   Recovery starts at the head offset expecting the head seq.  At offset p it
  *   accepts a record when magic, type, seq (the expected one), epoch (the
  *   superblock's), lengths (rec_len fits the area from p and matches nsegs and
- *   data_len) and checksum are right.  When p is a block boundary and no valid
+ *   data_len; raw_len as above) and checksum are right.  When p is a block boundary and no valid
  *   record is at p, it also looks at offset 0 (the writer wraps to the area's
  *   start when a write does not fit before its end).  The first offset with no
  *   valid record ends the log: a torn or absent tail is the normal end, not an
  *   error.  A record that passes its checksum but whose descriptors are
- *   impossible (unknown file id, bad kind, range out of bounds) is corruption
+ *   impossible (unknown file id, bad kind, range out of bounds), or whose LZ4
+ *   data does not decompress to exactly raw_len bytes, is corruption
  *   (ATOMIO_ECORRUPT): recovery replays nothing at all in that case.
  *
  *   Why a stale record can never be taken for a live one: a record from
@@ -163,7 +178,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define FMT_VERSION 1u
+#define FMT_VERSION 2u     /* written */
+#define FMT_VERSION_MIN 1u /* oldest read: no compressed records */
 
 #define SB_SLOT 4096u
 #define SB_SIZE 256u
@@ -182,6 +198,8 @@
 #define REC_DESC 32u
 #define REC_TYPE_GROUP 1u
 #define REC_F_LAST 0x1u
+#define REC_F_LZ4 0x2u
+#define COMP_MAX (1u << 20) /* largest compressed record, and its raw data */
 #define SEG_WRITE 1u
 #define SEG_SETSIZE 2u
 

@@ -137,6 +137,10 @@ struct atomio_tx {
 	void *done_arg;
 	struct atomio_tx *cnext;   /* completion list (async.c) */
 	struct atomio_tx *pool_next; /* free list of the store's tx pool */
+	/* compressed record data (wear.c), or NULL: the record stores these
+	 * clen bytes (flag LZ4) instead of the data_len raw ones */
+	void *cdata;
+	uint64_t clen;
 };
 
 struct atomio {
@@ -206,6 +210,19 @@ struct atomio {
 	struct io_uring *ring_home; /* the home stage's (slots[] have the log's) */
 	struct home_op *hops; /* io_uring home writes in flight (home role) */
 
+	/* wear (wear.c): the checkpoint policy's thresholds, and the distinct
+	 * 4 KiB blocks of home writes since the last checkpoint began (dirty,
+	 * under lock) and those the running checkpoint syncs (ckpt_set, the
+	 * checkpoint's own) */
+	uint64_t ckpt_at;     /* background checkpoint when used passes this */
+	uint64_t dirty_limit; /* ... or dirty holds more bytes than this */
+	struct dset {
+		struct dkey *slot;
+		uint64_t cap, used;
+		bool overflow; /* an insert found no memory: count as over the limit */
+	} dirty, ckpt_set;
+	bool ckpt_bg_running; /* a background checkpoint syncs: drop only what it synced */
+
 	/* asynchronous commits (async.c), under lock */
 	pthread_t worker, ckpter;
 	bool worker_on, worker_stop, worker_idle, ckpter_on;
@@ -216,7 +233,8 @@ struct atomio {
 
 	struct {
 		_Atomic uint64_t commits, bytes_logged, bytes_home, log_syncs, data_syncs,
-			checkpoints, groups_recovered, batches, log_full_waits, fast_writes;
+			checkpoints, groups_recovered, batches, log_full_waits, fast_writes,
+			bytes_raw, records_compressed, bytes_checkpointed;
 	} stats;
 };
 
@@ -284,6 +302,16 @@ int sync_file(atomio *st, struct afile *f);
 
 /* recover.c */
 int recover(atomio *st);
+
+/* wear.c */
+void wear_init(atomio *st, uint32_t ckpt_percent, uint64_t dirty_limit);
+void wear_free(atomio *st);
+void rec_compress(atomio_tx *tx);
+void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n);
+bool dirty_over_locked(const atomio *st);
+bool dirty_full_locked(const atomio *st);
+void dirty_ckpt_begin_locked(atomio *st);
+void dirty_ckpt_end(atomio *st, bool synced);
 
 /* tx.c */
 void tx_release(atomio_tx *tx);

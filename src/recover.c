@@ -13,10 +13,14 @@
  * the prefix is applied whole, in order, from the same starting point.
  *
  * Memory is bounded whatever the log says: records are streamed through a
- * fixed buffer; descriptors are at most MAX_SEGMENTS * 32 bytes.
+ * fixed buffer; descriptors are at most MAX_SEGMENTS * 32 bytes; a
+ * compressed record (flag LZ4) is at most COMP_MAX bytes, read whole into
+ * that buffer, and decompresses into a second one of COMP_MAX bytes, never
+ * into anything sized by the record's raw_len.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,6 +31,7 @@
 #include "internal.h"
 
 #define CHUNK (1u << 20)
+_Static_assert(CHUNK >= COMP_MAX, "a compressed record is read whole into the chunk buffer");
 
 struct rec {
 	uint64_t pos; /* area offset */
@@ -37,6 +42,7 @@ struct rec {
 struct rcv {
 	atomio *st;
 	char *buf; /* CHUNK bytes, aligned */
+	char *raw; /* COMP_MAX bytes (at the first compressed record): its data, decompressed */
 	uint64_t epoch;
 	int *fds;         /* by file id, -1 = not open */
 	uint8_t *needed;  /* bitmap by file id */
@@ -61,9 +67,13 @@ static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *r
 	int r = area_read(rc, pos, &h, sizeof(h));
 	if (r < 0)
 		return r;
-	if (h.magic != REC_MAGIC || h.type != REC_TYPE_GROUP || (h.flags & ~REC_F_LAST) ||
+	bool lz4 = h.flags & REC_F_LZ4;
+	if (h.magic != REC_MAGIC || h.type != REC_TYPE_GROUP || (h.flags & ~(REC_F_LAST | REC_F_LZ4)) ||
 	    h.seq != seq || h.epoch != rc->epoch || h.reserved || h.nsegs == 0 ||
-	    h.nsegs > MAX_SEGMENTS || h.data_len > st->area_size || h.raw_len != h.data_len ||
+	    h.nsegs > MAX_SEGMENTS || h.data_len > st->area_size ||
+	    (lz4 ? st->sb.version < 2 || h.data_len == 0 || h.data_len >= h.raw_len ||
+		       h.raw_len > COMP_MAX || h.rec_len > COMP_MAX
+		 : h.raw_len != h.data_len) ||
 	    h.rec_len != rec_len_for(h.nsegs, h.data_len) || h.rec_len > st->area_size - pos)
 		return 0;
 
@@ -83,6 +93,22 @@ static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *r
 	}
 	if (XXH3_64bits_digest(&xs) != h.csum)
 		return 0; /* torn or stale: the end of the log */
+	if (lz4) {
+		/* The whole record is in buf (rec_len <= COMP_MAX <= CHUNK).
+		 * Checksummed, so written by a store: data that does not
+		 * decompress to exactly raw_len bytes is corruption, refused
+		 * before anything is replayed.  LZ4_decompress_safe never
+		 * writes past raw_len (<= COMP_MAX) nor reads past data_len. */
+		const char *cd = rc->buf + REC_HDR + (size_t)REC_DESC * h.nsegs;
+		if (!rc->raw && !(rc->raw = malloc(COMP_MAX)))
+			return -ENOMEM; /* once, at the first compressed record */
+		int n = LZ4_decompress_safe(cd, rc->raw, (int)h.data_len, (int)h.raw_len);
+		if (n < 0 || (uint64_t)n != h.raw_len) {
+			st_err(st, "%s: record seq %llu: its LZ4 data does not decompress to its %llu bytes",
+			       st->log_path, (unsigned long long)h.seq, (unsigned long long)h.raw_len);
+			return ATOMIO_ECORRUPT;
+		}
+	}
 
 	size_t dlen = (size_t)h.nsegs * REC_DESC;
 	struct seg_disk *segs = malloc(dlen);
@@ -114,8 +140,8 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 		else if (d->kind == SEG_WRITE) {
 			if (d->len == 0 || d->off > MAX_OFFSET || d->len > MAX_OFFSET - d->off)
 				why = "writes beyond the largest offset atomio allows (2^62)";
-			else if (d->data_off > rec->h.data_len || d->len > rec->h.data_len - d->data_off)
-				why = "points outside its own data";
+			else if (d->data_off > rec->h.raw_len || d->len > rec->h.raw_len - d->data_off)
+				why = "points outside its own data"; /* raw_len = data_len unless LZ4 */
 		} else if (d->kind == SEG_SETSIZE) {
 			if (d->len || d->data_off || d->off > MAX_OFFSET)
 				why = "sets an impossible file size";
@@ -299,6 +325,7 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 	 * data_off + len <= data_len, and rec_len covers header, descriptors
 	 * and data. */
 	bool whole = rec->h.rec_len <= CHUNK;
+	const char *src = rc->buf + (data - rec->pos); /* the data section, in memory */
 	if (whole) {
 		r = area_read(rc, rec->pos, rc->buf, rec->h.rec_len);
 		if (r < 0)
@@ -312,6 +339,18 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 			return ATOMIO_ECORRUPT;
 		}
 	}
+	if (rec->h.flags & REC_F_LZ4) {
+		/* whole: read_record accepts no compressed record over COMP_MAX */
+		int n = whole ? LZ4_decompress_safe(src, rc->raw, (int)rec->h.data_len,
+						    (int)rec->h.raw_len)
+			      : -1;
+		if (n < 0 || (uint64_t)n != rec->h.raw_len) {
+			st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
+			       (unsigned long long)rec->h.seq);
+			return ATOMIO_ECORRUPT;
+		}
+		src = rc->raw;
+	}
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		int fd = rc->fds[d->file];
@@ -321,8 +360,7 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 				r = atomio_sys->ftruncate(fd, (off_t)d->off);
 			while (r == -EINTR);
 		} else if (whole) {
-			r = sys_pwrite_full(fd, rc->buf + (data - rec->pos) + d->data_off, d->len,
-					    (off_t)d->off, 0);
+			r = sys_pwrite_full(fd, src + d->data_off, d->len, (off_t)d->off, 0);
 		}
 		for (uint64_t done = 0; !whole && d->kind == SEG_WRITE && done < d->len && r == 0;) {
 			size_t n = d->len - done < CHUNK ? (size_t)(d->len - done) : CHUNK;
@@ -431,5 +469,6 @@ out:
 	free(rc.needed);
 	free(rc.maxend);
 	free(rc.buf);
+	free(rc.raw);
 	return r;
 }

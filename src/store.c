@@ -122,7 +122,7 @@ static int sb_check(const struct sb_disk *sb, uint64_t file_size, int *why)
 		*why = ATOMIO_ENOTLOG;
 		return -1;
 	}
-	if (sb->bom != SB_BOM || sb->version != FMT_VERSION) {
+	if (sb->bom != SB_BOM || sb->version < FMT_VERSION_MIN || sb->version > FMT_VERSION) {
 		*why = ATOMIO_EVERSION;
 		return -1;
 	}
@@ -176,6 +176,10 @@ int st_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch
 {
 	struct sb_disk sb = st->sb;
 	sb.generation++;
+	/* A version 1 log is version 2 from its first superblock write on
+	 * (the one at open, before any new record): a library that reads only
+	 * version 1 then refuses it instead of misreading compressed records. */
+	sb.version = FMT_VERSION;
 	sb.head_off = head_off;
 	sb.head_seq = head_seq;
 	sb.epoch = epoch;
@@ -423,6 +427,7 @@ static void st_free(atomio *st)
 	if (st->log_fd >= 0)
 		atomio_sys->close(st->log_fd); /* also drops the flock */
 	tx_pool_free(st);
+	wear_free(st);
 	free(st->files);
 	free(st->log_path);
 	free(st->log_dir);
@@ -447,7 +452,8 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		opts = &def;
 	if (opts->flags & ~(ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS |
 			    ATOMIO_ENGINE_PLAIN | ATOMIO_ENGINE_URING | ATOMIO_FAST_PATH_OFF |
-			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME | ATOMIO_NO_BG_CHECKPOINT))
+			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME | ATOMIO_NO_BG_CHECKPOINT |
+			    ATOMIO_NO_COMPRESS))
 		return -EINVAL;
 	if ((opts->flags & ATOMIO_ENGINE_PLAIN) && (opts->flags & ATOMIO_ENGINE_URING))
 		return -EINVAL;
@@ -456,7 +462,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	for (unsigned i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
 		if (opts->reserved[i])
 			return -EINVAL;
-	if (opts->reserved0)
+	if (opts->ckpt_percent > 99)
 		return -EINVAL;
 	if (opts->log_size && (opts->log_size < 65536 || opts->log_size > (1ull << 48)))
 		return -EINVAL;
@@ -559,6 +565,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (r < 0)
 		goto fail;
 	commit_init(st);
+	wear_init(st, opts->ckpt_percent, opts->dirty_limit);
 	r = engine_open(st, opts->flags);
 	if (r < 0)
 		goto fail;
@@ -637,6 +644,12 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	s->batches = atomic_load(&st->stats.batches);
 	s->log_full_waits = atomic_load(&st->stats.log_full_waits);
 	s->fast_writes = atomic_load(&st->stats.fast_writes);
+	s->bytes_raw = atomic_load(&st->stats.bytes_raw);
+	s->records_compressed = atomic_load(&st->stats.records_compressed);
+	s->bytes_checkpointed = atomic_load(&st->stats.bytes_checkpointed);
+	pthread_mutex_lock(&st->lock);
+	s->dirty_bytes = st->dirty.used * 4096;
+	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
 

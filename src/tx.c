@@ -53,6 +53,9 @@ static void tx_clear(atomio_tx *tx)
 		c = n;
 	}
 	tx->arena = NULL;
+	free(tx->cdata);
+	tx->cdata = NULL;
+	tx->clen = 0;
 	free(tx->segs);
 	tx->segs = NULL;
 	tx->nsegs = tx->cap = 0;
@@ -340,6 +343,7 @@ ssize_t atomio_pwritev(atomio *st, int file, const struct iovec *iov, int iovcnt
 		tx.nsegs = tx.cap = 1;
 		tx.data_len = total;
 		r = commit_tx(&tx);
+		free(tx.cdata);
 		return r < 0 ? r : (ssize_t)total;
 	}
 	r = tx_add(&tx, f, iov, iovcnt, total, off);

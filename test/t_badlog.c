@@ -129,19 +129,21 @@ int main(void)
 	CHECK_EQ(n, 0);
 	free(d);
 
-	/* another format version (checksum right) */
-	make_log();
-	b = load(t_path("log"), &n);
-	for (int s = 0; s < 2; s++) {
-		struct sb_disk x;
-		memcpy(&x, b + s * SB_SLOT, sizeof(x));
-		x.version = 2;
-		x.csum = fmt_csum(&x, SB_SIZE, SB_SEED, SB_CSUM_OFF);
-		memcpy(b + s * SB_SLOT, &x, sizeof(x));
+	/* another format version (checksum right): a later one, and 0 */
+	for (int v = 0; v < 2; v++) {
+		make_log();
+		b = load(t_path("log"), &n);
+		for (int s = 0; s < 2; s++) {
+			struct sb_disk x;
+			memcpy(&x, b + s * SB_SLOT, sizeof(x));
+			x.version = v ? FMT_VERSION + 1 : 0;
+			x.csum = fmt_csum(&x, SB_SIZE, SB_SEED, SB_CSUM_OFF);
+			memcpy(b + s * SB_SLOT, &x, sizeof(x));
+		}
+		store(t_path("log"), b, n);
+		free(b);
+		CHECK_EQ(try_open(t_path("log")), ATOMIO_EVERSION);
 	}
-	store(t_path("log"), b, n);
-	free(b);
-	CHECK_EQ(try_open(t_path("log")), ATOMIO_EVERSION);
 
 	/* truncated log: geometry no longer fits the file */
 	make_log();

@@ -27,7 +27,13 @@ for A in $BINS; do
 	jqv '.in_use == false and .recovery.would_succeed and .recovery.groups > 0
 	     and .recovery.groups == (.records | length) and (.files | length) == 1
 	     and .files[0].state == "present" and ([.superblocks[] | select(.current)] | length) == 1
-	     and ([.records[] | .checksum_ok and .ranges <= 4 and .data_length == 16384] | all)' "$T/d.json"
+	     and ([.records[] | .checksum_ok and .ranges <= 4 and .raw_data_length == 16384] | all)' "$T/d.json"
+	# verify's stamped blocks compress: LZ4 records, shorter than their data
+	jqv '([.records[] | .compressed] | any) and
+	     ([.records[] | select(.compressed) | .data_length < .raw_data_length] | all) and
+	     ([.records[] | select(.compressed | not) | .data_length == .raw_data_length] | all)' "$T/d.json"
+	grep -q "(LZ4, 16384 raw)" "$T/d.txt" 2>/dev/null || $A dump "$L" | grep -q "(LZ4, 16384 raw)" ||
+		fail "text dump shows no LZ4 record"
 	# records follow each other: seq + 1
 	jqv '[.records[1:][].seq] == [.records[:-1][].seq + 1]' "$T/d.json"
 	groups=$(jq .recovery.groups "$T/d.json")

@@ -83,6 +83,8 @@ static const struct entry suite[] = {
 	{"4 threads (group commit)", "threads=4,files=3,samples=4", 18, false},
 	{"8 threads, crash and continue", "threads=8,files=2,uniform=1,crash_pct=40,samples=3,points_pct=70", 12, false},
 	{"6 threads, 4 KiB records, crash and continue", "threads=6,files=1,blockrec=1,crash_pct=60,samples=4,ckpt_pct=10", 13, false},
+	{"compressed records, O_DIRECT file, wraps", "files=2,direct=1,dio=4096,compress=8,samples=6,ckpt_pct=3,crash_pct=20", 36, false},
+	{"compressed records, 4 threads", "threads=4,files=2,compress=32,samples=3,crash_pct=30", 10, false},
 };
 
 #ifndef ATOMIO_SAN
@@ -157,6 +159,7 @@ static void random_cfg(uint64_t seed, bool hunt, struct cs_cfg *c)
 	c->blockrec = R(8) == 0;
 	c->appfiles = R(6) == 0;
 	c->lazy = R(3) == 0;
+	c->compress = R(3) == 0 ? (uint32_t)(2 + R(62)) : 0;
 	c->samples = 3 + R(10);
 	c->nest_pct = 3 + (int)R(15);
 	/* the engine's defaults (background checkpoints, buffered twins of
@@ -318,7 +321,7 @@ int main(int argc, char **argv)
 	 * (the scaled-down sanitizer run may miss one by chance). */
 	if (!fail && (!total.stale_end || !total.torn_valid || !total.size_lost || !total.home_checked ||
 		      !total.batches_multi || !total.continued || !total.bg_checkpoints ||
-		      !total.fast_writes || !total.twin_writes)) {
+		      !total.fast_writes || !total.twin_writes || !total.compressed)) {
 		printf("CRASH-CHECK FAILED: a classic scenario was never produced\n");
 		fail = 1;
 	}

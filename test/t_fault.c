@@ -7,7 +7,9 @@
  *   W2  open a store a crashed process left with groups in its log (so
  *       recovery replays them), register the files, the same groups, close;
  *   W3  W1 where the record area refuses RWF_DSYNC (a record is written,
- *       then fdatasync'ed: the fallback path).
+ *       then fdatasync'ed: the fallback path);
+ *   W4  W1 with compressible data: the records are stored LZ4-compressed
+ *       (every second call index, to keep the time).
  * Each ends with an explicit checkpoint and one plain write, so that close
  * syncs a file whose size did not change (fdatasync).
  * A fault-free run counts the calls of each kind; then, for every kind of call,
@@ -37,7 +39,8 @@
 #define MAXB 14000
 
 static const char *fname[NFILES] = {"a", "b"};
-static struct mfile states[2][NGROUPS + 2][NFILES]; /* [start][k committed][file] */
+static struct mfile states[3][NGROUPS + 2][NFILES]; /* [start / data][k committed][file] */
+static uint64_t last_compressed; /* records stored compressed in the last workload */
 static int ncommit; /* groups that commit: those of SEED not aborted, + the final write */
 static char dir[4200];
 static unsigned long runs, fired_runs, absorbed, refused_after, reopen_checks;
@@ -73,7 +76,8 @@ static void final_write(struct mfile *m)
 
 static void build_states(void)
 {
-	for (int w = 0; w < 2; w++) {
+	for (int w = 0; w < 3; w++) {
+		w_fill_run = w == 2 ? 16 : 0;
 		struct mfile cur[NFILES] = {{0}};
 		if (w == 1)
 			for (int g = 0; g < NPRE; g++) {
@@ -102,6 +106,7 @@ static void build_states(void)
 		for (int i = 0; i < NFILES; i++)
 			free(cur[i].b);
 	}
+	w_fill_run = 0;
 }
 
 /* W2's starting point: groups of SEED_PRE committed, then a crash. */
@@ -248,6 +253,8 @@ static void workload(int w, struct res *res)
 		res->poisoned = true;
 		res->attempted++;
 	}
+	struct atomio_stats as;
+	last_compressed = atomio_stats(st, &as) == 0 ? as.records_compressed : 0;
 	API(r, atomio_close(st), "atomio_close");
 	if (r < 0)
 		res->errors++;
@@ -263,7 +270,7 @@ static int rm_cb(const char *p, const struct stat *sb, int type, struct FTW *ftw
 static void verify(int w, const struct res *res, const char *what)
 {
 	reopen_checks++;
-	const int s = w == 1; /* W2 starts from the crashed store's groups */
+	const int s = w == 3 ? 2 : w == 1; /* W2 starts from the crashed store's groups */
 	atomio *st;
 	char err[512] = "";
 	struct atomio_options o = {.errbuf = err, .errbuf_size = sizeof(err)};
@@ -315,9 +322,11 @@ static void one_run(int w, const struct fault_plan *plan, const char *what)
 	/* W3: W1 where the record area refuses RWF_DSYNC (records are then
 	 * written, then fdatasync'ed) */
 	fault_refuse_dsync_from(w == 2 ? align_up(CAT_OFF + 2ull * CAT_DEFAULT_SIZE, 4096) : 0);
+	w_fill_run = w == 3 ? 16 : 0;
 	fault_arm(plan);
 	struct res res;
 	workload(w, &res);
+	w_fill_run = 0;
 	for (int op = 0; op < FOP_COUNT; op++)
 		last_calls[op] = fault_calls((enum fault_op)op);
 	bool fired = fault_fired();
@@ -377,10 +386,15 @@ int main(void)
 	build_states();
 	fault_install();
 
-	uint64_t count[3][FOP_COUNT];
-	for (int w = 0; w < 3; w++) {
+	uint64_t count[4][FOP_COUNT];
+	for (int w = 0; w < 4; w++) {
 		struct fault_plan none = {.kind = FK_NONE};
-		one_run(w, &none, w == 0 ? "W1 clean" : w == 1 ? "W2 clean" : "W3 clean");
+		static const char *const clean[] = {"W1 clean", "W2 clean", "W3 clean", "W4 clean"};
+		one_run(w, &none, clean[w]);
+		if (w == 3) {
+			printf("W4: %llu records stored compressed\n", (unsigned long long)last_compressed);
+			CHECK(last_compressed > 0);
+		}
 		/* one_run disarmed; the counters keep the clean run's calls */
 		printf("W%d: %d groups acknowledged; calls:", w + 1, ncommit);
 		for (int op = 0; op < FOP_COUNT; op++) {
@@ -398,10 +412,11 @@ int main(void)
 	const uint64_t step = 1;
 #endif
 	char what[160];
-	for (int w = 0; w < 3; w++)
+	for (int w = 0; w < 4; w++)
 		for (unsigned wi = 0; wi < sizeof(ways) / sizeof(ways[0]); wi++) {
 			const struct way *wy = &ways[wi];
-			for (uint64_t n = wi % step; n < count[w][wy->op]; n += step) {
+			const uint64_t st = w == 3 ? 2 * step : step;
+			for (uint64_t n = wi % st; n < count[w][wy->op]; n += st) {
 				struct fault_plan p = {.op = wy->op, .nth = n, .kind = wy->kind, .err = wy->err};
 				snprintf(what, sizeof(what), "W%d %s #%llu %s %s", w + 1, fault_op_name(wy->op),
 					 (unsigned long long)n, fault_kind_name(wy->kind), wy->err ? strerror(wy->err) : "");
@@ -410,7 +425,7 @@ int main(void)
 		}
 	/* A disk that died: from one call on, every write (or sync) fails. */
 	const enum fault_op dead[] = {FOP_PWRITEV, FOP_FSYNC, FOP_FDATASYNC, FOP_PREAD};
-	for (int w = 0; w < 3; w++)
+	for (int w = 0; w < 4; w++)
 		for (unsigned d = 0; d < sizeof(dead) / sizeof(dead[0]); d++)
 			for (uint64_t n = 0; n < count[w][dead[d]]; n += 4 * step) {
 				struct fault_plan p = {.op = dead[d], .nth = n, .kind = FK_ERROR, .err = EIO,

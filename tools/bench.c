@@ -37,8 +37,12 @@ struct opts {
 	const char *dir;
 	uint64_t pages[MAX_CFG_VALUES], ranges[MAX_CFG_VALUES], threads[MAX_CFG_VALUES];
 	unsigned npages, nranges, nthreads;
+	double thetas[MAX_CFG_VALUES]; /* page popularity: 0 = uniform, else zipfian theta */
+	uint64_t comps[MAX_CFG_VALUES]; /* percent compressible */
+	unsigned nthetas, ncomps;
 	unsigned files;
 	uint64_t file_size, log_size;
+	uint32_t ckpt_percent;
 	bool direct;
 	unsigned reps;
 	double duration;
@@ -59,7 +63,7 @@ struct result {
 	uint64_t ops, user_bytes;
 	double secs;
 	struct hist lat;
-	uint64_t waits, log_bytes, home_bytes, checkpoints;
+	uint64_t waits, log_bytes, home_bytes, checkpoints, ckpt_bytes;
 	bool dev_ok, proc_ok;
 	uint64_t dev_bytes, dev_ios, dev_flushes, proc_bytes;
 	double ops_median;
@@ -68,6 +72,9 @@ struct result {
 struct config {
 	unsigned threads, ranges;
 	size_t page;
+	double theta;       /* 0 = uniform */
+	unsigned comp;      /* percent compressible */
+	double *cdf;        /* zipfian: by rank, file_size/page entries */
 	double slice;
 	struct result res[MAX_MODES];
 };
@@ -109,9 +116,48 @@ static uint64_t rnd(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-/* The workload: which pages a group writes and what bytes.  Uniform page
- * popularity, incompressible data; the place for issue 7's knobs (skewed
- * popularity, compressibility). */
+/* Zipfian popularity: cdf[k] = P(rank <= k) with P(rank k) proportional to
+ * 1/(k+1)^theta, for the n pages of a file.  Exact for any theta (a table
+ * and a binary search per draw, not the YCSB approximation, which needs
+ * theta < 1). */
+static double *zipf_cdf(uint64_t n, double theta)
+{
+	double *c = malloc(n * sizeof(double));
+	if (!c)
+		cli_die(EX_ERROR, "out of memory");
+	double sum = 0;
+	for (uint64_t k = 0; k < n; k++)
+		c[k] = sum += pow((double)(k + 1), -theta);
+	for (uint64_t k = 0; k < n; k++)
+		c[k] /= sum;
+	c[n - 1] = 1.0;
+	return c;
+}
+
+/* A page of the file: uniform, or zipfian by rank.  Ranks are spread over
+ * the file (rank * a large prime mod n, a bijection when the prime does not
+ * divide n) so that hot pages are not all neighbours. */
+static uint64_t pick_page(struct worker *w, uint64_t pages)
+{
+	const struct bench_env *env = w->env;
+	if (!env->cdf)
+		return rnd(&w->rng) % pages;
+	double u = (double)(rnd(&w->rng) >> 11) * 0x1p-53;
+	uint64_t lo = 0, hi = pages - 1;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (env->cdf[mid] < u)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const uint64_t prime = 2654435761ull;
+	return pages % prime ? (uint64_t)(((unsigned __int128)lo * prime) % pages) : lo;
+}
+
+/* The workload: which pages a group writes and what bytes (page popularity
+ * uniform or zipfian; the bytes are made once per slice, compressible as
+ * asked, with a fresh stamp at the head of each page per op). */
 static void next_group(struct worker *w, struct bench_group *g, uint64_t opno)
 {
 	const struct bench_env *env = w->env;
@@ -122,7 +168,7 @@ static void next_group(struct worker *w, struct bench_group *g, uint64_t opno)
 		bool dup;
 		do {
 			f = env->nfiles > 1 ? (unsigned)(rnd(&w->rng) % env->nfiles) : 0;
-			pg = rnd(&w->rng) % pages;
+			pg = pick_page(w, pages);
 			dup = false;
 			for (unsigned k = 0; k < i && !dup; k++)
 				dup = w->r[k].file == f && w->r[k].off == pg * env->page;
@@ -214,12 +260,17 @@ static void run_slice(const struct opts *o, struct config *cfg, struct result *r
 		for (unsigned i = 0; i < cfg->ranges; i++) {
 			if (posix_memalign(&w->bufs[i], 4096, cfg->page))
 				cli_die(EX_ERROR, "out of memory");
-			/* incompressible page bytes */
+			/* page bytes: random, then in every 512 bytes the last
+			 * comp% zeros (as fio's buffer_compress_percentage):
+			 * lz4 and zstd keep 1 - comp/100 of them, plus a little */
 			uint64_t s = w->rng ^ i;
 			for (size_t k = 0; k + 8 <= cfg->page; k += 8) {
 				uint64_t v = rnd(&s);
 				memcpy((char *)w->bufs[i] + k, &v, 8);
 			}
+			size_t z = 512 * cfg->comp / 100;
+			for (size_t k = 0; z && k + 512 <= cfg->page; k += 512)
+				memset((char *)w->bufs[i] + k + 512 - z, 0, z);
 		}
 		int e = pthread_create(&w->tid, NULL, worker_main, w);
 		if (e)
@@ -287,6 +338,7 @@ static void run_slice(const struct opts *o, struct config *cfg, struct result *r
 	res->log_bytes += m1.log_bytes - m0.log_bytes;
 	res->home_bytes += m1.home_bytes - m0.home_bytes;
 	res->checkpoints += m1.checkpoints - m0.checkpoints;
+	res->ckpt_bytes += m1.ckpt_bytes - m0.ckpt_bytes;
 	res->dev_ok = d0.ok && d1.ok && (i == 0 || res->dev_ok);
 	res->dev_bytes += (d1.write_sectors - d0.write_sectors) * 512;
 	res->dev_ios += d1.write_ios - d0.write_ios;
@@ -413,11 +465,16 @@ static void fmt_num(char *buf, size_t n, double v, const char *f)
 static void print_table(const struct opts *o, const struct config *c)
 {
 	char a[32];
+	char pop[48];
+	if (c->theta > 0)
+		snprintf(pop, sizeof(pop), "zipfian %g", c->theta);
+	else
+		snprintf(pop, sizeof(pop), "uniform");
 	printf("\n%zu-byte pages (%s), %u range%s per group, %u thread%s, %u file%s of %s per mode; "
-	       "%u x %.2f s per mode, interleaved\n",
+	       "%s pages, %u%% compressible; %u x %.2f s per mode, interleaved\n",
 	       c->page, fmt_bytes(a, sizeof(a), c->page), c->ranges, c->ranges == 1 ? "" : "s",
 	       c->threads, c->threads == 1 ? "" : "s", o->files, o->files == 1 ? "" : "s",
-	       fmt_bytes((char[32]){0}, 32, o->file_size), o->reps, c->slice);
+	       fmt_bytes((char[32]){0}, 32, o->file_size), pop, c->comp, o->reps, c->slice);
 	printf("%-11s %9s %8s %8s %8s %9s %8s %7s %7s %8s %9s\n", "mode", "ops/s", "MB/s", "p50 us",
 	       "p99 us", "p99.9 us", "waits/op", "dev B/B", "own B/B", "vs dblwr", "vs unsafe");
 	const struct result *dw = find(c, o->nmodes, "doublewrite"), *un = find(c, o->nmodes, "unsafe");
@@ -467,6 +524,7 @@ static void write_json(const struct opts *o, const char *path, const struct conf
 	json_uint(&j, "files", o->files);
 	json_uint(&j, "file_size", o->file_size);
 	json_uint(&j, "log_size", o->log_size);
+	json_uint(&j, "ckpt_percent", o->ckpt_percent ? o->ckpt_percent : 50);
 	json_uint(&j, "repetitions", o->reps);
 	json_num(&j, "duration", slice_total);
 	json_arr(&j, "runs");
@@ -483,6 +541,9 @@ static void write_json(const struct opts *o, const char *path, const struct conf
 			json_uint(&j, "threads", cf->threads);
 			json_uint(&j, "page_size", cf->page);
 			json_uint(&j, "ranges_per_group", cf->ranges);
+			json_str(&j, "popularity", cf->theta > 0 ? "zipfian" : "uniform");
+			json_num(&j, "zipf_theta", cf->theta);
+			json_uint(&j, "compressible_pct", cf->comp);
 			json_num(&j, "ops_per_sec", r->ops_median);
 			json_num(&j, "mb_per_sec", r->ops_median * cf->ranges * (double)cf->page / 1e6);
 			json_num(&j, "p50_us", hist_quantile(&r->lat, 0.50) / 1e3);
@@ -509,6 +570,10 @@ static void write_json(const struct opts *o, const char *path, const struct conf
 				json_uint(&j, "log_bytes", r->log_bytes);
 				json_uint(&j, "home_bytes", r->home_bytes);
 				json_uint(&j, "checkpoints", r->checkpoints);
+				json_uint(&j, "checkpointed_bytes", r->ckpt_bytes);
+				json_num(&j, "log_bytes_per_user_byte", ub > 0 ? (double)r->log_bytes / ub : NAN);
+				json_num(&j, "checkpointed_bytes_per_user_byte",
+					 ub > 0 ? (double)r->ckpt_bytes / ub : NAN);
 			}
 			if (r->dev_ok) {
 				json_uint(&j, "device_bytes", r->dev_bytes);
@@ -550,6 +615,8 @@ static void write_json(const struct opts *o, const char *path, const struct conf
 			json_uint(&j, "threads", cfgs[c].threads);
 			json_uint(&j, "page_size", cfgs[c].page);
 			json_uint(&j, "ranges_per_group", cfgs[c].ranges);
+			json_num(&j, "zipf_theta", cfgs[c].theta);
+			json_uint(&j, "compressible_pct", cfgs[c].comp);
 			json_str(&j, "reason", r->skip);
 			json_end_obj(&j);
 		}
@@ -569,18 +636,25 @@ static void help(void)
 	       "temporary directory there that is removed afterwards.  Every mode runs in the\n"
 	       "same run, interleaved, for the same time:\n\n");
 	for (unsigned i = 0; i < bench_nmodes; i++)
-		printf("  %-12s %s\n", bench_modes[i]->name, bench_modes[i]->what);
+		printf("  %-12s %s%s\n", bench_modes[i]->name, bench_modes[i]->what,
+		       bench_modes[i]->optional ? " (only when named in --modes)" : "");
 	printf("\n"
 	       "  -p, --page-size LIST   bytes per range (default 16k); a list runs each\n"
 	       "  -r, --ranges LIST      ranges (pages) per atomic group (default 1)\n"
 	       "  -t, --threads LIST     threads writing at once (default 1)\n"
 	       "  -f, --files N          data files per mode; ranges spread over them (default 1)\n"
+	       "  -z, --zipf LIST        page popularity: 0 = uniform (default), else zipfian with\n"
+	       "                         this theta (0.99: YCSB's); a list runs each\n"
+	       "  -c, --compressible LIST  percent of each page that compresses away (default 0;\n"
+	       "                         e.g. 0,50,75); a list runs each\n"
 	       "  -s, --file-size SIZE   bytes per data file (default 64M)\n"
 	       "  -d, --duration SECS    total measured time, split evenly (default 20)\n"
 	       "  -n, --repetitions N    repetitions of every mode (default 3)\n"
 	       "  -m, --modes LIST       modes to run (default: all)\n"
 	       "      --buffered         buffered data files (default O_DIRECT)\n"
 	       "      --log-size SIZE    atomio's log (default 64M)\n"
+	       "      --ckpt-percent N   atomio: background checkpoint when the log is N%% full\n"
+	       "                         (default 50)\n"
 	       "      --json FILE        write the results as JSON (- for stdout)\n"
 	       "      --plot FILE.svg    draw latency CDFs, throughput and wear bars\n"
 	       "      --seed N           random seed for page choice (default 1)\n"
@@ -592,20 +666,42 @@ static void help(void)
 	       "checkpoint syncs), dev B/B (bytes the device wrote per user byte, from\n"
 	       "/sys/block/DEV/stat: other processes' writes to DEV count too), own B/B (this\n"
 	       "process's write_bytes from /proc/self/io per user byte), and ops/s against\n"
-	       "doublewrite and unsafe.  atomio's slices end with a checkpoint, counted.\n\n"
+	       "doublewrite and unsafe.  atomio's slices end with a checkpoint, counted.  The\n"
+	       "JSON adds atomio's log and checkpointed bytes per user byte.\n\n"
 	       "Exit status: 0 done, 2 usage error, 3 error (a mode failed, no space, ...).\n");
+}
+
+static unsigned parse_thetas(const char *arg, double *out)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", arg);
+	unsigned n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		double v = strtod(t, &end);
+		if (*end || !(v >= 0 && v <= 10))
+			cli_usage("--zipf: '%s' is not a theta between 0 and 10", t);
+		if (n == MAX_CFG_VALUES)
+			cli_usage("--zipf: at most %u values", MAX_CFG_VALUES);
+		out[n++] = v;
+	}
+	if (!n)
+		cli_usage("--zipf: no value");
+	return n;
 }
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	enum { O_BUFFERED = 256, O_DIRECT_OPT, O_LOG, O_JSON, O_PLOT, O_SEED, O_KEEP };
+	enum { O_BUFFERED = 256, O_DIRECT_OPT, O_LOG, O_JSON, O_PLOT, O_SEED, O_KEEP, O_CKPT };
 	static const struct option lo[] = {
 		{"page-size", required_argument, 0, 'p'}, {"ranges", required_argument, 0, 'r'},
+		{"zipf", required_argument, 0, 'z'},      {"compressible", required_argument, 0, 'c'},
 		{"threads", required_argument, 0, 't'},   {"files", required_argument, 0, 'f'},
 		{"file-size", required_argument, 0, 's'}, {"duration", required_argument, 0, 'd'},
 		{"repetitions", required_argument, 0, 'n'}, {"modes", required_argument, 0, 'm'},
 		{"buffered", no_argument, 0, O_BUFFERED}, {"direct", no_argument, 0, O_DIRECT_OPT},
 		{"log-size", required_argument, 0, O_LOG}, {"json", required_argument, 0, O_JSON},
+		{"ckpt-percent", required_argument, 0, O_CKPT},
 		{"plot", required_argument, 0, O_PLOT},   {"seed", required_argument, 0, O_SEED},
 		{"keep", no_argument, 0, O_KEEP},         {"quiet", no_argument, 0, 'q'},
 		{"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
@@ -614,7 +710,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	o->pages[0] = 16384;
 	o->ranges[0] = 1;
 	o->threads[0] = 1;
-	o->npages = o->nranges = o->nthreads = 1;
+	o->npages = o->nranges = o->nthreads = o->nthetas = o->ncomps = 1;
 	o->files = 1;
 	o->file_size = 64ull << 20;
 	o->log_size = 64ull << 20;
@@ -625,11 +721,13 @@ static void parse(int argc, char **argv, struct opts *o)
 	const char *modes = NULL;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:r:t:f:s:d:n:m:qh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:r:t:f:s:d:n:m:z:c:qh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p': o->npages = cli_list("--page-size", optarg, o->pages, MAX_CFG_VALUES, true, 512, 64 << 20); break;
 		case 'r': o->nranges = cli_list("--ranges", optarg, o->ranges, MAX_CFG_VALUES, false, 1, 4096); break;
 		case 't': o->nthreads = cli_list("--threads", optarg, o->threads, MAX_CFG_VALUES, false, 1, 1024); break;
+		case 'z': o->nthetas = parse_thetas(optarg, o->thetas); break;
+		case 'c': o->ncomps = cli_list("--compressible", optarg, o->comps, MAX_CFG_VALUES, false, 0, 99); break;
 		case 'f': o->files = (unsigned)cli_uint("--files", optarg, 1, 256); break;
 		case 's': o->file_size = cli_size("--file-size", optarg); break;
 		case 'd': o->duration = cli_seconds("--duration", optarg); break;
@@ -638,6 +736,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case O_BUFFERED: o->direct = false; break;
 		case O_DIRECT_OPT: o->direct = true; break;
 		case O_LOG: o->log_size = cli_size("--log-size", optarg); break;
+		case O_CKPT: o->ckpt_percent = (uint32_t)cli_uint("--ckpt-percent", optarg, 1, 99); break;
 		case O_JSON: o->json = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_SEED: o->seed = cli_uint("--seed", optarg, 0, UINT64_MAX); break;
@@ -666,8 +765,9 @@ static void parse(int argc, char **argv, struct opts *o)
 					  (unsigned long long)(o->file_size / o->pages[i]));
 	}
 	if (!modes) {
-		for (unsigned i = 0; i < bench_nmodes && i < MAX_MODES; i++)
-			o->modes[o->nmodes++] = bench_modes[i];
+		for (unsigned i = 0; i < bench_nmodes && o->nmodes < MAX_MODES; i++)
+			if (!bench_modes[i]->optional)
+				o->modes[o->nmodes++] = bench_modes[i];
 		return;
 	}
 	char buf[256];
@@ -678,7 +778,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			if (!strcmp(bench_modes[i]->name, t))
 				m = bench_modes[i];
 		if (!m)
-			cli_usage("--modes: no mode '%s' (modes: unsafe, doublewrite, atomio, kernel)", t);
+			cli_usage("--modes: no mode '%s' (modes: unsafe, doublewrite, atomio, kernel, "
+				  "atomio-raw)", t);
 		for (unsigned i = 0; i < o->nmodes; i++)
 			if (o->modes[i] == m)
 				cli_usage("--modes: '%s' twice", t);
@@ -766,19 +867,29 @@ int cmd_bench(int argc, char **argv)
 	}
 	bool filled[MAX_MODES] = {0};
 
-	unsigned ncfg = o.nthreads * o.npages * o.nranges;
+	unsigned ncfg = o.nthreads * o.npages * o.nranges * o.nthetas * o.ncomps;
 	struct config *cfgs = calloc(ncfg, sizeof(*cfgs));
 	if (!cfgs)
 		cli_die(EX_ERROR, "out of memory");
 	unsigned ci = 0;
 	for (unsigned a = 0; a < o.nthreads; a++)
 		for (unsigned b = 0; b < o.npages; b++)
-			for (unsigned c = 0; c < o.nranges; c++) {
-				cfgs[ci].threads = (unsigned)o.threads[a];
-				cfgs[ci].page = (size_t)o.pages[b];
-				cfgs[ci].ranges = (unsigned)o.ranges[c];
-				ci++;
-			}
+			for (unsigned c = 0; c < o.nranges; c++)
+				for (unsigned z = 0; z < o.nthetas; z++)
+					for (unsigned k = 0; k < o.ncomps; k++) {
+						struct config *cf = &cfgs[ci++];
+						cf->threads = (unsigned)o.threads[a];
+						cf->page = (size_t)o.pages[b];
+						cf->ranges = (unsigned)o.ranges[c];
+						cf->theta = o.thetas[z];
+						cf->comp = (unsigned)o.comps[k];
+						if (cf->theta > 0) {
+							uint64_t n = o.file_size / cf->page;
+							if (n > (1u << 24))
+								cli_usage("--zipf: at most 2^24 pages per file");
+							cf->cdf = zipf_cdf(n, cf->theta);
+						}
+					}
 
 	char header[768];
 	size_t hn = (size_t)snprintf(header, sizeof(header), "atomio bench: %s", fs_desc);
@@ -811,7 +922,7 @@ int cmd_bench(int argc, char **argv)
 				.dir = mdir[i], .paths = paths[i], .nfiles = o.files,
 				.file_size = o.file_size, .page = cf->page, .ranges = cf->ranges,
 				.threads = cf->threads, .direct = o.direct, .log_size = o.log_size,
-				.fs_desc = fs_desc,
+				.fs_desc = fs_desc, .ckpt_percent = o.ckpt_percent, .theta = cf->theta, .cdf = cf->cdf, .compressible = cf->comp,
 			};
 			r = o.modes[i]->setup(&env[i], &state[i], res->skip, sizeof(res->skip));
 			if (r < 0)
@@ -896,6 +1007,8 @@ int cmd_bench(int argc, char **argv)
 	for (unsigned i = 0; i < o.nmodes; i++)
 		for (unsigned f = 0; f < o.files; f++)
 			free(paths[i][f]);
+	for (unsigned c = 0; c < ncfg; c++)
+		free(cfgs[c].cdf);
 	free(cfgs);
 	return EX_OK;
 }

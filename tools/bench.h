@@ -52,6 +52,11 @@ struct bench_env {
 	bool direct;         /* O_DIRECT data files (else buffered) */
 	uint64_t log_size;   /* atomio's log */
 	const char *fs_desc; /* "ext4 on vda", for skip reasons */
+	/* the workload (bench.c): page popularity and data compressibility */
+	double theta;        /* 0 = uniform, else zipfian with this parameter */
+	const double *cdf;   /* zipfian: cumulative probability by rank (file_size/page entries) */
+	unsigned compressible; /* percent of each page's bytes that compress away (0..99) */
+	uint32_t ckpt_percent; /* atomio: atomio_options.ckpt_percent (0 = default) */
 };
 
 /* One range of a group: page-aligned offset in one data file. */
@@ -71,6 +76,7 @@ struct mode_counters {
 	uint64_t waits; /* fsync/fdatasync calls and RWF_DSYNC writes */
 	/* modes with a log (atomio): its own accounting, else 0 */
 	uint64_t log_bytes, home_bytes, checkpoints;
+	uint64_t ckpt_bytes; /* distinct home bytes its checkpoints made durable */
 };
 
 #define BENCH_SKIP 1
@@ -90,6 +96,7 @@ struct bench_mode {
 	int (*finish)(void *state, char *why, size_t whylen);
 	void (*counters)(void *state, struct mode_counters *c);
 	void (*teardown)(void *state);
+	bool optional; /* run only when named in --modes */
 };
 
 extern const struct bench_mode *const bench_modes[];

@@ -7,6 +7,7 @@
  *                then each page home + fdatasync each file
  *   atomio       one atomio group (atomio_pwrite for one range); only the
  *                public API (atomio.h)
+ *   atomio-raw   the same with ATOMIO_NO_COMPRESS (only when asked for)
  *   kernel       pwritev2(RWF_ATOMIC | RWF_DSYNC): one range, O_DIRECT, where
  *                the filesystem accepts it; skipped with the reason elsewhere
  *
@@ -242,7 +243,7 @@ struct am {
 	char err[512];
 };
 
-static int am_setup(const struct bench_env *env, void **state, char *why, size_t n)
+static int am_open(const struct bench_env *env, void **state, char *why, size_t n, uint32_t flags)
 {
 	struct am *a = calloc(1, sizeof(*a));
 	if (!a)
@@ -250,7 +251,8 @@ static int am_setup(const struct bench_env *env, void **state, char *why, size_t
 	a->page = env->page;
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/atomio.log", env->dir);
-	struct atomio_options o = {.log_size = env->log_size, .flags = ATOMIO_CREATE,
+	struct atomio_options o = {.log_size = env->log_size, .flags = ATOMIO_CREATE | flags,
+				   .ckpt_percent = env->ckpt_percent,
 				   .errbuf = a->err, .errbuf_size = sizeof(a->err)};
 	int r = atomio_open(path, &o, &a->st);
 	if (r < 0) {
@@ -271,6 +273,16 @@ static int am_setup(const struct bench_env *env, void **state, char *why, size_t
 	}
 	*state = a;
 	return 0;
+}
+
+static int am_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	return am_open(env, state, why, n, 0);
+}
+
+static int am_raw_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	return am_open(env, state, why, n, ATOMIO_NO_COMPRESS);
 }
 
 static int am_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
@@ -316,6 +328,7 @@ static void am_counters(void *state, struct mode_counters *c)
 	c->log_bytes = s.bytes_logged;
 	c->home_bytes = s.bytes_home;
 	c->checkpoints = s.checkpoints;
+	c->ckpt_bytes = s.bytes_checkpointed;
 }
 
 static void am_teardown(void *state)
@@ -396,20 +409,26 @@ static int kernel_op(void *state, unsigned thread, const struct bench_group *g, 
 
 static const struct bench_mode m_unsafe = {
 	"unsafe", "pwrite + fdatasync per file: durable, no torn-page protection",
-	unsafe_setup, unsafe_op, NULL, plain_counters, plain_teardown,
+	unsafe_setup, unsafe_op, NULL, plain_counters, plain_teardown, false,
 };
 static const struct bench_mode m_doublewrite = {
 	"doublewrite", "InnoDB-style: pages to a scratch area + fdatasync, then home + fdatasync",
-	dw_setup, dw_op, NULL, plain_counters, plain_teardown,
+	dw_setup, dw_op, NULL, plain_counters, plain_teardown, false,
 };
 static const struct bench_mode m_atomio = {
 	"atomio", "one atomio group per op (atomio_pwrite for one range)",
-	am_setup, am_op, am_finish, am_counters, am_teardown,
+	am_setup, am_op, am_finish, am_counters, am_teardown, false,
 };
 static const struct bench_mode m_kernel = {
 	"kernel", "pwritev2(RWF_ATOMIC|RWF_DSYNC), one range, O_DIRECT, where the fs accepts it",
-	kernel_setup, kernel_op, NULL, plain_counters, plain_teardown,
+	kernel_setup, kernel_op, NULL, plain_counters, plain_teardown, false,
 };
 
-const struct bench_mode *const bench_modes[] = {&m_unsafe, &m_doublewrite, &m_atomio, &m_kernel};
+static const struct bench_mode m_atomio_raw = {
+	"atomio-raw", "atomio with ATOMIO_NO_COMPRESS: records never compressed",
+	am_raw_setup, am_op, am_finish, am_counters, am_teardown, true,
+};
+
+const struct bench_mode *const bench_modes[] = {&m_unsafe, &m_doublewrite, &m_atomio, &m_kernel,
+						&m_atomio_raw};
 const unsigned bench_nmodes = sizeof(bench_modes) / sizeof(bench_modes[0]);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -100,7 +101,7 @@ static const char *sb_problem(const struct sb_disk *s, uint64_t file_size)
 	}
 	if (s->bom != SB_BOM)
 		return "written on a host of the other byte order";
-	if (s->version != FMT_VERSION)
+	if (s->version < FMT_VERSION_MIN || s->version > FMT_VERSION)
 		return "format version this atomio does not read";
 	if (fmt_csum(s, SB_SIZE, SB_SEED, SB_CSUM_OFF) != s->csum)
 		return "checksum mismatch (torn or damaged)";
@@ -132,6 +133,7 @@ struct drec {
 	uint64_t pos;
 	struct rec_hdr_disk h;
 	struct seg_disk *segs;
+	bool lz4_bad; /* LZ4 data that does not decompress to raw_len bytes */
 };
 
 /* 1 = valid record (segs allocated), 0 = none, < 0 error; why says what is there. */
@@ -167,8 +169,12 @@ static int read_rec(struct dlog *d, uint64_t pos, uint64_t seq, struct drec *r, 
 			 h.seq < seq ? "stale, from an earlier lap of the log" : "out of order");
 		return 0;
 	}
-	if (h.type != REC_TYPE_GROUP || (h.flags & ~REC_F_LAST) || h.reserved || h.nsegs == 0 ||
-	    h.nsegs > MAX_SEGMENTS || h.data_len > sb->area_size || h.raw_len != h.data_len ||
+	bool lz4 = h.flags & REC_F_LZ4;
+	if (h.type != REC_TYPE_GROUP || (h.flags & ~(REC_F_LAST | REC_F_LZ4)) || h.reserved ||
+	    h.nsegs == 0 || h.nsegs > MAX_SEGMENTS || h.data_len > sb->area_size ||
+	    (lz4 ? sb->version < 2 || h.data_len == 0 || h.data_len >= h.raw_len ||
+		       h.raw_len > COMP_MAX || h.rec_len > COMP_MAX
+		 : h.raw_len != h.data_len) ||
 	    h.rec_len != rec_len_for(h.nsegs, h.data_len) || h.rec_len > sb->area_size - pos) {
 		snprintf(why, wn, "a record header with impossible fields (seq %llu): torn or damaged",
 			 (unsigned long long)h.seq);
@@ -195,6 +201,18 @@ static int read_rec(struct dlog *d, uint64_t pos, uint64_t seq, struct drec *r, 
 				  "the normal end after a crash",
 			 (unsigned long long)seq, (unsigned long long)h.rec_len);
 		return 0;
+	}
+	r->lz4_bad = false;
+	if (lz4) {
+		/* As recovery: the whole record is in buf (rec_len <= COMP_MAX
+		 * <= CHUNK), and must decompress to exactly raw_len bytes. */
+		char *out = malloc(COMP_MAX);
+		if (!out)
+			return -ENOMEM;
+		int dn = LZ4_decompress_safe(d->buf + REC_HDR + (size_t)REC_DESC * h.nsegs, out,
+					     (int)h.data_len, (int)h.raw_len);
+		r->lz4_bad = dn < 0 || (uint64_t)dn != h.raw_len;
+		free(out);
 	}
 	size_t dl = (size_t)h.nsegs * REC_DESC;
 	r->segs = malloc(dl);
@@ -223,7 +241,7 @@ static const char *seg_problem(const struct dlog *d, const struct drec *r, uint3
 		if (s->kind == SEG_WRITE) {
 			if (s->len == 0 || s->off > MAX_OFFSET || s->len > MAX_OFFSET - s->off)
 				return "writes beyond the largest offset atomio allows";
-			if (s->data_off > r->h.data_len || s->len > r->h.data_len - s->data_off)
+			if (s->data_off > r->h.raw_len || s->len > r->h.raw_len - s->data_off)
 				return "points outside its own data";
 		} else if (s->kind == SEG_SETSIZE) {
 			if (s->len || s->data_off || s->off > MAX_OFFSET)
@@ -592,6 +610,10 @@ int cmd_dump(int argc, char **argv)
 			break;
 		}
 		bad_rec = seg_problem(&d, &r, &bad_seg);
+		if (r.lz4_bad) {
+			bad_rec = "holds LZ4 data that does not decompress to its raw length";
+			bad_seg = 0;
+		}
 		if (n < o.limit || bad_rec) {
 			if (o.json) {
 				json_obj(&j, NULL);
@@ -599,6 +621,8 @@ int cmd_dump(int argc, char **argv)
 				json_uint(&j, "offset", r.pos);
 				json_uint(&j, "length", r.h.rec_len);
 				json_uint(&j, "data_length", r.h.data_len);
+				json_bool(&j, "compressed", r.h.flags & REC_F_LZ4);
+				json_uint(&j, "raw_data_length", r.h.raw_len);
 				json_uint(&j, "ranges", r.h.nsegs);
 				json_bool(&j, "last_in_write", r.h.flags & REC_F_LAST);
 				json_bool(&j, "checksum_ok", true);
@@ -618,10 +642,14 @@ int cmd_dump(int argc, char **argv)
 				json_end_arr(&j);
 				json_end_obj(&j);
 			} else {
-				printf("  seq %-8llu @%-10llu %7llu bytes, %u range%s, %llu data%s, checksum ok\n",
+				char lz[64] = "";
+				if (r.h.flags & REC_F_LZ4)
+					snprintf(lz, sizeof(lz), " (LZ4, %llu raw)", (unsigned long long)r.h.raw_len);
+				printf("  seq %-8llu @%-10llu %7llu bytes, %u range%s, %llu data%s%s, checksum ok\n",
 				       (unsigned long long)r.h.seq, (unsigned long long)r.pos,
 				       (unsigned long long)r.h.rec_len, r.h.nsegs, r.h.nsegs == 1 ? "" : "s",
-				       (unsigned long long)r.h.data_len, r.h.flags & REC_F_LAST ? ", ends a log write" : "");
+				       (unsigned long long)r.h.data_len, lz,
+				       r.h.flags & REC_F_LAST ? ", ends a log write" : "");
 				print_ranges(&r, o.all_ranges);
 			}
 		}
@@ -633,11 +661,15 @@ int cmd_dump(int argc, char **argv)
 		free(r.segs);
 		n++;
 		seq++;
-		data += r.h.data_len;
+		data += r.h.raw_len; /* = data_len unless LZ4: the bytes replayed */
 		if (bad_rec) {
 			snprintf(endwhy, sizeof(endwhy), "record seq %llu range %u %s: recovery refuses the "
 							 "whole log (ATOMIO_ECORRUPT), replaying nothing",
 				 (unsigned long long)r.h.seq, bad_seg, bad_rec);
+			if (r.lz4_bad)
+				snprintf(endwhy, sizeof(endwhy), "record seq %llu %s: recovery refuses the "
+								 "whole log (ATOMIO_ECORRUPT), replaying nothing",
+					 (unsigned long long)r.h.seq, bad_rec);
 			fatal = endwhy;
 			rc = EX_FOUND;
 			end_pos = r.pos;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <lz4.h>
 
 #include "atomio.h"
 #include "format.h"
@@ -47,11 +48,21 @@ struct rng {
 static uint64_t rnd(struct rng *r) { return mix64(r->s++ * 0xD1B54A32D192ED03ull); }
 static uint64_t below(struct rng *r, uint64_t n) { return n ? rnd(r) % n : 0; }
 
+/* Runs of equal bytes (cs_cfg.compress) for the run in progress. */
+static uint32_t fill_run;
+
 /* Bytes of range 'tag' at file offset x: a function of (tag, x) only, so a
- * byte in a file tells which write put it there. */
+ * byte in a file tells which write put it there.  Random, or in runs of
+ * fill_run equal bytes (each run's value still a function of tag and x):
+ * then LZ4 compresses them and the records are stored compressed. */
 static void fill(uint64_t tag, uint64_t off, uint8_t *buf, uint64_t len)
 {
 	uint64_t i = 0;
+	if (fill_run >= 2) {
+		for (; i < len; i++)
+			buf[i] = (uint8_t)mix64(tag * 0x100000001B3ull ^ ((off + i) / fill_run));
+		return;
+	}
 	while (i < len) {
 		uint64_t x = off + i;
 		uint64_t w = mix64(tag * 0x100000001B3ull ^ (x >> 3));
@@ -340,6 +351,7 @@ static const struct {
 	U64(seed), INT(files), INT(groups), INT(threads), U64(log), INT(ranges), U64(bytes),
 	U64(span), INT(abort_pct), INT(ckpt_pct), INT(reopen_pct), INT(crash_pct), INT(trunc_pct),
 	INT(pwrite_pct), INT(full_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), BOOL(lazy), U32(unit), U32(dio), U32(phys),
+	U32(compress),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints), BOOL(bg), BOOL(fast), BOOL(dhome), BOOL(noproc),
 };
@@ -434,6 +446,7 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 	       "%" PRIu64 " with a torn record followed by a checksummed one, %" PRIu64
 	       " with a data file's size change lost, %" PRIu64 " home writes checked to follow a durable record\n",
 	       label, s->stale_end, s->torn_valid, s->size_lost, s->home_checked);
+	printf("%s: %" PRIu64 " LZ4-compressed records written\n", label, s->compressed);
 }
 
 /* --- the run ---------------------------------------------------------------------------- */
@@ -1091,8 +1104,20 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 		memcpy(&d, b + p + REC_HDR, sizeof(d));
 		uint64_t dp = p + REC_HDR + REC_DESC * (uint64_t)h.nsegs + d.data_off;
 		uint64_t gid = 0;
-		if (dp + 8 <= p + h.rec_len)
+		if (h.flags & REC_F_LZ4) {
+			/* compressed: the group id is in the raw data */
+			uint64_t cp = p + REC_HDR + REC_DESC * (uint64_t)h.nsegs;
+			char *raw = h.raw_len <= COMP_MAX ? malloc(h.raw_len) : NULL;
+			if (raw && cp + h.data_len <= op->len && h.data_len < INT32_MAX &&
+			    LZ4_decompress_safe((const char *)b + cp, raw, (int)h.data_len, (int)h.raw_len) ==
+				    (int)h.raw_len &&
+			    d.data_off + 8 <= h.raw_len)
+				memcpy(&gid, raw + d.data_off, 8);
+			free(raw);
+			x->s.compressed++;
+		} else if (dp + 8 <= p + h.rec_len) {
 			memcpy(&gid, b + dp, 8);
+		}
 		char why[256] = "";
 		if (gid == 0 || gid >= x->ngids)
 			snprintf(why, sizeof(why), "a log record carries no group id (%llu)", (unsigned long long)gid);
@@ -1580,8 +1605,11 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		x->c.lazy = false;
 	if (x->c.nodirect)
 		x->c.direct = 0;
-	if (x->c.blockrec)
+	if (x->c.blockrec) {
 		x->c.direct &= ~1u;
+		x->c.compress = 0; /* its records are exactly 4 KiB: raw */
+	}
+	fill_run = x->c.compress;
 	if (!x->c.unit)
 		x->c.unit = 512;
 	if (!x->c.dio)

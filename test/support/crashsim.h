@@ -70,6 +70,9 @@ struct cs_cfg {
 			       not synced (their creation and bytes pending) */
 	bool lazy;          /* one thread: register a file just before its first group
 			       (catalog writes among the records) */
+	uint32_t compress;  /* 0: random bytes (incompressible: raw records); N >= 2: the
+			       bytes come in runs of N equal ones, so that records are
+			       stored LZ4-compressed (issue 7) */
 	/* store options */
 	bool bg;            /* background checkpoints (atomio's default; 0 =
 			       ATOMIO_NO_BG_CHECKPOINT).  The checkpointer is a thread
@@ -129,6 +132,7 @@ struct cs_stats {
 	uint64_t torn_valid;  /* a torn record followed by a checksummed one */
 	uint64_t size_lost;   /* a data file's size was not what the groups left: recovery fixed it */
 	uint64_t home_checked; /* home writes checked to follow a durable record */
+	uint64_t compressed;  /* LZ4 records among the log writes */
 	/* the engine's default paths, exercised */
 	uint64_t bg_checkpoints; /* background checkpoints completed (atomio_stats) */
 	uint64_t fast_writes;    /* groups written by the kernel fast path (RWF_ATOMIC) */
