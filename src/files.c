@@ -219,22 +219,27 @@ int cat_load(atomio *st)
 	}
 	const char *c = buf;
 	uint64_t pos = CAT_HDR, used = h[pick].used;
-	for (uint32_t i = 0; i < h[pick].count; i++) {
+	/* The catalog says how long its entry headers are (format.h). */
+	const uint32_t eh = h[pick].entry_hdr ? h[pick].entry_hdr : CAT_ENTRY_HDR_V1;
+	if (eh != CAT_ENTRY_HDR && eh != CAT_ENTRY_HDR_V1)
+		r = ATOMIO_ECORRUPT;
+	for (uint32_t i = 0; r == 0 && i < h[pick].count; i++) {
 		struct cat_entry_disk e;
-		if (pos + CAT_ENTRY_HDR > used) {
+		if (pos + eh > used) {
 			r = ATOMIO_ECORRUPT;
 			break;
 		}
-		memcpy(&e, c + pos, sizeof(e));
+		memset(&e, 0, sizeof(e));
+		memcpy(&e, c + pos, eh);
 		if (e.id >= MAX_FILES || e.path_len == 0 || e.path_len >= PATH_MAX ||
-		    pos + CAT_ENTRY_HDR + e.path_len > used || (e.flags & ~CAT_F_RELATIVE) ||
+		    pos + eh + e.path_len > used || (e.flags & ~CAT_F_RELATIVE) ||
 		    (e.id_flags & ~CAT_ID_BTIME) || e.reserved ||
 		    atomic_load(&st->files[e.id])) {
 			r = ATOMIO_ECORRUPT;
 			break;
 		}
 		struct afile *f = calloc(1, sizeof(*f));
-		char *p = f ? strndup(c + pos + CAT_ENTRY_HDR, e.path_len) : NULL;
+		char *p = f ? strndup(c + pos + eh, e.path_len) : NULL;
 		if (!p) {
 			free(f);
 			r = -ENOMEM;
@@ -260,7 +265,7 @@ int cat_load(atomio *st)
 		atomic_store(&st->files[e.id], f);
 		if (e.id >= st->files_hi)
 			st->files_hi = e.id + 1;
-		pos = align_up(pos + CAT_ENTRY_HDR + e.path_len, 8);
+		pos = align_up(pos + eh + e.path_len, 8);
 	}
 	if (r == ATOMIO_ECORRUPT)
 		st_err(st, "%s: file catalog entry is malformed", st->log_path);
@@ -292,7 +297,8 @@ static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uin
 		pos += need;
 		count++;
 	}
-	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = count, .store_id = st->store_id,
+	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = count, .entry_hdr = CAT_ENTRY_HDR,
+				 .store_id = st->store_id,
 				 .generation = gen, .used = pos};
 	memcpy(buf, &h, sizeof(h));
 	h.csum = fmt_csum(buf, pos, st->store_id, offsetof(struct cat_hdr_disk, csum));
@@ -336,7 +342,8 @@ int cat_write_initial(int fd, uint64_t cat_off, uint64_t cat_size, uint64_t stor
 	if (!buf)
 		return -ENOMEM;
 	(void)cat_size;
-	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = 0, .store_id = store_id,
+	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = 0, .entry_hdr = CAT_ENTRY_HDR,
+				 .store_id = store_id,
 				 .generation = 0, .used = CAT_HDR};
 	memcpy(buf, &h, sizeof(h));
 	h.csum = fmt_csum(buf, CAT_HDR, store_id, offsetof(struct cat_hdr_disk, csum));

@@ -64,7 +64,9 @@
  *   16  u64    generation (the valid copy with the highest generation is current;
  *              generation g is written to copy g % 2; valid only below 2^62)
  *   24  u64    used bytes (header + entries), <= catalog_size
- *   32  u8[24] reserved, zero
+ *   32  u32    entry header size: 48 (0 in catalogs written before the birth
+ *              time was recorded: 32-byte entry headers, birth time unknown)
+ *   36  u8[20] reserved, zero
  *   56  u64    checksum: XXH3-64 of bytes [0,used) with this field zero, seed store id
  *   64  entries, each 8-aligned:
  *        0  u32  file id (unique in the catalog, < MAX_FILES)
@@ -191,6 +193,7 @@
 #define CAT_MAGIC 0x54414341u /* "ACAT" */
 #define CAT_HDR 64u
 #define CAT_ENTRY_HDR 48u
+#define CAT_ENTRY_HDR_V1 32u /* entry_hdr 0: no birth time */
 #define CAT_DEFAULT_SIZE (1024u * 1024u)
 
 #define REC_MAGIC 0x43455241u /* "AREC" */
@@ -240,7 +243,8 @@ struct cat_hdr_disk {
 	uint64_t store_id;
 	uint64_t generation;
 	uint64_t used;
-	uint8_t reserved[24];
+	uint32_t entry_hdr;
+	uint8_t reserved[20];
 	uint64_t csum;
 };
 _Static_assert(sizeof(struct cat_hdr_disk) == CAT_HDR, "catalog header size");

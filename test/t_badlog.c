@@ -160,6 +160,44 @@ int main(void)
 	free(b);
 	CHECK_EQ(try_open(t_path("log")), ATOMIO_ECORRUPT);
 
+	/* a catalog in the first entry layout (32-byte entry headers, no birth
+	 * time, entry_hdr 0) is still read, and its group replayed */
+	make_log();
+	b = load(t_path("log"), &n);
+	sb = cur_sb(b);
+	for (int cp = 0; cp < 2; cp++) {
+		uint8_t *c = b + sb.cat_off + (uint64_t)cp * sb.cat_size;
+		struct cat_hdr_disk ch;
+		memcpy(&ch, c, sizeof(ch));
+		if (ch.magic != CAT_MAGIC || ch.count == 0)
+			continue;
+		CHECK_EQ(ch.entry_hdr, CAT_ENTRY_HDR);
+		uint8_t *out = calloc(1, ch.used), *o = out + CAT_HDR;
+		uint64_t pos = CAT_HDR;
+		for (uint32_t i = 0; i < ch.count; i++) {
+			struct cat_entry_disk e;
+			memcpy(&e, c + pos, sizeof(e));
+			memcpy(o, &e, CAT_ENTRY_HDR_V1);
+			memcpy(o + CAT_ENTRY_HDR_V1, c + pos + CAT_ENTRY_HDR, e.path_len);
+			o += align_up(CAT_ENTRY_HDR_V1 + e.path_len, 8);
+			pos += align_up(CAT_ENTRY_HDR + e.path_len, 8);
+		}
+		ch.entry_hdr = 0;
+		ch.used = (uint64_t)(o - out);
+		memcpy(out, &ch, sizeof(ch));
+		ch.csum = fmt_csum(out, ch.used, sb.store_id, offsetof(struct cat_hdr_disk, csum));
+		memcpy(out, &ch, sizeof(ch));
+		memset(c, 0, sb.cat_size);
+		memcpy(c, out, ch.used);
+		free(out);
+	}
+	store(t_path("log"), b, n);
+	free(b);
+	CHECK_OK(try_open(t_path("log")));
+	d = load(t_path("f"), &n);
+	CHECK(n == 9 && !memcmp(d, "committed", 9));
+	free(d);
+
 	/* a torn record (checksum wrong) is the end of the log, not an error */
 	make_log();
 	b = load(t_path("log"), &n);

@@ -513,23 +513,31 @@ int cmd_dump(int argc, char **argv)
 	else if (nf)
 		printf("files\n");
 	uint64_t pos = CAT_HDR;
+	/* entry header size from the catalog itself (format.h) */
+	const uint64_t eh = ch[ccur].entry_hdr ? ch[ccur].entry_hdr : CAT_ENTRY_HDR_V1;
+	if (eh != CAT_ENTRY_HDR && eh != CAT_ENTRY_HDR_V1 && nf) {
+		fatal = "catalog entry header size unknown";
+		rc = EX_FOUND;
+		nf = 0;
+	}
 	for (uint32_t i = 0; i < nf; i++) {
 		struct cat_entry_disk e;
 		const char *cb = cat[ccur];
-		if (pos + CAT_ENTRY_HDR > ch[ccur].used) {
+		if (pos + eh > ch[ccur].used) {
 			fatal = "catalog entry runs past the catalog";
 			rc = EX_FOUND;
 			break;
 		}
-		memcpy(&e, cb + pos, sizeof(e));
+		memset(&e, 0, sizeof(e));
+		memcpy(&e, cb + pos, eh);
 		if (e.id >= MAX_FILES || !e.path_len || e.path_len >= PATH_MAX ||
-		    pos + CAT_ENTRY_HDR + e.path_len > ch[ccur].used) {
+		    pos + eh + e.path_len > ch[ccur].used) {
 			fatal = "malformed catalog entry";
 			rc = EX_FOUND;
 			break;
 		}
 		char rec[PATH_MAX];
-		memcpy(rec, cb + pos + CAT_ENTRY_HDR, e.path_len);
+		memcpy(rec, cb + pos + eh, e.path_len);
 		rec[e.path_len] = 0;
 		d.known[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
 		fe[i].id = e.id;
@@ -571,7 +579,7 @@ int cmd_dump(int argc, char **argv)
 			printf("  f%-4u %s%s  [%s]\n", e.id, rec,
 			       e.flags & CAT_F_RELATIVE ? " (relative to the log's directory)" : "", state);
 		}
-		pos = align_up(pos + CAT_ENTRY_HDR + e.path_len, 8);
+		pos = align_up(pos + eh + e.path_len, 8);
 	}
 	if (o.json)
 		json_end_arr(&j);
