@@ -1,5 +1,4 @@
 # The engine (issue 4): io_uring through liburing, the engine benchmark.
-LIBS += -luring
 
 ALL_EXTRA += $(BUILD)/bench-engine
 
