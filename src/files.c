@@ -441,12 +441,12 @@ static int sync_registered(atomio *st, int fd, const char *canon)
 		r = atomio_sys->fsync(fd);
 	while (r == -EINTR);
 	if (r == 0) {
-		const char *slash = strrchr(canon, '/');
-		char dir[PATH_MAX];
-		size_t n = slash == canon ? 1 : (size_t)(slash - canon);
-		memcpy(dir, canon, n);
-		dir[n] = 0;
-		r = sys_fsync_dir(dir);
+		char *dir = dir_of(canon);
+		if (!dir)
+			r = -ENOMEM;
+		else
+			r = sys_fsync_dir(dir);
+		free(dir);
 	}
 	if (r < 0)
 		st_err(st, "syncing %s before registering it: %s", canon, strerror(-r));

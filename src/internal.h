@@ -246,6 +246,7 @@ void st_fail(atomio *st, int err);
 int st_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch);
 int log_read(atomio *st, uint64_t off, void *buf, size_t len);
 void *aligned_alloc_zero(size_t align, size_t size);
+char *dir_of(const char *path);
 
 /* files.c */
 int cat_load(atomio *st);

@@ -262,7 +262,8 @@ static int load_sb(atomio *st)
 
 /* --- creation ---------------------------------------------------------------- */
 
-static char *dir_of(const char *path)
+/* The directory part of path (".", "/" or a prefix), malloc'd; NULL if out of memory. */
+char *dir_of(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash)
