@@ -1,6 +1,9 @@
 # atomio — see README.md.  `make` builds the library; `make check` runs the tests
 # (normal build and ASan+UBSan build) and ends with "N passed, N failed".
 
+# The default goal is `all`, whatever the fragments in mk/ define first.
+.DEFAULT_GOAL := all
+
 PREFIX ?= /usr/local
 CC ?= cc
 BUILD := build

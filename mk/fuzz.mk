@@ -1,5 +1,5 @@
-# Hostile input (issue 8; issue 3 items 4 and 6): the libFuzzer target on log
-# parsing and recovery, its seed corpus, and `make fuzz`.
+# Fuzzing (hostile input): the libFuzzer target on log parsing and recovery, its seed corpus, and `make fuzz`.
+#   (issue 8; issue 3 items 4 and 6)
 #   make fuzz FUZZ_SECONDS=N   run the fuzzer N seconds (corpus kept in build/fuzz/corpus)
 #   make fuzz-corpus           rewrite the checked-in seeds in fuzz/corpus
 # `make check` builds the target when clang is installed and test/t_fuzz.sh
