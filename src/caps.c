@@ -28,38 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include "internal.h"
-
-static uint32_t read_u32(const char *path)
-{
-	char buf[32];
-	int fd = atomio_sys->open(path, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0)
-		return 0;
-	ssize_t n = sys_pread_full(fd, buf, sizeof(buf) - 1, 0);
-	atomio_sys->close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	unsigned long long v = strtoull(buf, NULL, 10);
-	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-}
-
-/* sysfs queue attribute 'name' of the device holding fd's file. */
-static uint32_t queue_limit(dev_t dev, const char *name)
-{
-	char path[160];
-	unsigned ma = major(dev), mi = minor(dev);
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/%s", ma, mi, name);
-	int fd = atomio_sys->open(path, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0) /* a partition: the queue belongs to its parent disk */
-		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/../queue/%s", ma, mi, name);
-	else
-		atomio_sys->close(fd);
-	return read_u32(path);
-}
 
 static bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
 
@@ -86,10 +56,10 @@ void file_probe_caps(atomio *st, struct afile *f, int fd)
 	}
 	struct stat sb;
 	if (atomio_sys->fstat(fd, &sb) == 0) {
-		c->bdev_max = queue_limit(sb.st_dev, "atomic_write_max_bytes");
-		c->bdev_unit_min = queue_limit(sb.st_dev, "atomic_write_unit_min_bytes");
-		c->bdev_unit_max = queue_limit(sb.st_dev, "atomic_write_unit_max_bytes");
-		c->bdev_boundary = queue_limit(sb.st_dev, "atomic_write_boundary_bytes");
+		c->bdev_max = sysfs_queue_u32(sb.st_dev, "atomic_write_max_bytes");
+		c->bdev_unit_min = sysfs_queue_u32(sb.st_dev, "atomic_write_unit_min_bytes");
+		c->bdev_unit_max = sysfs_queue_u32(sb.st_dev, "atomic_write_unit_max_bytes");
+		c->bdev_boundary = sysfs_queue_u32(sb.st_dev, "atomic_write_boundary_bytes");
 	}
 	if (f->direct_home)
 		c->flags |= f->direct ? ATOMIO_CAP_DIRECT_HOME : 0;

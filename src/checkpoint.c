@@ -35,15 +35,10 @@
  * which fdatasync does carry. */
 static int sync_one(atomio *st, struct afile *f, bool resized)
 {
-	int r;
-	do
-		r = resized ? atomio_sys->fsync(f->fd) : atomio_sys->fdatasync(f->fd);
-	while (r == -EINTR);
+	int r = resized ? sys_fsync_full(f->fd) : sys_fdatasync_full(f->fd);
 	atomic_fetch_add(&st->stats.data_syncs, 1);
 	return r;
 }
-
-int sync_file(atomio *st, struct afile *f) { return sync_one(st, f, f->resized); }
 
 /* Sync every data file written since it was last synced.  The flags are taken
  * before the sync: a home write after that sets them again. */
@@ -70,12 +65,6 @@ static int sync_files(atomio *st)
 	return 0;
 }
 
-static void fail_locked(atomio *st, int err)
-{
-	if (!st->failed)
-		st->failed = err ? err : -EIO;
-}
-
 /* Full checkpoint.  Log role held, every batch home, lock not held. */
 int checkpoint_locked(atomio *st)
 {
@@ -99,10 +88,10 @@ int checkpoint_locked(atomio *st)
 	 * the superblock's head offset, which recovery reads first.) */
 	bool any = used != 0 || tail != 0;
 	if (r == 0 && any)
-		r = st_write_sb(st, 0, seq, st->rec_epoch);
+		r = log_write_sb(st, 0, seq, st->rec_epoch);
 	pthread_mutex_lock(&st->lock);
 	if (r < 0) {
-		fail_locked(st, r);
+		st_fail_locked(st, r);
 	} else if (any) {
 		st->head = st->tail = st->used = 0;
 		st->head_seq = st->home_seq = seq;
@@ -137,11 +126,11 @@ void checkpoint_background_locked(atomio *st)
 
 	int r = sync_files(st);
 	if (r == 0)
-		r = st_write_sb(st, cut_off, cut_seq, st->rec_epoch);
+		r = log_write_sb(st, cut_off, cut_seq, st->rec_epoch);
 
 	pthread_mutex_lock(&st->lock);
 	if (r < 0) {
-		fail_locked(st, r);
+		st_fail_locked(st, r);
 	} else {
 		/* Free what lies between the old head and the cut (a wrap's
 		 * skipped end of area included). */

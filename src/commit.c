@@ -120,43 +120,9 @@ static int stage_reserve(struct logslot *ls, size_t len)
 /* Lay one group out as a record at buf (format.h). */
 static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
 {
-	struct rec_hdr_disk h = {
-		.magic = REC_MAGIC,
-		.type = REC_TYPE_GROUP,
-		.flags = last ? REC_F_LAST : 0,
-		.seq = tx->seq,
-		.epoch = st->rec_epoch,
-		.rec_len = tx->rec_len,
-		.data_len = tx->cdata ? tx->clen : tx->data_len,
-		.nsegs = tx->nsegs,
-		.raw_len = tx->data_len,
-	};
-	if (tx->cdata)
-		h.flags |= REC_F_LZ4; /* data_off below is into the raw data (format.h) */
-	char *desc = buf + REC_HDR;
-	char *data = desc + (size_t)REC_DESC * tx->nsegs;
-	uint64_t doff = 0;
-	for (uint32_t i = 0; i < tx->nsegs; i++) {
-		const struct seg *s = &tx->segs[i];
-		struct seg_disk d = {.file = s->file, .kind = s->kind, .off = s->off};
-		if (s->kind == SEG_WRITE) {
-			d.len = s->len;
-			d.data_off = doff;
-			if (!tx->cdata)
-				memcpy(data + doff, s->src, s->len);
-			doff += s->len;
-		}
-		memcpy(desc + (size_t)REC_DESC * i, &d, sizeof(d));
-	}
-	if (tx->cdata) {
-		memcpy(data, tx->cdata, tx->clen);
-		doff = tx->clen;
-	}
-	size_t used = REC_HDR + (size_t)REC_DESC * tx->nsegs + doff;
-	memset(buf + used, 0, tx->rec_len - used);
-	memcpy(buf, &h, sizeof(h));
-	h.csum = fmt_csum(buf, tx->rec_len, st->store_id, offsetof(struct rec_hdr_disk, csum));
-	memcpy(buf, &h, sizeof(h));
+	struct rec_src r = {.segs = tx->segs, .nsegs = tx->nsegs, .data_len = tx->data_len,
+			    .rec_len = tx->rec_len, .cdata = tx->cdata, .clen = tx->clen};
+	codec_rec_build(buf, &r, tx->seq, st->rec_epoch, last, st->store_id);
 }
 
 /* Where a log write of len bytes can go now (area offset), and how many
@@ -243,13 +209,6 @@ static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t 
 		atomic_fetch_add(&st->stats.bytes_logged, len);
 	}
 	return r;
-}
-
-static void fail_locked(atomio *st, int err)
-{
-	/* As st_fail, with the lock already held. */
-	if (!st->failed)
-		st->failed = err ? err : -EIO;
 }
 
 /* A group is finished: hand it to its owner.  Lock held. */
@@ -410,7 +369,7 @@ again:
 			atomic_fetch_add(&st->stats.fast_writes, 1);
 		pthread_mutex_lock(&st->lock);
 		if (r < 0)
-			fail_locked(st, r);
+			st_fail_locked(st, r);
 		st->log_busy = false;
 		wake_next_locked(st);
 	} else {
@@ -420,7 +379,7 @@ again:
 		 * written. */
 		st->log_busy = false;
 		if (r < 0) {
-			fail_locked(st, r);
+			st_fail_locked(st, r);
 		} else if (bytes) {
 			st->log_inflight++;
 			st->slot_busy |= 1u << slot;
@@ -434,7 +393,7 @@ again:
 				/* Unknown whether any of it reached the media:
 				 * refuse further commits; reopening replays
 				 * whatever did, whole. */
-				fail_locked(st, r);
+				st_fail_locked(st, r);
 			}
 		}
 		wake_next_locked(st);
@@ -457,7 +416,7 @@ again:
 	}
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
-		fail_locked(st, r);
+		st_fail_locked(st, r);
 	else if (!fast)
 		dirty_note_locked(st, first, n);
 	st->home_next = k + 1;

@@ -359,9 +359,7 @@ int engine_home(atomio *st, atomio_tx *first, uint32_t n)
 				 * still in flight. */
 				err = wave_flush(st, &w);
 				if (err == 0)
-					do
-						err = atomio_sys->ftruncate(f->hfd, (off_t)s->off);
-					while (err == -EINTR);
+					err = sys_ftruncate_full(f->hfd, (off_t)s->off);
 			}
 		}
 	}
@@ -396,10 +394,8 @@ int file_open_home(atomio *st, struct afile *f, int fd)
 	f->direct_home = f->direct;
 	if (!f->direct || (st->flags & ATOMIO_DIRECT_HOME))
 		return 0;
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
 	int keep = f->open_flags & (O_DSYNC | O_SYNC | O_NOATIME);
-	int twin = atomio_sys->open(p, O_RDWR | O_CLOEXEC | keep, 0);
+	int twin = proc_reopen(fd, O_RDWR | O_CLOEXEC | keep);
 	if (twin < 0)
 		return 0;
 	struct stat a, b;

@@ -141,33 +141,34 @@ uint64_t file_max_size(int fd)
 
 /* --- catalog ---------------------------------------------------------------- */
 
+struct cat_reader {
+	atomio *st;
+	uint64_t base;
+};
+
+static int cat_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	struct cat_reader *c = ctx;
+	return log_read(c->st, c->base + off, buf, len);
+}
+
 /* Check catalog copy i: header plausible, checksum right over its used
  * bytes, streamed through a small buffer, so that checking a copy costs
  * memory in proportion to nothing the log says.  0 = valid. */
 static int cat_check_copy(atomio *st, int i, char *tmp, size_t tmpsz, struct cat_hdr_disk *h)
 {
-	uint64_t base = st->cat_off + (uint64_t)i * st->cat_size;
-	int r = log_read(st, base, h, sizeof(*h));
+	struct cat_reader c = {st, st->cat_off + (uint64_t)i * st->cat_size};
+	int r = log_read(st, c.base, h, sizeof(*h));
 	if (r < 0)
 		return r;
-	if (h->magic != CAT_MAGIC || h->store_id != st->store_id || h->used < CAT_HDR ||
-	    h->used > st->cat_size || h->count > MAX_FILES || h->generation >= MAX_GENERATION)
+	if (codec_cat_hdr_problem(h, st->store_id, st->cat_size))
 		return ATOMIO_ECORRUPT;
-	XXH3_state_t xs;
-	XXH3_INITSTATE(&xs); /* see fmt_csum */
-	XXH3_64bits_reset_withSeed(&xs, st->store_id);
-	struct cat_hdr_disk z = *h;
-	z.csum = 0;
-	XXH3_64bits_update(&xs, &z, sizeof(z));
-	for (uint64_t done = CAT_HDR; done < h->used;) {
-		size_t n = h->used - done < tmpsz ? (size_t)(h->used - done) : tmpsz;
-		r = log_read(st, base + done, tmp, n);
-		if (r < 0)
-			return r;
-		XXH3_64bits_update(&xs, tmp, n);
-		done += n;
-	}
-	return XXH3_64bits_digest(&xs) == h->csum ? 0 : ATOMIO_ECORRUPT;
+	uint64_t sum;
+	r = codec_csum_read(st->store_id, h->used, offsetof(struct cat_hdr_disk, csum), cat_read, &c,
+			    tmp, tmpsz, &sum);
+	if (r < 0)
+		return r;
+	return sum == h->csum ? 0 : ATOMIO_ECORRUPT;
 }
 
 static void afile_free(struct afile *f)
@@ -196,7 +197,7 @@ int cat_load(atomio *st)
 	free(tmp);
 	if (r < 0)
 		return r;
-	int pick = ok[0] && ok[1] ? (h[1].generation > h[0].generation) : ok[1] ? 1 : ok[0] ? 0 : -1;
+	int pick = codec_cat_current(h, ok);
 	if (pick < 0) {
 		st_err(st, "%s: no valid file catalog", st->log_path);
 		return ATOMIO_ECORRUPT;
@@ -220,37 +221,24 @@ int cat_load(atomio *st)
 	const char *c = buf;
 	uint64_t pos = CAT_HDR, used = h[pick].used;
 	/* The catalog says how long its entry headers are (format.h). */
-	const uint32_t eh = h[pick].entry_hdr ? h[pick].entry_hdr : CAT_ENTRY_HDR_V1;
-	if (eh != CAT_ENTRY_HDR && eh != CAT_ENTRY_HDR_V1)
+	const uint32_t eh = codec_cat_entry_hdr(&h[pick]);
+	if (!eh)
 		r = ATOMIO_ECORRUPT;
 	for (uint32_t i = 0; r == 0 && i < h[pick].count; i++) {
 		struct cat_entry_disk e;
-		if (pos + eh > used) {
-			r = ATOMIO_ECORRUPT;
-			break;
-		}
-		memset(&e, 0, sizeof(e));
-		memcpy(&e, c + pos, eh);
-		if (e.id >= MAX_FILES || e.path_len == 0 || e.path_len >= PATH_MAX ||
-		    pos + eh + e.path_len > used || (e.flags & ~CAT_F_RELATIVE) ||
-		    (e.id_flags & ~CAT_ID_BTIME) || e.reserved ||
-		    atomic_load(&st->files[e.id])) {
+		const char *path;
+		if (codec_cat_entry(c, used, eh, &pos, &e, &path) || atomic_load(&st->files[e.id])) {
 			r = ATOMIO_ECORRUPT;
 			break;
 		}
 		struct afile *f = calloc(1, sizeof(*f));
-		char *p = f ? strndup(c + pos + eh, e.path_len) : NULL;
+		char *p = f ? strndup(path, e.path_len) : NULL;
 		if (!p) {
 			free(f);
 			r = -ENOMEM;
 			break;
 		}
 		f->path = p;
-		if (strlen(p) != e.path_len) {
-			afile_free(f);
-			r = ATOMIO_ECORRUPT;
-			break;
-		}
 		r = file_check_path(p, e.flags);
 		if (r < 0) {
 			st_err(st, "%s: catalog path '%s' breaks the path rules", st->log_path, p);
@@ -265,7 +253,6 @@ int cat_load(atomio *st)
 		atomic_store(&st->files[e.id], f);
 		if (e.id >= st->files_hi)
 			st->files_hi = e.id + 1;
-		pos = align_up(pos + eh + e.path_len, 8);
 	}
 	if (r == ATOMIO_ECORRUPT)
 		st_err(st, "%s: file catalog entry is malformed", st->log_path);
@@ -285,24 +272,16 @@ static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uin
 		struct afile *f = atomic_load(&st->files[id]);
 		if (!f)
 			continue;
-		size_t pl = strlen(f->path);
-		size_t need = align_up(CAT_ENTRY_HDR + pl, 8);
-		if (pos + need > cap)
+		struct cat_entry_disk e = {.id = f->id, .path_len = (uint16_t)strlen(f->path),
+					   .flags = f->cat_flags, .dev = f->idn.dev, .ino = f->idn.ino,
+					   .fsid = f->idn.fsid, .btime_ns = f->idn.btime_ns,
+					   .id_flags = f->idn.flags};
+		pos = codec_cat_put(buf, cap, pos, &e, f->path);
+		if (!pos)
 			return 0;
-		struct cat_entry_disk e = {.id = f->id, .path_len = (uint16_t)pl, .flags = f->cat_flags,
-					   .dev = f->idn.dev, .ino = f->idn.ino, .fsid = f->idn.fsid,
-					   .btime_ns = f->idn.btime_ns, .id_flags = f->idn.flags};
-		memcpy(buf + pos, &e, sizeof(e));
-		memcpy(buf + pos + CAT_ENTRY_HDR, f->path, pl);
-		pos += need;
 		count++;
 	}
-	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = count, .entry_hdr = CAT_ENTRY_HDR,
-				 .store_id = st->store_id,
-				 .generation = gen, .used = pos};
-	memcpy(buf, &h, sizeof(h));
-	h.csum = fmt_csum(buf, pos, st->store_id, offsetof(struct cat_hdr_disk, csum));
-	memcpy(buf, &h, sizeof(h));
+	codec_cat_seal(buf, count, st->store_id, gen, pos);
 	*count_out = count;
 	return pos;
 }
@@ -334,23 +313,6 @@ static int cat_write(atomio *st)
 	st->cat_gen = gen;
 	st->nfiles_cat = count;
 	return 0;
-}
-
-int cat_write_initial(int fd, uint64_t cat_off, uint64_t cat_size, uint64_t store_id)
-{
-	char *buf = aligned_alloc_zero(4096, 4096);
-	if (!buf)
-		return -ENOMEM;
-	(void)cat_size;
-	struct cat_hdr_disk h = {.magic = CAT_MAGIC, .count = 0, .entry_hdr = CAT_ENTRY_HDR,
-				 .store_id = store_id,
-				 .generation = 0, .used = CAT_HDR};
-	memcpy(buf, &h, sizeof(h));
-	h.csum = fmt_csum(buf, CAT_HDR, store_id, offsetof(struct cat_hdr_disk, csum));
-	memcpy(buf, &h, sizeof(h));
-	int r = sys_pwrite_full(fd, buf, 4096, (off_t)cat_off, 0); /* copy 0, generation 0 */
-	free(buf);
-	return r;
 }
 
 /* --- registration ------------------------------------------------------------- */
@@ -436,10 +398,7 @@ static int open_data(const char *canon, int flags, mode_t mode, bool *created)
  * file, then its directory. */
 static int sync_registered(atomio *st, int fd, const char *canon)
 {
-	int r;
-	do
-		r = atomio_sys->fsync(fd);
-	while (r == -EINTR);
+	int r = sys_fsync_full(fd);
 	if (r == 0) {
 		char *dir = dir_of(canon);
 		if (!dir)

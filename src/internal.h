@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "atomio.h"
+#include "codec.h"
 #include "format.h"
 #include "sys.h"
 
@@ -85,15 +86,6 @@ struct afile {
 	bool resized;
 };
 
-/* One range of a group, as kept in memory until commit. */
-struct seg {
-	uint32_t file;
-	uint16_t kind;  /* SEG_WRITE / SEG_SETSIZE */
-	uint64_t off;   /* file offset or new size */
-	uint64_t len;
-	const void *src; /* data (tx arena or a caller's buffer during atomio_pwrite) */
-};
-
 struct arena_chunk {
 	struct arena_chunk *next;
 	size_t size, used;
@@ -160,7 +152,6 @@ struct atomio {
 	uint64_t cat_off, cat_size;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
 
 	/* commit pipeline (commit.c), under lock */
 	struct atomio_tx *q_head, *q_tail;
@@ -240,17 +231,28 @@ struct atomio {
 
 #define POOL_KEEP 64u
 
-/* store.c */
+/* util.c */
 void st_err(atomio *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void st_fail(atomio *st, int err);
-int st_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch);
-int log_read(atomio *st, uint64_t off, void *buf, size_t len);
+void st_fail_locked(atomio *st, int err); /* poison the store: the first error stays */
 void *aligned_alloc_zero(size_t align, size_t size);
 char *dir_of(const char *path);
+/* Open what fd refers to again, through /proc/self/fd (the same inode even if
+ * its path was swapped meanwhile): the new fd, -ENOENT without /proc, or
+ * another negative errno. */
+int proc_reopen(int fd, int flags);
+/* A sysfs queue attribute (/sys/dev/block/MAJ:MIN/queue/NAME, or the parent
+ * disk's for a partition) of the device dev; 0 when unreadable. */
+uint32_t sysfs_queue_u32(dev_t dev, const char *name);
+
+/* logfile.c */
+int log_create(atomio *st, const char *path, uint64_t log_size);
+int log_open_fd(atomio *st, const char *path);
+int log_load_sb(atomio *st);
+int log_read(atomio *st, uint64_t off, void *buf, size_t len);
+int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch);
 
 /* files.c */
 int cat_load(atomio *st);
-int cat_write_initial(int fd, uint64_t cat_off, uint64_t cat_size, uint64_t store_id);
 struct afile *file_get(atomio *st, int id);
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz);
 int file_check_path(const char *path, uint16_t flags);
@@ -299,7 +301,6 @@ void async_destroy(atomio *st);
 /* checkpoint.c */
 int checkpoint_locked(atomio *st);
 void checkpoint_background_locked(atomio *st);
-int sync_file(atomio *st, struct afile *f);
 
 /* recover.c */
 int recover(atomio *st);

@@ -20,13 +20,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include <xxhash.h>
 
 #include "internal.h"
 
@@ -56,54 +52,51 @@ static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
 	return log_read(rc->st, rc->st->area_off + pos, buf, len);
 }
 
+/* codec_csum_read's reader for the record at rd->pos */
+struct rec_reader {
+	struct rcv *rc;
+	uint64_t pos;
+};
+
+static int rec_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	struct rec_reader *rr = ctx;
+	return area_read(rr->rc, rr->pos + off, buf, len);
+}
+
 /* Read and check the record at pos expecting seq.  1 = valid (rec filled,
  * segs allocated), 0 = no valid record here, < 0 = error. */
 static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *rec)
 {
 	atomio *st = rc->st;
-	if (pos % 8 || pos + REC_HDR > st->area_size)
+	if (!codec_rec_fits(pos, st->area_size))
 		return 0;
 	struct rec_hdr_disk h;
 	int r = area_read(rc, pos, &h, sizeof(h));
 	if (r < 0)
 		return r;
-	bool lz4 = h.flags & REC_F_LZ4;
-	if (h.magic != REC_MAGIC || h.type != REC_TYPE_GROUP || (h.flags & ~(REC_F_LAST | REC_F_LZ4)) ||
-	    h.seq != seq || h.epoch != rc->epoch || h.reserved || h.nsegs == 0 ||
-	    h.nsegs > MAX_SEGMENTS || h.data_len > st->area_size ||
-	    (lz4 ? st->sb.version < 2 || h.data_len == 0 || h.data_len >= h.raw_len ||
-		       h.raw_len > COMP_MAX || h.rec_len > COMP_MAX
-		 : h.raw_len != h.data_len) ||
-	    h.rec_len != rec_len_for(h.nsegs, h.data_len) || h.rec_len > st->area_size - pos)
+	struct rec_expect x = {.seq = seq, .epoch = rc->epoch, .area_size = st->area_size,
+			       .version = st->sb.version};
+	if (codec_rec_check(&h, pos, &x) != REC_OK)
 		return 0;
 
-	/* Checksum, streamed. */
-	XXH3_state_t xs;
-	XXH3_INITSTATE(&xs); /* see fmt_csum */
-	XXH3_64bits_reset_withSeed(&xs, st->store_id);
-	for (uint64_t done = 0; done < h.rec_len;) {
-		size_t n = h.rec_len - done < CHUNK ? (size_t)(h.rec_len - done) : CHUNK;
-		r = area_read(rc, pos + done, rc->buf, n);
-		if (r < 0)
-			return r;
-		if (done == 0)
-			memset(rc->buf + offsetof(struct rec_hdr_disk, csum), 0, 8);
-		XXH3_64bits_update(&xs, rc->buf, n);
-		done += n;
-	}
-	if (XXH3_64bits_digest(&xs) != h.csum)
+	/* Checksum, streamed; a record that fits leaves the whole of it in buf. */
+	struct rec_reader rr = {rc, pos};
+	uint64_t sum;
+	r = codec_csum_read(st->store_id, h.rec_len, offsetof(struct rec_hdr_disk, csum), rec_read, &rr,
+			    rc->buf, CHUNK, &sum);
+	if (r < 0)
+		return r;
+	if (sum != h.csum)
 		return 0; /* torn or stale: the end of the log */
-	if (lz4) {
+	if (h.flags & REC_F_LZ4) {
 		/* The whole record is in buf (rec_len <= COMP_MAX <= CHUNK).
 		 * Checksummed, so written by a store: data that does not
 		 * decompress to exactly raw_len bytes is corruption, refused
-		 * before anything is replayed.  LZ4_decompress_safe never
-		 * writes past raw_len (<= COMP_MAX) nor reads past data_len. */
-		const char *cd = rc->buf + REC_HDR + (size_t)REC_DESC * h.nsegs;
+		 * before anything is replayed. */
 		if (!rc->raw && !(rc->raw = malloc(COMP_MAX)))
 			return -ENOMEM; /* once, at the first compressed record */
-		int n = LZ4_decompress_safe(cd, rc->raw, (int)h.data_len, (int)h.raw_len);
-		if (n < 0 || (uint64_t)n != h.raw_len) {
+		if (!codec_rec_lz4_ok(rc->buf, &h, rc->raw)) {
 			st_err(st, "%s: record seq %llu: its LZ4 data does not decompress to its %llu bytes",
 			       st->log_path, (unsigned long long)h.seq, (unsigned long long)h.raw_len);
 			return ATOMIO_ECORRUPT;
@@ -132,22 +125,8 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 	atomio *st = rc->st;
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
-		const char *why = NULL;
-		if (d->file >= rc->hi || !atomic_load(&st->files[d->file]))
-			why = "names a file the store never registered";
-		else if (d->reserved)
-			why = "has a nonzero reserved field";
-		else if (d->kind == SEG_WRITE) {
-			if (d->len == 0 || d->off > MAX_OFFSET || d->len > MAX_OFFSET - d->off)
-				why = "writes beyond the largest offset atomio allows (2^62)";
-			else if (d->data_off > rec->h.raw_len || d->len > rec->h.raw_len - d->data_off)
-				why = "points outside its own data"; /* raw_len = data_len unless LZ4 */
-		} else if (d->kind == SEG_SETSIZE) {
-			if (d->len || d->data_off || d->off > MAX_OFFSET)
-				why = "sets an impossible file size";
-		} else {
-			why = "has an unknown range kind";
-		}
+		const char *why = codec_seg_problem(d, rec->h.raw_len,
+						    d->file < rc->hi && atomic_load(&st->files[d->file]));
 		if (why) {
 			st_err(st, "%s: record seq %llu range %u %s", st->log_path,
 			       (unsigned long long)rec->h.seq, i, why);
@@ -161,12 +140,6 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 			rc->maxend[d->file] = end;
 	}
 	return 0;
-}
-
-static uint64_t next_pos(atomio *st, const struct rec *rec)
-{
-	uint64_t end = rec->pos + rec->h.rec_len;
-	return rec->h.flags & REC_F_LAST ? align_up(end, st->block) : end;
 }
 
 /* Walk the valid prefix; for each record call fn (pass 1: check, pass 3:
@@ -191,7 +164,7 @@ static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uin
 			return r;
 		n++;
 		seq++;
-		pos = next_pos(st, &rec);
+		pos = codec_rec_next(&rec.h, rec.pos, st->block);
 		if (n > st->area_size / (REC_HDR + REC_DESC))
 			return ATOMIO_ECORRUPT; /* cannot happen: records do not overlap */
 	}
@@ -277,9 +250,7 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	 * is swapped meanwhile (no window between check and write).  Without
 	 * /proc, open the path (never blocking on a FIFO) and check that it
 	 * is still the same inode. */
-	char pp[64];
-	snprintf(pp, sizeof(pp), "/proc/self/fd/%d", pfd);
-	int fd = atomio_sys->open(pp, O_RDWR | O_CLOEXEC | O_NOCTTY, 0);
+	int fd = proc_reopen(pfd, O_RDWR | O_CLOEXEC | O_NOCTTY);
 	if (fd == -ENOENT)
 		fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
 	if (fd < 0) {
@@ -341,10 +312,7 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 	}
 	if (rec->h.flags & REC_F_LZ4) {
 		/* whole: read_record accepts no compressed record over COMP_MAX */
-		int n = whole ? LZ4_decompress_safe(src, rc->raw, (int)rec->h.data_len,
-						    (int)rec->h.raw_len)
-			      : -1;
-		if (n < 0 || (uint64_t)n != rec->h.raw_len) {
+		if (!whole || !codec_rec_lz4_ok(rc->buf, &rec->h, rc->raw)) {
 			st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
 			       (unsigned long long)rec->h.seq);
 			return ATOMIO_ECORRUPT;
@@ -356,9 +324,7 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 		int fd = rc->fds[d->file];
 		r = 0;
 		if (d->kind == SEG_SETSIZE) {
-			do
-				r = atomio_sys->ftruncate(fd, (off_t)d->off);
-			while (r == -EINTR);
+			r = sys_ftruncate_full(fd, (off_t)d->off);
 		} else if (whole) {
 			r = sys_pwrite_full(fd, src + d->data_off, d->len, (off_t)d->off, 0);
 		}
@@ -441,9 +407,7 @@ int recover(atomio *st)
 		for (uint32_t id = 0; id < hi; id++) {
 			if (rc.fds[id] < 0)
 				continue;
-			do
-				r = atomio_sys->fsync(rc.fds[id]);
-			while (r == -EINTR);
+			r = sys_fsync_full(rc.fds[id]);
 			atomic_fetch_add(&st->stats.data_syncs, 1);
 			if (r < 0) {
 				st_err(st, "%s: syncing replayed file %u: %s", st->log_path, id,
@@ -454,7 +418,7 @@ int recover(atomio *st)
 	}
 	/* New epoch, empty log, durably, before any new record: stale records
 	 * of the old epoch can never be mistaken for new ones. */
-	r = st_write_sb(st, 0, seq_end, st->sb.epoch + 1);
+	r = log_write_sb(st, 0, seq_end, st->sb.epoch + 1);
 	if (r < 0)
 		goto out;
 	st->next_seq = seq_end;

@@ -286,9 +286,36 @@ int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off)
 	 * then takes a write and a flush. */
 	r = sys_pwrite_full(fd, buf, len, off, 0);
 	if (r == 0)
-		do /* EINTR: interrupted, nothing lost; again */
-			r = atomio_sys->fdatasync(fd);
-		while (r == -EINTR);
+		r = sys_fdatasync_full(fd);
+	return r;
+}
+
+/* EINTR: interrupted, nothing lost (the call either started no write-back
+ * or will report its error again); so again, here and nowhere else. */
+int sys_fsync_full(int fd)
+{
+	int r;
+	do
+		r = atomio_sys->fsync(fd);
+	while (r == -EINTR);
+	return r;
+}
+
+int sys_fdatasync_full(int fd)
+{
+	int r;
+	do
+		r = atomio_sys->fdatasync(fd);
+	while (r == -EINTR);
+	return r;
+}
+
+int sys_ftruncate_full(int fd, off_t size)
+{
+	int r;
+	do
+		r = atomio_sys->ftruncate(fd, size);
+	while (r == -EINTR);
 	return r;
 }
 
@@ -297,10 +324,7 @@ int sys_fsync_dir(const char *dir)
 	int fd = atomio_sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return fd;
-	int r;
-	do
-		r = atomio_sys->fsync(fd);
-	while (r == -EINTR);
+	int r = sys_fsync_full(fd);
 	atomio_sys->close(fd);
 	return r;
 }

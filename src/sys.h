@@ -5,8 +5,9 @@
  * aSyscall[]), so that tests can record, fail, tear or "crash" any of them.
  * Each entry returns a non-negative result or a negative errno; conversion
  * from the libc convention (-1 + errno) happens once, in sys.c.  EINTR and
- * short reads/writes are NOT retried by the entries: the helpers sys_pread_full
- * and sys_pwritev_full do that, in one place, so fault injection exercises them.
+ * short reads/writes are NOT retried by the entries: the *_full helpers below
+ * (sys_pread_full, sys_pwritev_full, sys_fsync_full, ...) do that, in one
+ * place, so fault injection exercises them.
  *
  * This header is internal; the test suite includes it to install a backend.
  */
@@ -162,6 +163,11 @@ int sys_fadvise(int fd, off_t off, off_t len, int advice);
  * FUSE filesystems) a plain write and fdatasync.  Returns 0 or a negative
  * errno. */
 int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off);
+
+/* fsync / fdatasync / ftruncate, retrying EINTR.  0 or a negative errno. */
+int sys_fsync_full(int fd);
+int sys_fdatasync_full(int fd);
+int sys_ftruncate_full(int fd, off_t size);
 
 /* fsync a directory by path (used after creating or renaming an entry in it). */
 int sys_fsync_dir(const char *dir);

@@ -38,7 +38,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,49 +81,11 @@ void rec_compress(atomio_tx *tx)
 	atomio *st = tx->st;
 	tx->cdata = NULL;
 	tx->clen = 0;
-	if ((st->flags & ATOMIO_NO_COMPRESS) || tx->data_len < 64 || tx->data_len > COMP_MAX)
+	if (st->flags & ATOMIO_NO_COMPRESS)
 		return;
-	/* The compressed record must be shorter by at least the 8 bytes of
-	 * alignment, and no longer than COMP_MAX (recovery reads it whole). */
-	uint64_t fixed = REC_HDR + (uint64_t)REC_DESC * tx->nsegs;
-	if (fixed + 8 >= COMP_MAX)
-		return;
-	uint64_t cap = tx->data_len - 8;
-	if (cap > COMP_MAX - fixed)
-		cap = COMP_MAX - fixed;
-	/* LZ4 compresses one contiguous block: gather the ranges' data unless
-	 * there is only one (atomio_pwrite's, or a page's). */
-	const char *src = NULL;
-	char *gather = NULL;
-	uint32_t nw = 0;
-	for (uint32_t i = 0; i < tx->nsegs; i++)
-		if (tx->segs[i].kind == SEG_WRITE) {
-			nw++;
-			src = tx->segs[i].src;
-		}
-	if (nw != 1) {
-		gather = malloc(tx->data_len);
-		if (!gather)
-			return;
-		uint64_t at = 0;
-		for (uint32_t i = 0; i < tx->nsegs; i++)
-			if (tx->segs[i].kind == SEG_WRITE) {
-				memcpy(gather + at, tx->segs[i].src, tx->segs[i].len);
-				at += tx->segs[i].len;
-			}
-		src = gather;
-	}
-	char *out = malloc(cap);
-	int n = out ? LZ4_compress_default(src, out, (int)tx->data_len, (int)cap) : 0;
-	free(gather);
-	uint64_t len = n > 0 ? rec_len_for(tx->nsegs, (uint64_t)n) : UINT64_MAX;
-	if (len >= tx->rec_len || len > COMP_MAX) {
-		free(out); /* incompressible: the record stays as it was */
-		return;
-	}
-	tx->cdata = out;
-	tx->clen = (uint64_t)n;
-	tx->rec_len = len;
+	struct rec_src r = {.segs = tx->segs, .nsegs = tx->nsegs, .data_len = tx->data_len,
+			    .rec_len = tx->rec_len};
+	(void)codec_rec_compress(&r, &tx->cdata, &tx->clen, &tx->rec_len);
 }
 
 /* --- the dirty set ------------------------------------------------------------ */

@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,12 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 #include "atomio.h"
 #include "cli.h"
-#include "format.h" /* the on-disk format: internal, read-only use */
+#include "codec.h" /* the on-disk format and its rules: internal, read-only use */
 
 #define CHUNK (1u << 20)
 
@@ -93,30 +89,11 @@ static long lock_holder(const struct stat *sb)
 	return pid;
 }
 
+/* Recovery's rules for a superblock slot (codec.c); NULL when valid. */
 static const char *sb_problem(const struct sb_disk *s, uint64_t file_size)
 {
-	if (memcmp(s->magic, SB_MAGIC, 8)) {
-		static const char zero[8];
-		return memcmp(s->magic, zero, 8) ? "no atomio magic" : "empty (zeros)";
-	}
-	if (s->bom != SB_BOM)
-		return "written on a host of the other byte order";
-	if (s->version < FMT_VERSION_MIN || s->version > FMT_VERSION)
-		return "format version this atomio does not read";
-	if (fmt_csum(s, SB_SIZE, SB_SEED, SB_CSUM_OFF) != s->csum)
-		return "checksum mismatch (torn or damaged)";
-	uint64_t b = s->block;
-	if (b < 512 || b > SB_SLOT || (b & (b - 1)))
-		return "impossible log block size";
-	if (s->cat_off != CAT_OFF || s->cat_size < 4096 || s->cat_size > (1ull << 30) || s->cat_size % 4096)
-		return "impossible catalog geometry";
-	if (s->area_off < s->cat_off + 2 * s->cat_size || s->area_off % b || s->area_size % b ||
-	    s->area_size < MIN_LOG_BLOCKS * b || s->area_size > (1ull << 48) ||
-	    s->area_off + s->area_size > file_size)
-		return "record area outside the file";
-	if (s->head_off >= s->area_size || s->head_off % 8)
-		return "head outside the record area";
-	return NULL;
+	const char *why;
+	return codec_sb_check(s, file_size, &why) ? why : NULL;
 }
 
 static void put_time(char *b, size_t n, uint64_t ns)
@@ -136,11 +113,27 @@ struct drec {
 	bool lz4_bad; /* LZ4 data that does not decompress to raw_len bytes */
 };
 
-/* 1 = valid record (segs allocated), 0 = none, < 0 error; why says what is there. */
+#define ENDS_EARLY (-ENODATA) /* rec_rd: the file ends inside the record */
+
+/* codec_csum_read's reader for the record at area offset pos */
+struct rec_at {
+	struct dlog *d;
+	uint64_t off; /* file offset of the record */
+};
+
+static int rec_rd(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	struct rec_at *a = ctx;
+	int k = rd(a->d, a->off + off, buf, len);
+	return k < 0 ? k : k == 0 ? ENDS_EARLY : 0;
+}
+
+/* 1 = valid record (segs allocated), 0 = none, < 0 error; why says what is
+ * there.  The rules are recovery's (codec.c); only the words are dump's. */
 static int read_rec(struct dlog *d, uint64_t pos, uint64_t seq, struct drec *r, char *why, size_t wn)
 {
 	const struct sb_disk *sb = &d->sb;
-	if (pos % 8 || pos + REC_HDR > sb->area_size) {
+	if (!codec_rec_fits(pos, sb->area_size)) {
 		snprintf(why, wn, "end of the record area");
 		return 0;
 	}
@@ -152,66 +145,54 @@ static int read_rec(struct dlog *d, uint64_t pos, uint64_t seq, struct drec *r, 
 		snprintf(why, wn, "the file ends");
 		return 0;
 	}
-	if (h.magic != REC_MAGIC) {
-		static const struct rec_hdr_disk zero;
+	struct rec_expect x = {.seq = seq, .epoch = sb->epoch, .area_size = sb->area_size,
+			       .version = sb->version};
+	static const struct rec_hdr_disk zero;
+	switch (codec_rec_check(&h, pos, &x)) {
+	case REC_OK:
+		break;
+	case REC_NO_RECORD:
 		snprintf(why, wn, "%s", memcmp(&h, &zero, sizeof(h)) ? "no record here (other bytes)"
 								       : "no record here (zeros: never written since creation)");
 		return 0;
-	}
-	if (h.epoch != sb->epoch) {
+	case REC_STALE:
 		snprintf(why, wn, "a record of an earlier open (epoch %llu, seq %llu): stale",
 			 (unsigned long long)h.epoch, (unsigned long long)h.seq);
 		return 0;
-	}
-	if (h.seq != seq) {
+	case REC_WRONG_SEQ:
 		snprintf(why, wn, "a record with seq %llu where seq %llu was due: %s",
 			 (unsigned long long)h.seq, (unsigned long long)seq,
 			 h.seq < seq ? "stale, from an earlier lap of the log" : "out of order");
 		return 0;
-	}
-	bool lz4 = h.flags & REC_F_LZ4;
-	if (h.type != REC_TYPE_GROUP || (h.flags & ~(REC_F_LAST | REC_F_LZ4)) || h.reserved ||
-	    h.nsegs == 0 || h.nsegs > MAX_SEGMENTS || h.data_len > sb->area_size ||
-	    (lz4 ? sb->version < 2 || h.data_len == 0 || h.data_len >= h.raw_len ||
-		       h.raw_len > COMP_MAX || h.rec_len > COMP_MAX
-		 : h.raw_len != h.data_len) ||
-	    h.rec_len != rec_len_for(h.nsegs, h.data_len) || h.rec_len > sb->area_size - pos) {
+	case REC_BAD_FIELDS:
 		snprintf(why, wn, "a record header with impossible fields (seq %llu): torn or damaged",
 			 (unsigned long long)h.seq);
 		return 0;
 	}
-	XXH3_state_t xs;
-	XXH3_INITSTATE(&xs);
-	XXH3_64bits_reset_withSeed(&xs, d->store_id);
-	for (uint64_t done = 0; done < h.rec_len;) {
-		size_t n = h.rec_len - done < CHUNK ? (size_t)(h.rec_len - done) : CHUNK;
-		k = rd(d, sb->area_off + pos + done, d->buf, n);
-		if (k <= 0) {
-			if (k == 0)
-				snprintf(why, wn, "the file ends inside record seq %llu", (unsigned long long)seq);
-			return k;
-		}
-		if (done == 0)
-			memset(d->buf + offsetof(struct rec_hdr_disk, csum), 0, 8);
-		XXH3_64bits_update(&xs, d->buf, n);
-		done += n;
+	struct rec_at at = {d, sb->area_off + pos};
+	uint64_t sum;
+	k = codec_csum_read(d->store_id, h.rec_len, offsetof(struct rec_hdr_disk, csum), rec_rd, &at,
+			    d->buf, CHUNK, &sum);
+	if (k == ENDS_EARLY) {
+		snprintf(why, wn, "the file ends inside record seq %llu", (unsigned long long)seq);
+		return 0;
 	}
-	if (XXH3_64bits_digest(&xs) != h.csum) {
+	if (k < 0)
+		return k;
+	if (sum != h.csum) {
 		snprintf(why, wn, "record seq %llu (%llu bytes) fails its checksum: a write cut short (torn), "
 				  "the normal end after a crash",
 			 (unsigned long long)seq, (unsigned long long)h.rec_len);
 		return 0;
 	}
 	r->lz4_bad = false;
-	if (lz4) {
+	if (h.flags & REC_F_LZ4) {
 		/* As recovery: the whole record is in buf (rec_len <= COMP_MAX
 		 * <= CHUNK), and must decompress to exactly raw_len bytes. */
 		char *out = malloc(COMP_MAX);
 		if (!out)
 			return -ENOMEM;
-		int dn = LZ4_decompress_safe(d->buf + REC_HDR + (size_t)REC_DESC * h.nsegs, out,
-					     (int)h.data_len, (int)h.raw_len);
-		r->lz4_bad = dn < 0 || (uint64_t)dn != h.raw_len;
+		r->lz4_bad = !codec_rec_lz4_ok(d->buf, &h, out);
 		free(out);
 	}
 	size_t dl = (size_t)h.nsegs * REC_DESC;
@@ -228,27 +209,16 @@ static int read_rec(struct dlog *d, uint64_t pos, uint64_t seq, struct drec *r, 
 	return 1;
 }
 
-/* Recovery's descriptor checks (recover.c, check_segs); NULL when fine. */
+/* Recovery's descriptor checks (codec.c); NULL when fine. */
 static const char *seg_problem(const struct dlog *d, const struct drec *r, uint32_t *bad)
 {
 	for (uint32_t i = 0; i < r->h.nsegs; i++) {
 		const struct seg_disk *s = &r->segs[i];
 		*bad = i;
-		if (s->file >= MAX_FILES || !(d->known[s->file / 8] & (1u << (s->file % 8))))
-			return "names a file the store never registered";
-		if (s->reserved)
-			return "has a nonzero reserved field";
-		if (s->kind == SEG_WRITE) {
-			if (s->len == 0 || s->off > MAX_OFFSET || s->len > MAX_OFFSET - s->off)
-				return "writes beyond the largest offset atomio allows";
-			if (s->data_off > r->h.raw_len || s->len > r->h.raw_len - s->data_off)
-				return "points outside its own data";
-		} else if (s->kind == SEG_SETSIZE) {
-			if (s->len || s->data_off || s->off > MAX_OFFSET)
-				return "sets an impossible file size";
-		} else {
-			return "has an unknown range kind";
-		}
+		bool known = s->file < MAX_FILES && (d->known[s->file / 8] & (1u << (s->file % 8)));
+		const char *why = codec_seg_problem(s, r->h.raw_len, known);
+		if (why)
+			return why;
 	}
 	return NULL;
 }
@@ -365,13 +335,7 @@ int cmd_dump(int argc, char **argv)
 			memcpy(&s[i], slot, sizeof(s[i]));
 	}
 	const char *why[2] = {sb_problem(&s[0], d.size), sb_problem(&s[1], d.size)};
-	int cur = -1;
-	if (!why[0] && !why[1])
-		cur = s[0].store_id != s[1].store_id ? -2 : s[1].generation > s[0].generation;
-	else if (!why[0])
-		cur = 0;
-	else if (!why[1])
-		cur = 1;
+	int cur = codec_sb_current(&s[0], !why[0], &s[1], !why[1]);
 	if (cur == -1 && memcmp(s[0].magic, SB_MAGIC, 8) && memcmp(s[1].magic, SB_MAGIC, 8))
 		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", d.path);
 	if (o.json)
@@ -459,16 +423,13 @@ int cmd_dump(int argc, char **argv)
 		memcpy(&ch[i], cat[i], sizeof(ch[i]));
 		if (!k)
 			cwhy[i] = "beyond the end of the file";
-		else if (ch[i].magic != CAT_MAGIC)
-			cwhy[i] = "no catalog magic";
-		else if (ch[i].store_id != d.store_id)
-			cwhy[i] = "belongs to another store";
-		else if (ch[i].used < CAT_HDR || ch[i].used > d.sb.cat_size || ch[i].count > MAX_FILES)
-			cwhy[i] = "impossible size";
+		else if ((cwhy[i] = codec_cat_hdr_problem(&ch[i], d.store_id, d.sb.cat_size)))
+			;
 		else if (fmt_csum(cat[i], ch[i].used, d.store_id, offsetof(struct cat_hdr_disk, csum)) != ch[i].csum)
 			cwhy[i] = "checksum mismatch (torn or damaged)";
 	}
-	int ccur = !cwhy[0] && !cwhy[1] ? ch[1].generation > ch[0].generation : !cwhy[1] ? 1 : !cwhy[0] ? 0 : -1;
+	const bool cok[2] = {!cwhy[0], !cwhy[1]};
+	int ccur = codec_cat_current(ch, cok);
 	if (o.json)
 		json_arr(&j, "catalogs");
 	for (int i = 0; i < 2; i++) {
@@ -514,30 +475,23 @@ int cmd_dump(int argc, char **argv)
 		printf("files\n");
 	uint64_t pos = CAT_HDR;
 	/* entry header size from the catalog itself (format.h) */
-	const uint64_t eh = ch[ccur].entry_hdr ? ch[ccur].entry_hdr : CAT_ENTRY_HDR_V1;
-	if (eh != CAT_ENTRY_HDR && eh != CAT_ENTRY_HDR_V1 && nf) {
+	const uint32_t eh = nf ? codec_cat_entry_hdr(&ch[ccur]) : 0;
+	if (!eh && nf) {
 		fatal = "catalog entry header size unknown";
 		rc = EX_FOUND;
 		nf = 0;
 	}
 	for (uint32_t i = 0; i < nf; i++) {
 		struct cat_entry_disk e;
-		const char *cb = cat[ccur];
-		if (pos + eh > ch[ccur].used) {
-			fatal = "catalog entry runs past the catalog";
-			rc = EX_FOUND;
-			break;
-		}
-		memset(&e, 0, sizeof(e));
-		memcpy(&e, cb + pos, eh);
-		if (e.id >= MAX_FILES || !e.path_len || e.path_len >= PATH_MAX ||
-		    pos + eh + e.path_len > ch[ccur].used) {
-			fatal = "malformed catalog entry";
+		const char *rp;
+		const char *bad = codec_cat_entry(cat[ccur], ch[ccur].used, eh, &pos, &e, &rp);
+		if (bad) {
+			fatal = bad;
 			rc = EX_FOUND;
 			break;
 		}
 		char rec[PATH_MAX];
-		memcpy(rec, cb + pos + eh, e.path_len);
+		memcpy(rec, rp, e.path_len);
 		rec[e.path_len] = 0;
 		d.known[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
 		fe[i].id = e.id;
@@ -579,7 +533,6 @@ int cmd_dump(int argc, char **argv)
 			printf("  f%-4u %s%s  [%s]\n", e.id, rec,
 			       e.flags & CAT_F_RELATIVE ? " (relative to the log's directory)" : "", state);
 		}
-		pos = align_up(pos + eh + e.path_len, 8);
 	}
 	if (o.json)
 		json_end_arr(&j);
@@ -664,8 +617,7 @@ int cmd_dump(int argc, char **argv)
 		for (uint32_t i = 0; i < r.h.nsegs; i++)
 			if (r.segs[i].file < MAX_FILES)
 				touched[r.segs[i].file / 8] |= (uint8_t)(1u << (r.segs[i].file % 8));
-		uint64_t end = r.pos + r.h.rec_len;
-		p = r.h.flags & REC_F_LAST ? align_up(end, d.sb.block) : end;
+		p = codec_rec_next(&r.h, r.pos, d.sb.block);
 		free(r.segs);
 		n++;
 		seq++;

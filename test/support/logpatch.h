@@ -1,6 +1,7 @@
 /*
  * logpatch.h: read, edit and re-seal atomio logs in memory, for tests and the
- * fuzz target that forge hostile logs (format.h is the spec followed here).
+ * fuzz target that forge hostile logs (format.h is the spec; which slot or
+ * copy is current, and sealing, are the library's own rules, from codec.h).
  * Header-only; nothing here trusts the log it edits: every accessor checks
  * bounds and returns NULL or 0 when the bytes do not fit.
  */
@@ -8,6 +9,7 @@
 #define ATOMIO_LOGPATCH_H
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "format.h"
+#include "codec.h"
 
 struct lp {
 	uint8_t *b;
@@ -82,26 +84,21 @@ static inline struct sb_disk *lp_slot(const struct lp *l, int s)
 	return (struct sb_disk *)(l->b + (size_t)s * SB_SLOT);
 }
 
-static inline int lp_slot_valid(const struct sb_disk *sb)
+/* Is slot sb valid by recovery's rules, for this image's size? */
+static inline int lp_slot_valid(const struct lp *l, const struct sb_disk *sb)
 {
-	return sb && !memcmp(sb->magic, SB_MAGIC, 8) &&
-	       fmt_csum(sb, SB_SIZE, SB_SEED, SB_CSUM_OFF) == sb->csum;
+	return sb && codec_sb_check(sb, l->n, NULL) == 0;
 }
 
-/* The current superblock (valid slot with the higher generation), or NULL. */
+/* The current superblock (as recovery picks it), or NULL. */
 static inline struct sb_disk *lp_sb(const struct lp *l)
 {
 	struct sb_disk *a = lp_slot(l, 0), *b = lp_slot(l, 1);
-	int va = lp_slot_valid(a), vb = lp_slot_valid(b);
-	if (va && vb)
-		return a->generation > b->generation ? a : b;
-	return va ? a : vb ? b : NULL;
+	int cur = codec_sb_current(a, lp_slot_valid(l, a), b, lp_slot_valid(l, b));
+	return cur == 0 ? a : cur == 1 ? b : NULL;
 }
 
-static inline void lp_sb_seal(struct sb_disk *sb)
-{
-	sb->csum = fmt_csum(sb, SB_SIZE, SB_SEED, SB_CSUM_OFF);
-}
+static inline void lp_sb_seal(struct sb_disk *sb) { codec_sb_seal(sb); }
 
 /* Catalog copy c of the geometry in sb, or NULL if it does not fit. */
 static inline struct cat_hdr_disk *lp_cat(const struct lp *l, const struct sb_disk *sb, int c)
@@ -121,19 +118,20 @@ static inline int lp_cat_seal(const struct sb_disk *sb, struct cat_hdr_disk *c)
 	return 0;
 }
 
-/* The current catalog copy (valid, higher generation), or NULL. */
+/* The current catalog copy (as recovery picks it), or NULL. */
 static inline struct cat_hdr_disk *lp_cat_cur(const struct lp *l, const struct sb_disk *sb)
 {
-	struct cat_hdr_disk *best = NULL;
+	struct cat_hdr_disk h[2];
+	bool ok[2];
 	for (int i = 0; i < 2; i++) {
 		struct cat_hdr_disk *c = lp_cat(l, sb, i);
-		if (!c || c->magic != CAT_MAGIC || c->used < CAT_HDR || c->used > sb->cat_size ||
-		    fmt_csum(c, c->used, sb->store_id, offsetof(struct cat_hdr_disk, csum)) != c->csum)
-			continue;
-		if (!best || c->generation > best->generation)
-			best = c;
+		ok[i] = c && !codec_cat_hdr_problem(c, sb->store_id, sb->cat_size) &&
+			fmt_csum(c, c->used, sb->store_id, offsetof(struct cat_hdr_disk, csum)) == c->csum;
+		if (ok[i])
+			h[i] = *c;
 	}
-	return best;
+	int cur = codec_cat_current(h, ok);
+	return cur < 0 ? NULL : lp_cat(l, sb, cur);
 }
 
 /* Entry i of a catalog copy (bounds-checked against used), or NULL. */
@@ -184,8 +182,7 @@ static inline struct seg_disk *lp_seg(const struct lp *l, const struct sb_disk *
 /* Area offset of the record after the one at pos (format.h). */
 static inline uint64_t lp_rec_next(const struct sb_disk *sb, const struct rec_hdr_disk *h, uint64_t pos)
 {
-	uint64_t end = pos + h->rec_len;
-	return h->flags & REC_F_LAST ? align_up(end, sb->block) : end;
+	return codec_rec_next(h, pos, sb->block);
 }
 
 /* Number of live records from the head (magic and seq only, no checksum). */

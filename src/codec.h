@@ -1,0 +1,120 @@
+/*
+ * codec.h: the log format's rules (format.h) as pure functions on bytes: no
+ * store, no lock, no system call.  Recovery, the catalog, the commit path,
+ * `atomio dump`, the tests' log patcher and the fuzzer all check and build
+ * the format through these, so there is one set of rules.
+ *
+ * Checks return NULL (or 0) when the bytes are valid, else a short reason in
+ * words ("checksum mismatch (torn or damaged)") for a person to read.
+ */
+#ifndef ATOMIO_CODEC_H
+#define ATOMIO_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+/* One range of a group as kept in memory until commit: the source of a
+ * record's descriptor and data. */
+struct seg {
+	uint32_t file;
+	uint16_t kind;  /* SEG_WRITE / SEG_SETSIZE */
+	uint64_t off;   /* file offset or new size */
+	uint64_t len;
+	const void *src; /* data (tx arena or a caller's buffer during atomio_pwrite) */
+};
+
+/* --- checksums ------------------------------------------------------------ */
+
+/* fmt_csum (format.h) over bytes read piecewise: the checksum of [0,len) of
+ * something read through rd (0 or a negative errno) into buf (bufsz bytes),
+ * with the 8 bytes at csum_off taken as zero.  0 with *sum set, or rd's
+ * error.  When len <= bufsz, buf holds the whole object afterwards (its
+ * checksum field zeroed). */
+typedef int (*codec_read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
+int codec_csum_read(uint64_t seed, uint64_t len, size_t csum_off, codec_read_fn rd, void *ctx,
+		    char *buf, size_t bufsz, uint64_t *sum);
+
+/* --- superblock ------------------------------------------------------------- */
+
+/* Is this slot a valid superblock of a log file_size bytes long?  0, or
+ * ATOMIO_ENOTLOG (no magic), ATOMIO_EVERSION (byte order or version) or
+ * ATOMIO_ECORRUPT; *why (may be NULL) says what is wrong. */
+int codec_sb_check(const struct sb_disk *sb, uint64_t file_size, const char **why);
+void codec_sb_seal(struct sb_disk *sb);
+/* Which slot is current, given which are valid: 0 or 1 (the higher
+ * generation), -1 none valid, -2 both valid but of two stores. */
+int codec_sb_current(const struct sb_disk *s0, bool ok0, const struct sb_disk *s1, bool ok1);
+
+/* --- catalog ---------------------------------------------------------------- */
+
+/* The header of a catalog copy of a store, before its checksum is checked.
+ * NULL when plausible. */
+const char *codec_cat_hdr_problem(const struct cat_hdr_disk *h, uint64_t store_id, uint64_t cat_size);
+/* Which copy is current, given which are valid: the higher generation
+ * (copy 0 on a tie), -1 none. */
+int codec_cat_current(const struct cat_hdr_disk h[2], const bool ok[2]);
+/* Its entry header size (format.h: 0 reads as the first layout's), or 0
+ * when unknown. */
+uint32_t codec_cat_entry_hdr(const struct cat_hdr_disk *h);
+/* Parse the entry at *pos of the catalog bytes cat[0, used) whose entries
+ * have headers of eh bytes: fills *e (zero-extended) and *path (into cat,
+ * e->path_len bytes, not NUL-terminated), moves *pos to the next entry.
+ * NULL, or why the entry is malformed. */
+const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_t *pos,
+			    struct cat_entry_disk *e, const char **path);
+/* Append an entry at pos of buf (cap bytes): the next position, 0 when full. */
+size_t codec_cat_put(char *buf, size_t cap, size_t pos, const struct cat_entry_disk *e, const char *path);
+/* Write the header of the catalog buf[0, used) holding count entries, with
+ * its checksum. */
+void codec_cat_seal(char *buf, uint32_t count, uint64_t store_id, uint64_t gen, uint64_t used);
+
+/* --- records ---------------------------------------------------------------- */
+
+/* What a record at an area offset must be to be the next live one. */
+struct rec_expect {
+	uint64_t seq, epoch; /* the seq due, the superblock's epoch */
+	uint64_t area_size;
+	uint32_t version;    /* the superblock's format version */
+};
+enum rec_verdict {
+	REC_OK,
+	REC_NO_RECORD, /* no record header fits at this offset, or no magic */
+	REC_STALE,     /* a record of an earlier open (epoch) */
+	REC_WRONG_SEQ, /* another seq than the one due */
+	REC_BAD_FIELDS /* impossible type, flags, lengths or reserved fields */
+};
+/* Check a record header at area offset pos (not its checksum). */
+enum rec_verdict codec_rec_check(const struct rec_hdr_disk *h, uint64_t pos, const struct rec_expect *x);
+/* Does a record header fit at area offset pos at all? */
+bool codec_rec_fits(uint64_t pos, uint64_t area_size);
+/* The record's LZ4 data section (rec holds the whole record) decompressed
+ * into raw (COMP_MAX bytes): true when it gives exactly raw_len bytes. */
+bool codec_rec_lz4_ok(const char *rec, const struct rec_hdr_disk *h, char *raw);
+/* Descriptor d of a checksummed record whose raw data is raw_len bytes;
+ * file_known: the catalog registers d->file.  NULL, or why recovery must
+ * refuse the log. */
+const char *codec_seg_problem(const struct seg_disk *d, uint64_t raw_len, bool file_known);
+/* Area offset of the record after the one at pos. */
+uint64_t codec_rec_next(const struct rec_hdr_disk *h, uint64_t pos, uint32_t block);
+
+/* The record of one group, in memory: its ranges, and its data stored
+ * compressed (cdata, clen bytes) or raw (data_len bytes from the ranges). */
+struct rec_src {
+	const struct seg *segs;
+	uint32_t nsegs;
+	uint64_t data_len, rec_len;
+	const void *cdata;
+	uint64_t clen;
+};
+/* Lay the record out at buf (rec_len bytes), sealed with its checksum. */
+void codec_rec_build(char *buf, const struct rec_src *r, uint64_t seq, uint64_t epoch, bool last,
+		     uint64_t store_id);
+/* LZ4 the data, if that makes the record shorter and no longer than
+ * COMP_MAX: true with *cdata (malloc'd), *clen and the new *rec_len; false
+ * leaves the record raw (also when out of memory). */
+bool codec_rec_compress(const struct rec_src *r, void **cdata, uint64_t *clen, uint64_t *rec_len);
+
+#endif

@@ -1,0 +1,300 @@
+/*
+ * logfile.c: the log file itself (format.h, LOG FILE LAYOUT): creating it,
+ * opening it, reading it, and writing its superblock.  Below the store
+ * (store.c), recovery (recover.c) and the catalog (files.c); above codec.c,
+ * which says what a valid superblock is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* --- log block size ------------------------------------------------------ */
+
+/* Physical sector size of the device under fd, 0 when unknown. */
+static uint32_t phys_sector(int fd)
+{
+	struct stat sb;
+	if (atomio_sys->fstat(fd, &sb) < 0)
+		return 0;
+	uint32_t v = sysfs_queue_u32(sb.st_dev, "physical_block_size");
+	return v >= 512 && v <= 65536 && !(v & (v - 1)) ? v : 0;
+}
+
+
+/* The log block: every log write is whole blocks at block offsets, so that a
+ * torn write never spans a physical sector holding an acknowledged record. */
+static uint32_t pick_block(int fd, bool direct)
+{
+	uint32_t b = 512;
+	struct atomio_statx stx;
+	if (direct && atomio_sys->statx(fd, "", AT_EMPTY_PATH, ATOMIO_STATX_DIOALIGN, &stx) == 0 &&
+	    (stx.stx_mask & ATOMIO_STATX_DIOALIGN) && stx.stx_dio_offset_align > b)
+		b = stx.stx_dio_offset_align;
+	uint32_t p = phys_sector(fd);
+	if (!p)
+		p = 4096; /* unknown device (network, FUSE): assume the common sector */
+	if (p > b)
+		b = p;
+	return b > SB_SLOT ? SB_SLOT : b;
+}
+
+/* --- superblock ------------------------------------------------------------ */
+
+int log_read(atomio *st, uint64_t off, void *buf, size_t len)
+{
+	if (!st->log_direct) {
+		ssize_t n = sys_pread_full(st->log_fd, buf, len, (off_t)off);
+		if (n < 0)
+			return (int)n;
+		return (size_t)n == len ? 0 : -EIO;
+	}
+	/* O_DIRECT: read the aligned span around [off, off+len) and copy. */
+	uint64_t a = st->block ? st->block : 4096;
+	uint64_t lo = off / a * a, hi = align_up(off + len, a);
+	char *tmp = aligned_alloc_zero(4096, hi - lo);
+	if (!tmp)
+		return -ENOMEM;
+	ssize_t n = sys_pread_full(st->log_fd, tmp, hi - lo, (off_t)lo);
+	int r = 0;
+	if (n < 0)
+		r = (int)n;
+	else if ((uint64_t)n < off + len - lo)
+		r = -EIO;
+	else
+		memcpy(buf, tmp + (off - lo), len);
+	free(tmp);
+	return r;
+}
+
+int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch)
+{
+	struct sb_disk sb = st->sb;
+	sb.generation++;
+	/* A version 1 log is version 2 from its first superblock write on
+	 * (the one at open, before any new record): a library that reads only
+	 * version 1 then refuses it instead of misreading compressed records. */
+	sb.version = FMT_VERSION;
+	sb.head_off = head_off;
+	sb.head_seq = head_seq;
+	sb.epoch = epoch;
+	codec_sb_seal(&sb);
+	char *buf = aligned_alloc_zero(4096, SB_SLOT);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, &sb, SB_SIZE);
+	/* The older slot is overwritten; the current one stays intact until
+	 * this write is durable (RWF_DSYNC), so a torn superblock write leaves
+	 * the previous state readable. */
+	int r = sys_pwrite_durable(st->log_fd, buf, SB_SLOT, (off_t)((sb.generation % 2) * SB_SLOT));
+	free(buf);
+	if (r < 0) {
+		st_err(st, "writing the superblock of %s: %s", st->log_path, strerror(-r));
+		return r;
+	}
+	st->sb = sb;
+	return 0;
+}
+
+int log_load_sb(atomio *st)
+{
+	struct stat fs;
+	int r = atomio_sys->fstat(st->log_fd, &fs);
+	if (r < 0)
+		return r;
+	char *buf = aligned_alloc_zero(4096, 2 * SB_SLOT);
+	if (!buf)
+		return -ENOMEM;
+	uint32_t saved = st->block;
+	st->block = 4096;
+	r = fs.st_size >= 2 * SB_SLOT ? log_read(st, 0, buf, 2 * SB_SLOT) : 0;
+	st->block = saved;
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	if (fs.st_size < (off_t)(2 * SB_SLOT))
+		memset(buf, 0, 2 * SB_SLOT);
+	const struct sb_disk *s0 = (const void *)buf, *s1 = (const void *)(buf + SB_SLOT);
+	int why0 = codec_sb_check(s0, (uint64_t)fs.st_size, NULL);
+	int why1 = codec_sb_check(s1, (uint64_t)fs.st_size, NULL);
+	int cur = codec_sb_current(s0, why0 == 0, s1, why1 == 0);
+	if (cur == -2) {
+		free(buf);
+		st_err(st, "%s: superblock slots belong to two different stores", st->log_path);
+		return ATOMIO_ECORRUPT;
+	}
+	if (cur < 0) {
+		/* Report the most specific reason: a bad checksum on a slot that
+		 * has our magic is corruption, not a foreign file. */
+		int why = why0 == ATOMIO_ECORRUPT || why1 == ATOMIO_ECORRUPT ? ATOMIO_ECORRUPT
+			  : why0 == ATOMIO_EVERSION || why1 == ATOMIO_EVERSION ? ATOMIO_EVERSION
+									       : ATOMIO_ENOTLOG;
+		free(buf);
+		st_err(st, "%s: %s", st->log_path, atomio_strerror(why));
+		return why;
+	}
+	const struct sb_disk *best = cur ? s1 : s0;
+	st->sb = *best;
+	free(buf);
+	st->store_id = st->sb.store_id;
+	st->block = st->sb.block;
+	st->area_off = st->sb.area_off;
+	st->area_size = st->sb.area_size;
+	st->cat_off = st->sb.cat_off;
+	st->cat_size = st->sb.cat_size;
+	return 0;
+}
+
+/* --- creation ---------------------------------------------------------------- */
+
+int log_create(atomio *st, const char *path, uint64_t log_size)
+{
+	uint64_t rnd[2];
+	int r = atomio_sys->getrandom(rnd, sizeof(rnd));
+	if (r < 0)
+		return r;
+	size_t plen = strlen(path);
+	char *tmp = malloc(plen + 32);
+	char *dir = dir_of(path);
+	char *zero = aligned_alloc_zero(4096, 1 << 20);
+	int fd = -1;
+	if (!tmp || !dir || !zero) {
+		r = -ENOMEM;
+		goto out;
+	}
+	snprintf(tmp, plen + 32, "%s.tmp-%016llx", path, (unsigned long long)rnd[1]);
+	/* 0600: whoever can write the log can choose what recovery writes. */
+	fd = atomio_sys->open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = fd;
+		st_err(st, "creating %s: %s", tmp, strerror(-r));
+		goto out;
+	}
+	uint32_t block = pick_block(fd, true);
+	uint64_t cat_size = CAT_DEFAULT_SIZE;
+	uint64_t area_off = align_up(CAT_OFF + 2 * cat_size, block);
+	uint64_t area_size = align_up(log_size ? log_size : DEFAULT_LOG_SIZE, block);
+	if (area_size < MIN_LOG_BLOCKS * block)
+		area_size = MIN_LOG_BLOCKS * block;
+	uint64_t total = area_off + area_size;
+
+	/* Write every byte (not fallocate): record writes must be overwrites of
+	 * written blocks so that RWF_DSYNC needs no metadata commit. */
+	for (uint64_t off = 0; off < total; off += 1 << 20) {
+		size_t n = total - off < (1 << 20) ? (size_t)(total - off) : (size_t)1 << 20;
+		r = sys_pwrite_full(fd, zero, n, (off_t)off, 0);
+		if (r < 0) {
+			st_err(st, "writing %s: %s", tmp, strerror(-r));
+			goto out_unlink;
+		}
+	}
+	struct sb_disk sb;
+	memset(&sb, 0, sizeof(sb));
+	memcpy(sb.magic, SB_MAGIC, 8);
+	sb.bom = SB_BOM;
+	sb.version = FMT_VERSION;
+	sb.store_id = rnd[0] ? rnd[0] : 1;
+	sb.generation = 1;
+	sb.epoch = 1;
+	sb.head_off = 0;
+	sb.head_seq = 1;
+	sb.area_off = area_off;
+	sb.area_size = area_size;
+	sb.block = block;
+	sb.cat_off = CAT_OFF;
+	sb.cat_size = cat_size;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sb.ctime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	codec_sb_seal(&sb);
+	memcpy(zero, &sb, SB_SIZE);
+	r = sys_pwrite_full(fd, zero, SB_SLOT, (off_t)((sb.generation % 2) * SB_SLOT), 0);
+	if (r == 0) {
+		/* catalog copy 0, generation 0, no file */
+		memset(zero, 0, SB_SLOT);
+		codec_cat_seal(zero, 0, sb.store_id, 0, CAT_HDR);
+		r = sys_pwrite_full(fd, zero, 4096, (off_t)CAT_OFF, 0);
+	}
+	/* fsync (not fdatasync): the file's size and blocks must be durable
+	 * before its name appears under the final path. */
+	if (r == 0)
+		r = sys_fsync_full(fd);
+	if (r < 0) {
+		st_err(st, "initialising %s: %s", tmp, strerror(-r));
+		goto out_unlink;
+	}
+	r = atomio_sys->rename_noreplace(tmp, path);
+	if (r == -EEXIST) {
+		/* Another process created the log meanwhile: use theirs. */
+		atomio_sys->unlink(tmp);
+		r = 0;
+		goto out;
+	}
+	if (r < 0) {
+		st_err(st, "renaming %s to %s: %s", tmp, path, strerror(-r));
+		goto out_unlink;
+	}
+	/* The new directory entry must be durable before any group relies on
+	 * the log: fsync the directory. */
+	r = sys_fsync_dir(dir);
+	if (r < 0)
+		st_err(st, "syncing directory %s: %s", dir, strerror(-r));
+	goto out;
+out_unlink:
+	atomio_sys->unlink(tmp);
+out:
+	if (fd >= 0)
+		atomio_sys->close(fd);
+	free(tmp);
+	free(dir);
+	free(zero);
+	return r;
+}
+/* --- open / close ---------------------------------------------------------- */
+
+int log_open_fd(atomio *st, const char *path)
+{
+	/* Look before opening: O_PATH opens no device or FIFO found at the
+	 * log's path or at the end of a symlink there (opening a device can
+	 * act: a watchdog arms, a tape rewinds).  Then open for writing the
+	 * inode just looked at, through /proc/self/fd, so that the path
+	 * cannot be swapped in between; without /proc, open the path (the
+	 * fstat in atomio_open checks what was opened). */
+	int pfd = atomio_sys->open(path, O_PATH | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return pfd;
+	struct stat sb;
+	int r = atomio_sys->fstat(pfd, &sb);
+	if (r == 0 && !S_ISREG(sb.st_mode))
+		r = ATOMIO_ENOTLOG;
+	if (r < 0) {
+		atomio_sys->close(pfd);
+		if (r == ATOMIO_ENOTLOG)
+			st_err(st, "%s: not a regular file", path);
+		return r;
+	}
+	bool by_path = false;
+	int fd = proc_reopen(pfd, O_RDWR | O_CLOEXEC | O_DIRECT);
+	if (fd == -ENOENT) {
+		by_path = true;
+		fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_DIRECT | O_NONBLOCK | O_NOCTTY, 0);
+	}
+	if (fd == -EINVAL) {
+		/* No O_DIRECT here (tmpfs, some FUSE): buffered writes with
+		 * RWF_DSYNC give the same durability at one more copy. */
+		fd = by_path ? atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0)
+			     : proc_reopen(pfd, O_RDWR | O_CLOEXEC);
+		st->log_direct = false;
+	} else {
+		st->log_direct = true;
+	}
+	atomio_sys->close(pfd);
+	return fd;
+}
+

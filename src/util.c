@@ -1,0 +1,113 @@
+/*
+ * util.c: small helpers every module of src/ may use, with no knowledge of
+ * the log or the commit pipeline: the store's error text and poisoning,
+ * aligned buffers, path and /proc helpers, sysfs queue attributes, and the
+ * public error names.  Lowest layer above sys.c (README, "Layout").
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "internal.h"
+
+void st_err(atomio *st, const char *fmt, ...)
+{
+	if (!st || !st->errbuf || !st->errbuf_size)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(st->errbuf, st->errbuf_size, fmt, ap);
+	va_end(ap);
+}
+
+void st_fail_locked(atomio *st, int err)
+{
+	/* First error wins; after it nothing more is committed, because the
+	 * state of the log or of a data file is no longer known (a failed
+	 * fsync may have dropped dirty pages: PostgreSQL's "fsyncgate"). */
+	if (!st->failed)
+		st->failed = err ? err : -EIO;
+}
+
+void *aligned_alloc_zero(size_t align, size_t size)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, align, size ? size : align))
+		return NULL;
+	memset(p, 0, size ? size : align);
+	return p;
+}
+
+/* The directory part of path (".", "/" or a prefix), malloc'd; NULL if out of memory. */
+char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+int proc_reopen(int fd, int flags)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	return atomio_sys->open(p, flags, 0);
+}
+
+static uint32_t read_u32(const char *path)
+{
+	char buf[32];
+	int fd = atomio_sys->open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	ssize_t n = sys_pread_full(fd, buf, sizeof(buf) - 1, 0);
+	atomio_sys->close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	unsigned long long v = strtoull(buf, NULL, 10);
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+uint32_t sysfs_queue_u32(dev_t dev, const char *name)
+{
+	char path[160];
+	unsigned ma = major(dev), mi = minor(dev);
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/%s", ma, mi, name);
+	int fd = atomio_sys->open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) /* a partition: the queue belongs to its parent disk */
+		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/../queue/%s", ma, mi, name);
+	else
+		atomio_sys->close(fd);
+	return read_u32(path);
+}
+
+const char *atomio_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "Success";
+	case ATOMIO_ENOTLOG:
+		return "Not an atomio log";
+	case ATOMIO_EVERSION:
+		return "Unsupported atomio log format version";
+	case ATOMIO_ECORRUPT:
+		return "atomio log is corrupt";
+	case ATOMIO_EFAILED:
+		return "Store failed after an I/O error; reopen it to recover";
+	case ATOMIO_EIDENTITY:
+		return "Data file is not the file registered with the store";
+	case ATOMIO_EBADPATH:
+		return "Path recorded in the log breaks atomio's path rules";
+	case ATOMIO_EUNSAFE:
+		return "atomio log is writable by other users";
+	}
+	if (err < 0 && err > -4096)
+		return strerror(-err);
+	return "Unknown atomio error";
+}
