@@ -6,10 +6,10 @@
  * log writes with every other group queued meanwhile) and returns at once.
  * A store-owned worker thread, started by the first asynchronous commit,
  * leads batches whenever the queue's head has no thread of its own waiting to
- * lead it (commit.c).  A second store thread, the checkpointer, started when
- * the log first fills to half, runs background checkpoints (checkpoint.c), so
- * that a checkpoint never holds up the asynchronous groups.  A finished group goes to the completion list; its
- * callback runs in whichever thread calls atomio_poll, never while atomio
+ * lead it (commit.c).  (A second store thread, the checkpointer, runs
+ * background checkpoints, so that a checkpoint never holds up the
+ * asynchronous groups: checkpoint.c.)  A finished group goes to the
+ * completion list (commit.c); its callback runs in whichever thread calls atomio_poll, never while atomio
  * holds a lock, so a callback may begin and commit new groups.
  *
  * For epoll: atomio_event_fd returns an eventfd that is readable exactly
@@ -30,8 +30,6 @@ void async_init(atomio *st)
 	pthread_cond_init(&st->cq_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&st->worker_cv, NULL);
-	pthread_cond_init(&st->ckpt_cv, NULL);
-	pthread_cond_init(&st->ckpter_cv, NULL);
 	st->efd = -1;
 }
 
@@ -39,8 +37,6 @@ void async_destroy(atomio *st)
 {
 	pthread_cond_destroy(&st->cq_cv);
 	pthread_cond_destroy(&st->worker_cv);
-	pthread_cond_destroy(&st->ckpt_cv);
-	pthread_cond_destroy(&st->ckpter_cv);
 	if (st->efd >= 0)
 		atomio_sys->close(st->efd);
 	st->efd = -1;
@@ -65,25 +61,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* The checkpointer: background checkpoints. */
-static void *ckpter_main(void *arg)
-{
-	atomio *st = arg;
-	pthread_mutex_lock(&st->lock);
-	while (!st->worker_stop) {
-		if (st->ckpt_wanted && !st->ckpt_busy) {
-			st->ckpt_wanted = false;
-			checkpoint_background_locked(st);
-		} else {
-			pthread_cond_wait(&st->ckpter_cv, &st->lock);
-		}
-	}
-	pthread_mutex_unlock(&st->lock);
-	return NULL;
-}
-
 /* Start the worker if it is not running.  Lock held.  0 or -EAGAIN. */
-int async_worker_locked(atomio *st)
+static int async_worker_locked(atomio *st)
 {
 	if (st->worker_on)
 		return 0;
@@ -95,56 +74,17 @@ int async_worker_locked(atomio *st)
 	return 0;
 }
 
-/* Ask the checkpointer (started if need be) for a background checkpoint.
- * Lock held.  0 or -EAGAIN. */
-int async_checkpoint_locked(atomio *st)
-{
-	if (!st->ckpter_on) {
-		st->worker_stop = false;
-		int r = pthread_create(&st->ckpter, NULL, ckpter_main, st);
-		if (r)
-			return -r;
-		st->ckpter_on = true;
-	}
-	st->ckpt_wanted = true;
-	pthread_cond_signal(&st->ckpter_cv);
-	return 0;
-}
-
-/* Stop the store threads.  The store has no group in flight (atomio_close
- * checked); a background checkpoint in progress is finished first. */
+/* Stop the worker.  The store has no group in flight (atomio_close checked). */
 void async_stop(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
-	bool w = st->worker_on, c = st->ckpter_on;
+	bool w = st->worker_on;
 	st->worker_stop = true;
 	pthread_cond_signal(&st->worker_cv);
-	pthread_cond_signal(&st->ckpter_cv);
 	pthread_mutex_unlock(&st->lock);
 	if (w)
 		pthread_join(st->worker, NULL);
-	if (c)
-		pthread_join(st->ckpter, NULL);
-	st->worker_on = st->ckpter_on = false;
-}
-
-/* An asynchronous group is finished (commit.c).  Lock held. */
-void async_complete_locked(atomio *st, atomio_tx *tx)
-{
-	bool was_empty = !st->cq_head;
-	tx->cnext = NULL;
-	if (st->cq_tail)
-		st->cq_tail->cnext = tx;
-	else
-		st->cq_head = tx;
-	st->cq_tail = tx;
-	st->async_busy--;
-	if (was_empty && st->efd >= 0) {
-		uint64_t one = 1;
-		/* Cannot fail but with a full counter, which is readable anyway. */
-		(void)sys_write(st->efd, &one, sizeof(one));
-	}
-	pthread_cond_broadcast(&st->cq_cv);
+	st->worker_on = false;
 }
 
 int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)

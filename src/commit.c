@@ -74,6 +74,16 @@ static void wake_next_locked(atomio *st)
 	pthread_cond_broadcast(&st->role_cv);
 }
 
+/* Wait until every batch logged so far is durable (no log write in flight)
+ * and home.  Lock held; the log role too, so no new batch starts. */
+static void drain_locked(atomio *st)
+{
+	while (st->log_inflight)
+		pthread_cond_wait(&st->role_cv, &st->lock);
+	while (st->home_next != st->batch_next)
+		pthread_cond_wait(&st->home_cv, &st->lock);
+}
+
 int role_acquire(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
@@ -85,10 +95,7 @@ int role_acquire(atomio *st)
 	/* Every batch logged so far must be durable and home: a checkpoint
 	 * syncs the data files and then gives up the records that could redo
 	 * them. */
-	while (st->log_inflight)
-		pthread_cond_wait(&st->role_cv, &st->lock);
-	while (st->home_next != st->batch_next)
-		pthread_cond_wait(&st->home_cv, &st->lock);
+	drain_locked(st);
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
@@ -211,13 +218,33 @@ static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t 
 	return r;
 }
 
+/* An asynchronous group is finished: onto the completion list that
+ * atomio_poll empties (async.c).  Lock held. */
+static void complete_async_locked(atomio *st, atomio_tx *tx)
+{
+	bool was_empty = !st->cq_head;
+	tx->cnext = NULL;
+	if (st->cq_tail)
+		st->cq_tail->cnext = tx;
+	else
+		st->cq_head = tx;
+	st->cq_tail = tx;
+	st->async_busy--;
+	if (was_empty && st->efd >= 0) {
+		uint64_t one = 1;
+		/* Cannot fail but with a full counter, which is readable anyway. */
+		(void)sys_write(st->efd, &one, sizeof(one));
+	}
+	pthread_cond_broadcast(&st->cq_cv);
+}
+
 /* A group is finished: hand it to its owner.  Lock held. */
 static void finish_locked(atomio *st, atomio_tx *t, int result)
 {
 	t->result = result;
 	t->state = TX_DONE; /* the owner may free it from here on */
 	if (t->done)
-		async_complete_locked(st, t);
+		complete_async_locked(st, t);
 	else
 		pthread_cond_signal(t->wake);
 }
@@ -234,45 +261,53 @@ static void fail_queue_locked(atomio *st, int err)
 	}
 }
 
-/* Take the log role, form one batch from the head of the queue and lay out
- * its records, give the role up (the next batch can be formed and written
- * while this one's write is in flight), write it, then run its home stage.
- * Called and returns with the lock held; the caller checked can_lead_locked
- * and that the queue is not empty. */
-void lead_locked(atomio *st)
+/* One batch on its way through the pipeline (lead_locked). */
+struct batch {
+	atomio_tx *first, *last; /* its groups, linked by qnext */
+	uint32_t n;
+	bool fast;         /* one group, written by the kernel fast path */
+	uint64_t bytes;    /* of records (0: only empty groups) */
+	uint64_t off;      /* area offset of its log write */
+	uint64_t room;     /* bytes free at off */
+	uint64_t live_seq; /* the head seq when it was formed (the guard's) */
+	uint64_t end_seq, end_off; /* where a checkpoint may cut once it is home */
+	uint64_t k;        /* its number: home stages run in this order */
+	unsigned slot;     /* its log write slot */
+};
+
+#define REQUEUED 1 /* fast_stage: the kernel refused; the group is queued again */
+
+/* Stage 1: wait until the queue's head can go -- a fast-path group once no
+ * log write is in flight, a logged one once the log has room -- freeing
+ * space when the log is full.  false: nothing to lead (queue empty or store
+ * failed); the role is given up.  Lock and log role held. */
+static bool wait_for_room_locked(atomio *st, struct batch *b)
 {
-	st->log_busy = true;
-	atomio_tx *first, *last = NULL;
-	uint32_t n = 0;
-	uint64_t bytes = 0, off = 0, room = 0, live_seq;
-	bool fast;
-	int r;
-again:
 	for (;;) {
-		first = st->q_head;
-		if (st->failed || !first) {
+		b->first = st->q_head;
+		if (st->failed || !b->first) {
 			/* Nothing may be written after an error whose effect on
 			 * the media is unknown. */
 			if (st->failed)
 				fail_queue_locked(st, ATOMIO_EFAILED);
 			st->log_busy = false;
 			wake_next_locked(st);
-			return;
+			return false;
 		}
-		fast = fast_eligible(st, first);
-		if (fast && st->log_inflight) {
+		b->fast = fast_eligible(st, b->first);
+		if (b->fast && st->log_inflight) {
 			/* A fast-path write is durable the moment it lands: every
 			 * earlier log write must be durable first (commit order). */
 			pthread_cond_wait(&st->role_cv, &st->lock);
 			continue;
 		}
-		if (fast)
-			break;
-		off = log_place(st, align_up(first->rec_len, st->block), &room);
+		if (b->fast)
+			return true;
+		b->off = log_place(st, align_up(b->first->rec_len, st->block), &b->room);
 		/* Also wait when the page cache holds twice the dirty limit
-		 * (wear.c): the checkpoint bounds it. */
-		if (off != UINT64_MAX && !dirty_full_locked(st))
-			break;
+		 * (checkpoint.c): the checkpoint bounds it. */
+		if (b->off != UINT64_MAX && !checkpoint_must_wait_locked(st))
+			return true;
 		/* Log full.  A background checkpoint is freeing space: wait for
 		 * it.  Else free it all: that needs every logged batch home
 		 * first; it runs with the role held, unlocked. */
@@ -281,126 +316,144 @@ again:
 			pthread_cond_wait(&st->ckpt_cv, &st->lock);
 			continue;
 		}
-		while (st->log_inflight)
-			pthread_cond_wait(&st->role_cv, &st->lock);
-		while (st->home_next != st->batch_next)
-			pthread_cond_wait(&st->home_cv, &st->lock);
+		drain_locked(st);
 		pthread_mutex_unlock(&st->lock);
-		checkpoint_locked(st);
+		checkpoint_full_role(st);
 		pthread_mutex_lock(&st->lock);
 	}
-	n = 0;
-	bytes = 0;
-	if (fast) {
-		n = 1;
-		last = first;
+}
+
+/* Stage 2: take the batch off the head of the queue, give its groups their
+ * seqs and its log write its place in the ring, number it.  Lock and log
+ * role held. */
+static void take_batch_locked(atomio *st, struct batch *b)
+{
+	b->n = 0;
+	b->bytes = 0;
+	if (b->fast) {
+		b->n = 1;
+		b->last = b->first;
 	} else {
-		for (atomio_tx *t = first; t; t = t->qnext) {
-			uint64_t nb = bytes + t->rec_len;
-			if (n && (align_up(nb, st->block) > room || nb > MAX_BATCH || fast_eligible(st, t)))
+		for (atomio_tx *t = b->first; t; t = t->qnext) {
+			uint64_t nb = b->bytes + t->rec_len;
+			if (b->n && (align_up(nb, st->block) > b->room || nb > MAX_BATCH ||
+				     fast_eligible(st, t)))
 				break;
 			if (t->nsegs)
 				t->seq = st->next_seq++;
-			bytes = nb;
-			n++;
-			last = t;
+			b->bytes = nb;
+			b->n++;
+			b->last = t;
 		}
-		uint64_t len = align_up(bytes, st->block);
-		if (off != st->tail)
+		uint64_t len = align_up(b->bytes, st->block);
+		if (b->off != st->tail)
 			st->used += st->area_size - st->tail; /* a wrap skips the end */
 		st->used += len;
-		st->tail = off + len;
+		st->tail = b->off + len;
 		/* the ring's invariant: head + used lands on the tail */
 		ASSERT(st->used <= st->area_size);
 		ASSERT((st->head + st->used) % st->area_size == st->tail % st->area_size);
 	}
-	live_seq = st->head_seq;
-	/* what a checkpoint may cut at once this batch is home */
-	uint64_t end_seq = st->next_seq, end_off = st->tail % st->area_size;
-	uint64_t k = st->batch_next++;
-	st->q_len -= n;
-	st->q_head = last->qnext;
+	b->live_seq = st->head_seq;
+	b->end_seq = st->next_seq;
+	b->end_off = st->tail % st->area_size;
+	b->k = st->batch_next++;
+	st->q_len -= b->n;
+	st->q_head = b->last->qnext;
 	if (!st->q_head)
 		st->q_tail = NULL;
-	{
-		uint32_t i = 0;
-		for (atomio_tx *t = first; i < n; t = t->qnext, i++) {
-			t->state = TX_BATCHED;
-			t->batch = k;
-			t->fast = fast;
-		}
+	uint32_t i = 0;
+	for (atomio_tx *t = b->first; i < b->n; t = t->qnext, i++) {
+		t->state = TX_BATCHED;
+		t->batch = b->k;
+		t->fast = b->fast;
 	}
 	/* a free write slot: there is one, since can_lead_locked held on entry
 	 * and writes in flight only finish meanwhile */
-	unsigned slot = 0;
-	while (st->slot_busy & (1u << slot))
-		slot++;
-	ASSERT(slot < LOG_SLOTS);
-	struct logslot *ls = &st->slots[slot];
+	b->slot = 0;
+	while (st->slot_busy & (1u << b->slot))
+		b->slot++;
+	ASSERT(b->slot < LOG_SLOTS);
+}
+
+/* Stage 3, fast path: the group's one write in place, durably, instead of a
+ * log write.  Called with the lock held, which it drops while writing; gives
+ * the role up.  0, a negative errno, or REQUEUED (role still held). */
+static int fast_stage_locked(atomio *st, struct batch *b)
+{
 	pthread_mutex_unlock(&st->lock);
-
-	/* --- log stage: role held, lock not held --- */
-	if (fast) {
-		const struct seg *s = &first->segs[0];
-		struct afile *f = file_get(st, (int)s->file);
-		r = f ? engine_fast_write(st, f, s->src, s->len, s->off) : -EBADF;
-		if (r == -EOPNOTSUPP || r == -EINVAL) {
-			/* The kernel refused RWF_ATOMIC before writing anything
-			 * (limits it did not report, or a filesystem change):
-			 * no fast path for this file from now on; the group goes
-			 * back to the head of the queue and takes the log.  Only
-			 * the role holder numbers batches, so k is still the
-			 * last number given out. */
-			f->caps.fast_max = 0;
-			pthread_mutex_lock(&st->lock);
-			st->batch_next--;
-			st->q_len++;
-			first->state = TX_QUEUED;
-			first->fast = false;
-			if (!st->q_head)
-				st->q_tail = first;
-			first->qnext = st->q_head;
-			st->q_head = first;
-			goto again;
-		}
-		if (r < 0)
-			st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
-		else
-			atomic_fetch_add(&st->stats.fast_writes, 1);
+	atomio_tx *first = b->first;
+	const struct seg *s = &first->segs[0];
+	struct afile *f = file_get(st, (int)s->file);
+	int r = f ? engine_fast_write(st, f, s->src, s->len, s->off) : -EBADF;
+	if (r == -EOPNOTSUPP || r == -EINVAL) {
+		/* The kernel refused RWF_ATOMIC before writing anything (limits
+		 * it did not report, or a filesystem change): no fast path for
+		 * this file from now on; the group goes back to the head of the
+		 * queue and takes the log.  Only the role holder numbers
+		 * batches, so k is still the last number given out. */
+		f->caps.fast_max = 0;
 		pthread_mutex_lock(&st->lock);
-		if (r < 0)
-			st_fail_locked(st, r);
-		st->log_busy = false;
-		wake_next_locked(st);
-	} else {
-		r = bytes ? build_batch(st, ls, first, n, bytes, live_seq) : 0;
-		pthread_mutex_lock(&st->lock);
-		/* Hand the role on: the next batch is formed while this one is
-		 * written. */
-		st->log_busy = false;
-		if (r < 0) {
-			st_fail_locked(st, r);
-		} else if (bytes) {
-			st->log_inflight++;
-			st->slot_busy |= 1u << slot;
-			wake_next_locked(st);
-			pthread_mutex_unlock(&st->lock);
-			r = write_batch(st, ls, bytes, off);
-			pthread_mutex_lock(&st->lock);
-			st->log_inflight--;
-			st->slot_busy &= ~(1u << slot);
-			if (r < 0) {
-				/* Unknown whether any of it reached the media:
-				 * refuse further commits; reopening replays
-				 * whatever did, whole. */
-				st_fail_locked(st, r);
-			}
-		}
-		wake_next_locked(st);
+		st->batch_next--;
+		st->q_len++;
+		first->state = TX_QUEUED;
+		first->fast = false;
+		if (!st->q_head)
+			st->q_tail = first;
+		first->qnext = st->q_head;
+		st->q_head = first;
+		return REQUEUED;
 	}
+	if (r < 0)
+		st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
+	else
+		atomic_fetch_add(&st->stats.fast_writes, 1);
+	pthread_mutex_lock(&st->lock);
+	if (r < 0)
+		st_fail_locked(st, r);
+	st->log_busy = false;
+	wake_next_locked(st);
+	return r;
+}
 
-	/* --- home stage: in batch order --- */
-	while (st->home_next != k)
+/* Stage 3, logged: lay the records out (role held), give the role up (the
+ * next batch is formed while this one is written), write them in a slot.
+ * Called and returns with the lock held, dropped while building and writing.
+ * 0 or a negative errno. */
+static int log_stage_locked(atomio *st, struct batch *b)
+{
+	struct logslot *ls = &st->slots[b->slot];
+	pthread_mutex_unlock(&st->lock);
+	int r = b->bytes ? build_batch(st, ls, b->first, b->n, b->bytes, b->live_seq) : 0;
+	pthread_mutex_lock(&st->lock);
+	st->log_busy = false;
+	if (r < 0) {
+		st_fail_locked(st, r);
+	} else if (b->bytes) {
+		st->log_inflight++;
+		st->slot_busy |= 1u << b->slot;
+		wake_next_locked(st);
+		pthread_mutex_unlock(&st->lock);
+		r = write_batch(st, ls, b->bytes, b->off);
+		pthread_mutex_lock(&st->lock);
+		st->log_inflight--;
+		st->slot_busy &= ~(1u << b->slot);
+		if (r < 0) {
+			/* Unknown whether any of it reached the media: refuse
+			 * further commits; reopening replays whatever did, whole. */
+			st_fail_locked(st, r);
+		}
+	}
+	wake_next_locked(st);
+	return r;
+}
+
+/* Stage 4: the home writes, once every earlier batch is home (commit
+ * order).  Called and returns with the lock held, dropped while writing.
+ * Returns the batch's result. */
+static int home_stage_locked(atomio *st, struct batch *b, int r)
+{
+	while (st->home_next != b->k)
 		pthread_cond_wait(&st->home_cv, &st->lock);
 	if (r == 0 && st->failed) {
 		/* An earlier batch's home writes failed: this batch is durable
@@ -409,36 +462,35 @@ again:
 		r = ATOMIO_EFAILED;
 	}
 	pthread_mutex_unlock(&st->lock);
-	if (r == 0 && !fast) {
-		r = engine_home(st, first, n);
+	if (r == 0 && !b->fast) {
+		r = engine_home(st, b->first, b->n);
 		if (r < 0)
 			st_err(st, "writing home data: %s", strerror(-r));
 	}
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
 		st_fail_locked(st, r);
-	else if (!fast)
-		dirty_note_locked(st, first, n);
-	st->home_next = k + 1;
+	else if (!b->fast)
+		dirty_note_locked(st, b->first, b->n);
+	st->home_next = b->k + 1;
 	pthread_cond_broadcast(&st->home_cv);
-	if (r == 0 && !fast && bytes) {
-		st->home_seq = end_seq;
-		st->home_off = end_off;
-		/* The log more than ckpt_percent full, or the page cache
-		 * holding more than the dirty limit (wear.c): have the
-		 * checkpointer free what is home, while commits go on.  (If
-		 * no worker can be started, a full log is checkpointed in
-		 * the commit path as before.) */
-		if ((st->used > st->ckpt_at || dirty_over_locked(st)) && !st->ckpt_busy &&
-		    !st->ckpt_wanted && !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
-			(void)async_checkpoint_locked(st);
+	if (r == 0 && !b->fast && b->bytes) {
+		st->home_seq = b->end_seq;
+		st->home_off = b->end_off;
+		checkpoint_after_home_locked(st); /* the policy may want one now */
 	}
+	return r;
+}
+
+/* Stage 5: count the groups and hand each to its owner.  Lock held. */
+static void finish_batch_locked(atomio *st, const struct batch *b, int r)
+{
 	uint32_t i = 0;
-	for (atomio_tx *t = first, *next; i < n; t = next, i++) {
+	for (atomio_tx *t = b->first, *next; i < b->n; t = next, i++) {
 		next = t->qnext;
 		if (r == 0) {
 			atomic_fetch_add(&st->stats.commits, 1);
-			if (!fast && t->nsegs) {
+			if (!b->fast && t->nsegs) {
 				atomic_fetch_add(&st->stats.bytes_raw, t->data_len);
 				if (t->cdata)
 					atomic_fetch_add(&st->stats.records_compressed, 1);
@@ -446,6 +498,24 @@ again:
 		}
 		finish_locked(st, t, r);
 	}
+}
+
+/* Take the log role and move one batch from the head of the queue through
+ * the stages above.  Called and returns with the lock held; the caller
+ * checked can_lead_locked and that the queue is not empty. */
+void lead_locked(atomio *st)
+{
+	struct batch b;
+	int r;
+	st->log_busy = true;
+	do {
+		if (!wait_for_room_locked(st, &b))
+			return;
+		take_batch_locked(st, &b);
+		r = b.fast ? fast_stage_locked(st, &b) : log_stage_locked(st, &b);
+	} while (r == REQUEUED);
+	r = home_stage_locked(st, &b, r);
+	finish_batch_locked(st, &b, r);
 }
 
 /* Checks done before a group is queued.  0 or -E2BIG. */
@@ -457,9 +527,15 @@ int commit_prepare(atomio_tx *tx)
 	tx->rec_len = tx->nsegs ? rec_len_for(tx->nsegs, tx->data_len) : 0;
 	if (align_up(tx->rec_len, st->block) > st->area_size)
 		return -E2BIG;
-	/* Here, in the committing thread, so that threads compress at once. */
-	if (tx->nsegs)
-		rec_compress(tx);
+	/* Here, in the committing thread, so that threads compress at once
+	 * (README, "Wear": LZ4 and why). */
+	tx->cdata = NULL;
+	tx->clen = 0;
+	if (tx->nsegs && !(st->flags & ATOMIO_NO_COMPRESS)) {
+		struct rec_src r = {.segs = tx->segs, .nsegs = tx->nsegs, .data_len = tx->data_len,
+				    .rec_len = tx->rec_len};
+		(void)codec_rec_compress(&r, &tx->cdata, &tx->clen, &tx->rec_len);
+	}
 	return 0;
 }
 

@@ -138,16 +138,11 @@ void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq)
 	}
 }
 
-void guard_free(struct guard *g)
-{
-	free(g->slot);
-	memset(g, 0, sizeof(*g));
-}
-
 /* A full checkpoint made every record dead.  Log role held. */
 void guard_clear_all(atomio *st)
 {
-	for (uint32_t id = 0; id < MAX_FILES; id++) {
+	const uint32_t top = atomic_load(&st->files_hi);
+	for (uint32_t id = 0; id < top; id++) {
 		struct afile *f = atomic_load(&st->files[id]);
 		if (!f)
 			continue;

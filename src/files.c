@@ -20,8 +20,6 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include <xxhash.h>
 
 #include "internal.h"
 
@@ -268,7 +266,7 @@ static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uin
 {
 	size_t pos = CAT_HDR;
 	uint32_t count = 0;
-	for (uint32_t id = 0; id < MAX_FILES; id++) {
+	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
 		struct afile *f = atomic_load(&st->files[id]);
 		if (!f)
 			continue;
@@ -315,6 +313,34 @@ static int cat_write(atomio *st)
 	return 0;
 }
 
+/* --- descriptors ------------------------------------------------------------------ */
+
+/* Set f->hfd for the data file open as fd (engine.c, HOME WRITES OF O_DIRECT
+ * FILES).  The twin is the same open inode reopened through /proc/self/fd
+ * (so a rename of the path meanwhile cannot give us another file); without
+ * /proc, or if the reopened file is not the same inode, the file's home
+ * writes stay O_DIRECT. */
+static int file_open_home(atomio *st, struct afile *f, int fd)
+{
+	f->hfd = fd;
+	f->direct_home = f->direct;
+	if (!f->direct || (st->flags & ATOMIO_DIRECT_HOME))
+		return 0;
+	int keep = f->open_flags & (O_DSYNC | O_SYNC | O_NOATIME);
+	int twin = proc_reopen(fd, O_RDWR | O_CLOEXEC | keep);
+	if (twin < 0)
+		return 0;
+	struct stat a, b;
+	if (atomio_sys->fstat(fd, &a) < 0 || atomio_sys->fstat(twin, &b) < 0 || a.st_ino != b.st_ino ||
+	    a.st_dev != b.st_dev) {
+		atomio_sys->close(twin);
+		return 0;
+	}
+	f->hfd = twin;
+	f->direct_home = false;
+	return 0;
+}
+
 /* --- registration ------------------------------------------------------------- */
 
 #define ALLOWED_OPEN_FLAGS                                                                      \
@@ -352,7 +378,7 @@ static int canonical_path(const char *path, bool may_create, char *out)
 
 static struct afile *cat_find(atomio *st, const char *path, uint16_t flags)
 {
-	for (uint32_t id = 0; id < MAX_FILES; id++) {
+	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
 		struct afile *f = atomic_load(&st->files[id]);
 		if (f && f->cat_flags == flags && !strcmp(f->path, path))
 			return f;
@@ -362,10 +388,11 @@ static struct afile *cat_find(atomio *st, const char *path, uint16_t flags)
 
 static uint32_t cat_free_id(atomio *st)
 {
-	for (uint32_t id = 0; id < MAX_FILES; id++)
+	const uint32_t top = atomic_load(&st->files_hi);
+	for (uint32_t id = 0; id < top; id++)
 		if (!atomic_load(&st->files[id]))
 			return id;
-	return MAX_FILES;
+	return top; /* MAX_FILES when every id is taken */
 }
 
 static int open_data(const char *canon, int flags, mode_t mode, bool *created)
@@ -533,6 +560,8 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		f->idn = idn;
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[id], f);
+		if (id >= atomic_load(&st->files_hi))
+			atomic_store(&st->files_hi, id + 1); /* cat_lock held: the only writer */
 		r = sync_registered(st, fd, canon);
 		if (r == 0)
 			r = cat_write(st);
@@ -549,7 +578,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	f->max_size = file_max_size(fd);
 	f->dirty = f->resized = false;
 	guard_free(&f->guard);
-	file_open_home(st, f, fd); /* engine.c: the descriptor home writes use */
+	file_open_home(st, f, fd); /* the descriptor home writes use */
 	file_probe_caps(st, f, fd);
 	/* Publish: the fd is set last; file_get() tests it. */
 	atomic_store_explicit(&st->files[f->id], f, memory_order_release);
@@ -575,7 +604,7 @@ void files_close_all(atomio *st)
 {
 	if (!st->files)
 		return;
-	for (uint32_t id = 0; id < MAX_FILES; id++) {
+	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
 		struct afile *f = atomic_load(&st->files[id]);
 		if (!f)
 			continue;

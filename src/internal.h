@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "atomio.h"
 #include "codec.h"
@@ -43,6 +45,11 @@ struct guard {
 	bool all;           /* every chunk, up to all_seq (a logged size change, or too many) */
 	uint64_t all_seq;
 };
+static inline void guard_free(struct guard *g)
+{
+	free(g->slot);
+	memset(g, 0, sizeof(*g));
+}
 
 /* What the kernel says a file and its device can do (caps.c). */
 struct fcaps {
@@ -127,9 +134,9 @@ struct atomio_tx {
 	pthread_cond_t *wake;      /* signalled when it may lead, and when done */
 	atomio_done_fn done;       /* asynchronous commit: callback, or NULL */
 	void *done_arg;
-	struct atomio_tx *cnext;   /* completion list (async.c) */
+	struct atomio_tx *cnext;   /* completion list (commit.c fills it, async.c empties it) */
 	struct atomio_tx *pool_next; /* free list of the store's tx pool */
-	/* compressed record data (wear.c), or NULL: the record stores these
+	/* compressed record data (commit_prepare), or NULL: the record stores these
 	 * clen bytes (flag LZ4) instead of the data_len raw ones */
 	void *cdata;
 	uint64_t clen;
@@ -186,7 +193,10 @@ struct atomio {
 	/* registered files: files[id] published with release/acquire */
 	_Atomic(struct afile *) *files;
 	uint32_t nfiles_cat;  /* entries in the catalog */
-	uint32_t files_hi;    /* one past the highest id in the catalog loaded at open */
+	/* one past the highest id in files[]: at recovery, of the catalog
+	 * loaded at open; raised by each registration before it publishes the
+	 * file, so that loops over the files in use stop there */
+	_Atomic uint32_t files_hi;
 	uint64_t cat_gen;
 	pthread_mutex_t cat_lock; /* serialises registrations */
 
@@ -201,10 +211,10 @@ struct atomio {
 	struct io_uring *ring_home; /* the home stage's (slots[] have the log's) */
 	struct home_op *hops; /* io_uring home writes in flight (home role) */
 
-	/* wear (wear.c): the checkpoint policy's thresholds, and the distinct
-	 * 4 KiB blocks of home writes since the last checkpoint began (dirty,
-	 * under lock) and those the running checkpoint syncs (ckpt_set, the
-	 * checkpoint's own) */
+	/* checkpointing (checkpoint.c): the policy's thresholds, and the
+	 * distinct 4 KiB blocks of home writes since the last checkpoint began
+	 * (dirty, under lock) and those the running checkpoint syncs (ckpt_set,
+	 * the checkpoint's own) */
 	uint64_t ckpt_at;     /* background checkpoint when used passes this */
 	uint64_t dirty_limit; /* ... or dirty holds more bytes than this */
 	struct dset {
@@ -214,10 +224,15 @@ struct atomio {
 	} dirty, ckpt_set;
 	bool ckpt_bg_running; /* a background checkpoint syncs: drop only what it synced */
 
+	/* the checkpointer thread (checkpoint.c), under lock */
+	pthread_t ckpter;
+	bool ckpter_on, ckpter_stop;
+	pthread_cond_t ckpter_cv;
+
 	/* asynchronous commits (async.c), under lock */
-	pthread_t worker, ckpter;
-	bool worker_on, worker_stop, worker_idle, ckpter_on;
-	pthread_cond_t worker_cv, cq_cv, ckpter_cv;
+	pthread_t worker;
+	bool worker_on, worker_stop, worker_idle;
+	pthread_cond_t worker_cv, cq_cv;
 	struct atomio_tx *cq_head, *cq_tail; /* done, callback not yet run */
 	unsigned async_busy; /* async groups queued or in a batch */
 	int efd;             /* eventfd, or -1 */
@@ -261,6 +276,34 @@ bool fid_same(const struct fid *recorded, const struct fid *now);
 uint64_t file_max_size(int fd);
 void files_close_all(atomio *st);
 
+/* caps.c */
+void file_probe_caps(atomio *st, struct afile *f, int fd);
+void caps_fill(atomio *st, const struct afile *f, struct atomio_caps *caps);
+
+/* fastpath.c */
+bool fast_eligible(atomio *st, const atomio_tx *tx);
+void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq);
+void guard_clear_all(atomio *st);
+
+/* engine.c */
+int engine_open(atomio *st, uint32_t flags);
+void engine_close(atomio *st);
+int engine_log_write(atomio *st, struct logslot *ls, const void *buf, size_t len, uint64_t off);
+int engine_home(atomio *st, atomio_tx *first, uint32_t n);
+int engine_fast_write(atomio *st, struct afile *f, const void *buf, size_t len, uint64_t off);
+
+/* checkpoint.c */
+void checkpoint_setup(atomio *st);
+void checkpoint_policy_init(atomio *st, uint32_t ckpt_percent, uint64_t dirty_limit);
+void checkpoint_destroy(atomio *st);
+bool checkpoint_must_wait_locked(const atomio *st);
+void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n);
+void checkpoint_after_home_locked(atomio *st);
+int checkpoint_request_locked(atomio *st);
+int checkpoint_full_role(atomio *st);
+void checkpoint_background_locked(atomio *st);
+void checkpoint_stop(atomio *st);
+
 /* commit.c */
 void commit_init(atomio *st);
 int commit_tx(atomio_tx *tx);
@@ -271,52 +314,16 @@ bool can_lead_locked(const atomio *st);
 int role_acquire(atomio *st);
 void role_release(atomio *st);
 
-/* engine.c */
-int engine_open(atomio *st, uint32_t flags);
-void engine_close(atomio *st);
-int engine_log_write(atomio *st, struct logslot *ls, const void *buf, size_t len, uint64_t off);
-int engine_home(atomio *st, atomio_tx *first, uint32_t n);
-int engine_fast_write(atomio *st, struct afile *f, const void *buf, size_t len, uint64_t off);
-int file_open_home(atomio *st, struct afile *f, int fd);
-void file_drop_cache(atomio *st, struct afile *f);
-
-/* caps.c */
-void file_probe_caps(atomio *st, struct afile *f, int fd);
-void caps_fill(atomio *st, const struct afile *f, struct atomio_caps *caps);
-
-/* fastpath.c */
-bool fast_eligible(atomio *st, const atomio_tx *tx);
-void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq);
-void guard_clear_all(atomio *st);
-void guard_free(struct guard *g);
-
-/* async.c */
-void async_init(atomio *st);
-int async_worker_locked(atomio *st);
-int async_checkpoint_locked(atomio *st);
-void async_complete_locked(atomio *st, atomio_tx *tx);
-void async_stop(atomio *st);
-void async_destroy(atomio *st);
-
-/* checkpoint.c */
-int checkpoint_locked(atomio *st);
-void checkpoint_background_locked(atomio *st);
-
-/* recover.c */
-int recover(atomio *st);
-
-/* wear.c */
-void wear_init(atomio *st, uint32_t ckpt_percent, uint64_t dirty_limit);
-void wear_free(atomio *st);
-void rec_compress(atomio_tx *tx);
-void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n);
-bool dirty_over_locked(const atomio *st);
-bool dirty_full_locked(const atomio *st);
-void dirty_ckpt_begin_locked(atomio *st);
-void dirty_ckpt_end(atomio *st, bool synced);
-
 /* tx.c */
 void tx_release(atomio_tx *tx);
 void tx_pool_free(atomio *st);
+
+/* async.c */
+void async_init(atomio *st);
+void async_stop(atomio *st);
+void async_destroy(atomio *st);
+
+/* recover.c */
+int recover(atomio *st);
 
 #endif

@@ -20,12 +20,12 @@ static void st_free(atomio *st)
 	if (!st)
 		return;
 	async_stop(st); /* the worker thread, if asynchronous commits started it */
+	checkpoint_stop(st); /* the checkpointer, if the policy started it */
 	engine_close(st);
 	files_close_all(st);
 	if (st->log_fd >= 0)
 		atomio_sys->close(st->log_fd); /* also drops the flock */
 	tx_pool_free(st);
-	wear_free(st);
 	free(st->files);
 	free(st->log_path);
 	free(st->log_dir);
@@ -34,6 +34,7 @@ static void st_free(atomio *st)
 	pthread_cond_destroy(&st->home_cv);
 	pthread_cond_destroy(&st->role_cv);
 	async_destroy(st);
+	checkpoint_destroy(st);
 	free(st);
 }
 
@@ -78,6 +79,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	pthread_cond_init(&st->home_cv, NULL);
 	pthread_cond_init(&st->role_cv, NULL);
 	async_init(st);
+	checkpoint_setup(st);
 	int r = -ENOMEM;
 	st->log_path = strdup(log_path);
 	st->files = calloc(MAX_FILES, sizeof(*st->files));
@@ -161,7 +163,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (r < 0)
 		goto fail;
 	commit_init(st);
-	wear_init(st, opts->ckpt_percent, opts->dirty_limit);
+	checkpoint_policy_init(st, opts->ckpt_percent, opts->dirty_limit);
 	r = engine_open(st, opts->flags);
 	if (r < 0)
 		goto fail;
@@ -189,10 +191,20 @@ int atomio_close(atomio *st)
 		pthread_mutex_unlock(&st->lock);
 		/* A failed store is left for recovery: checkpointing it could
 		 * declare durable what a failed fsync dropped.  Say so. */
-		r = failed ? ATOMIO_EFAILED : checkpoint_locked(st);
+		r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
 		role_release(st);
 	}
 	st_free(st);
+	return r;
+}
+
+int atomio_checkpoint(atomio *st)
+{
+	if (!st)
+		return -EINVAL;
+	role_acquire(st);
+	int r = checkpoint_full_role(st);
+	role_release(st);
 	return r;
 }
 

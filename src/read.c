@@ -1,0 +1,80 @@
+/*
+ * read.c: atomio_pread / atomio_preadv, the reads through the descriptors the
+ * store holds for a registered file (files.c).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Read through a descriptor opened with O_DIRECT: aligned requests go
+ * straight, others through an aligned bounce span. */
+static ssize_t direct_read(int fd, uint32_t align, void *buf, size_t len, off_t off)
+{
+	uint64_t a = align ? align : 4096;
+	if (!((uintptr_t)buf % a) && !(len % a) && !((uint64_t)off % a))
+		return sys_pread_full(fd, buf, len, off);
+	uint64_t lo = (uint64_t)off / a * a, hi = align_up((uint64_t)off + len, a);
+	char *tmp = aligned_alloc_zero(a > 4096 ? a : 4096, hi - lo);
+	if (!tmp)
+		return -ENOMEM;
+	ssize_t n = sys_pread_full(fd, tmp, hi - lo, (off_t)lo);
+	if (n >= 0) {
+		uint64_t skip = (uint64_t)off - lo;
+		n = (uint64_t)n > skip ? (ssize_t)((uint64_t)n - skip) : 0;
+		if ((size_t)n > len)
+			n = (ssize_t)len;
+		memcpy(buf, tmp + skip, (size_t)n);
+	}
+	free(tmp);
+	return n;
+}
+
+/* Which reads see what (docs/API.md): a committed group's home writes are
+ * in the page cache of the file (buffered files) or of its buffered twin
+ * (O_DIRECT files, default) before the commit returns, so a buffered read of
+ * that descriptor returns them without waiting for, or causing, their
+ * write-back.  ATOMIO_DIRECT_HOME files and fast-path writes are on the
+ * device by then: read with O_DIRECT. */
+ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off)
+{
+	if (!st || off < 0 || iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+		return -EINVAL;
+	struct afile *f = file_get(st, file);
+	if (!f)
+		return -EINVAL;
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if ((iov[i].iov_len && !iov[i].iov_base) || iov[i].iov_len > SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
+	int fd = __atomic_load_n(&f->hfd, __ATOMIC_ACQUIRE);
+	bool direct = f->direct && (fd == f->fd || fd < 0);
+	if (fd < 0)
+		fd = f->fd;
+	size_t done = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		ssize_t n = direct ? direct_read(fd, f->dio_off_align, iov[i].iov_base, iov[i].iov_len,
+						 off + (off_t)done)
+				   : sys_pread_full(fd, iov[i].iov_base, iov[i].iov_len, off + (off_t)done);
+		if (n < 0)
+			return done ? (ssize_t)done : n;
+		done += (size_t)n;
+		if ((size_t)n < iov[i].iov_len)
+			break; /* end of file */
+	}
+	return (ssize_t)done;
+}
+
+ssize_t atomio_pread(atomio *st, int file, void *buf, size_t len, off_t off)
+{
+	if (len && !buf)
+		return -EINVAL;
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	return atomio_preadv(st, file, &iov, 1, off);
+}
