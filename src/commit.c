@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "internal.h"
 
 #define MAX_BATCH (8u << 20)   /* bytes of records per log write */

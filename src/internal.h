@@ -206,8 +206,9 @@ struct atomio {
 	struct atomio_tx *pool_head, *pool_tail;
 	unsigned pool_len;
 
-	/* engine (engine.c) */
-	unsigned engine;     /* ATOMIO_ENGINE_PLAIN or ATOMIO_ENGINE_URING */
+	/* engine (engine.c, engine.h) */
+	const struct engine_ops *eng; /* the backend */
+	unsigned engine;     /* ATOMIO_ENGINE_PLAIN or ATOMIO_ENGINE_URING (reported) */
 	struct io_uring *ring_home; /* the home stage's (slots[] have the log's) */
 	struct home_op *hops; /* io_uring home writes in flight (home role) */
 
@@ -285,12 +286,9 @@ bool fast_eligible(atomio *st, const atomio_tx *tx);
 void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq);
 void guard_clear_all(atomio *st);
 
-/* engine.c */
+/* engine.c (the backends' interface is engine.h) */
 int engine_open(atomio *st, uint32_t flags);
 void engine_close(atomio *st);
-int engine_log_write(atomio *st, struct logslot *ls, const void *buf, size_t len, uint64_t off);
-int engine_home(atomio *st, atomio_tx *first, uint32_t n);
-int engine_fast_write(atomio *st, struct afile *f, const void *buf, size_t len, uint64_t off);
 
 /* checkpoint.c */
 void checkpoint_setup(atomio *st);

@@ -12,8 +12,8 @@ epoch)    file=codec.c      ; expr='s/\tif \(h->epoch != x->epoch\)\n\t\treturn 
 csum)     file=recover.c    ; expr='s/if \(sum != h\.csum\)/if (0)/' ;; # a torn record is replayed
 resync)   file=recover.c    ; expr='s@(\t\tif \(r < 0\)\n\t\t\treturn r;\n\t\tif \(r == 0\)\n\t\t\tbreak;)@\t\tfor (uint64_t q = pos + 8; r == 0 \&\& q + REC_HDR <= st->area_size \&\& q < pos + 65536; q += 8)\n\t\t\tif ((r = read_record(rc, q, seq + 1, \&rec)) == 1) {\n\t\t\t\tseq++;\n\t\t\t\tpos = q;\n\t\t\t}\n$1@' ;; # recovery skips a torn record to a valid one after it
 rfsync)   file=recover.c    ; expr='s/r = sys_fsync_full\(rc\.fds\[id\]\);/r = 0;/' ;; # replayed data not synced before the log is emptied
-dsync)    file=engine.c     ; expr='s/return sys_pwrite_durable\(st->log_fd, buf, len, \(off_t\)off\);/return sys_pwrite_full(st->log_fd, buf, len, (off_t)off, 0);/' ;; # records not durable before home writes and the ack
-resize)   file=engine.c     ; expr='s/(if \(t->segs\[j\]\.kind != SEG_WRITE\)\n\t+)__atomic_store_n\(&f->resized, true, __ATOMIC_RELEASE\);/${1}continue;/' ;; # a size change is not synced by the checkpoint (its file not flagged)
+dsync)    file=engine_plain.c ; expr='s/return sys_pwrite_durable\(st->log_fd, buf, len, \(off_t\)off\);/return sys_pwrite_full(st->log_fd, buf, len, (off_t)off, 0);/' ;; # records not durable before home writes and the ack
+resize)   file=engine_plain.c ; expr='s/(if \(t->segs\[j\]\.kind != SEG_WRITE\)\n\t+)__atomic_store_n\(&f->resized, true, __ATOMIC_RELEASE\);/${1}continue;/' ;; # a size change is not synced by the checkpoint (its file not flagged)
 ckptsync) file=checkpoint.c ; expr='s/int r = sync_one\(st, f, resized\);/int r = 0; (void)sync_one;/' ;; # the checkpoint frees the log before home data is durable
 dirsync)  file=files.c      ; expr='s/r = sys_fsync_dir\(dir\);/r = 0;/' ;; # a new data file's name is not made durable
 bgsync)   file=checkpoint.c ; expr='s/(int r = )sync_files\(st\);(\n\tif \(r == 0\)\n\t\tr = log_write_sb\(st, cut_off)/${1}0;$2/' ;; # a background checkpoint moves the head before the home data is durable
