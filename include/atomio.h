@@ -81,7 +81,7 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
 
 struct atomio_options {
 	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 64 MiB */
-	uint32_t flags;    /* ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS */
+	uint32_t flags;    /* 0 or ATOMIO_* options above, ORed (at most one of each pair) */
 	/* Checkpoint policy (docs/API.md, "Wear"): a background checkpoint runs
 	 * when the log is more than ckpt_percent full (0 = 50; at most 99) or when
 	 * more than dirty_limit bytes of home writes (distinct 4 KiB blocks)
@@ -216,6 +216,19 @@ int atomio_caps(atomio *st, int file, struct atomio_caps *caps);
 int atomio_stats(atomio *st, struct atomio_stats *stats);
 
 const char *atomio_strerror(int err);
+
+/* --- the log without a store ------------------------------------------------ */
+
+/* Which opens a log has seen, read from its current superblock without
+ * opening the store or taking its lock.  Two marks of one log that are equal
+ * (store_id and epoch) mean that no atomio_open recovered it in between: every
+ * open writes epoch + 1 before its first commit. */
+struct atomio_log_mark {
+	uint64_t store_id; /* random, chosen when the log was created */
+	uint64_t epoch;    /* + 1 at every atomio_open of the log */
+	uint64_t reserved[2];
+};
+int atomio_log_mark(int log_fd, struct atomio_log_mark *mark);
 
 #ifdef __cplusplus
 }

@@ -43,9 +43,10 @@
  * connection that takes SHARED without being the writer then probes the
  * log's flock.  Held: the writer lives, it recovered before our SHARED lock,
  * and it cannot write home while we hold SHARED: read.  Free: no writer;
- * unless the log's superblocks are byte for byte those this process left
- * after its own last recovery (every atomio_open rewrites them), go to
- * EXCLUSIVE, recover (open and close the store), and only then read.
+ * unless the log's mark (atomio_log_mark: its store id and epoch, which every
+ * atomio_open moves on) is the one this process left after its own last
+ * recovery, go to EXCLUSIVE, recover (open and close the store), and only
+ * then read.
  *
  * Syscalls made here (OFD locks, the probe) are the VFS's own; every byte the
  * store writes goes through libatomio and so through its ops table.
@@ -74,10 +75,6 @@
 #define SHARED_SIZE 510
 #define LOCK_SPAN (2 + SHARED_SIZE)
 
-/* The log's two superblock slots: every atomio_open rewrites one of them, so
- * unchanged bytes mean no store was opened since they were read. */
-#define SB_SNAP 8192
-
 #define LOG_SUFFIX "-atomio"
 
 /* One database as this process sees it, shared by its connections. */
@@ -95,9 +92,9 @@ struct adb {
 	/* The writer's record of the database's size (only its commits change
 	 * it), so that transactions need no fstat.  -1: unknown.  Atomic. */
 	int64_t size;
-	bool snap_ok;        /* snap holds the log's superblocks after our recovery */
+	bool snap_ok;        /* snap: the log's mark after our recovery */
 	ino_t snap_ino;
-	unsigned char snap[SB_SNAP];
+	struct atomio_log_mark snap;
 };
 
 /* A registered VFS. */
@@ -188,7 +185,7 @@ static void log_atomio(int rc, struct adb *d, const char *what, int err, const c
 		    detail && *detail ? ": " : "", detail ? detail : "");
 }
 
-/* Remember the log's superblocks as our own recovery left them.  g_mu held. */
+/* Remember the log's mark as our own recovery left it.  g_mu held. */
 static void snapshot(struct adb *d)
 {
 	d->snap_ok = false;
@@ -196,7 +193,7 @@ static void snapshot(struct adb *d)
 	if (fd < 0)
 		return;
 	struct stat sb;
-	if (fstat(fd, &sb) == 0 && pread(fd, d->snap, SB_SNAP, 0) == SB_SNAP) {
+	if (fstat(fd, &sb) == 0 && atomio_log_mark(fd, &d->snap) == 0) {
 		d->snap_ino = sb.st_ino;
 		d->snap_ok = true;
 	}
@@ -222,14 +219,13 @@ static int probe(struct adb *d)
 		return e == EWOULDBLOCK ? PROBE_WRITER : -e;
 	}
 	int res = PROBE_DIRTY;
-	unsigned char *buf = malloc(SB_SNAP);
+	struct atomio_log_mark m;
 	struct stat sb;
 	pthread_mutex_lock(&g_mu);
-	if (buf && d->snap_ok && fstat(fd, &sb) == 0 && sb.st_ino == d->snap_ino &&
-	    pread(fd, buf, SB_SNAP, 0) == SB_SNAP && !memcmp(buf, d->snap, SB_SNAP))
+	if (d->snap_ok && fstat(fd, &sb) == 0 && sb.st_ino == d->snap_ino &&
+	    atomio_log_mark(fd, &m) == 0 && m.store_id == d->snap.store_id && m.epoch == d->snap.epoch)
 		res = PROBE_CLEAN;
 	pthread_mutex_unlock(&g_mu);
-	free(buf);
 	close(fd); /* drops the LOCK_SH probe */
 	return res;
 }

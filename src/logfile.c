@@ -101,6 +101,27 @@ int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoc
 	return 0;
 }
 
+/* The current superblock of the two slots in buf (2 * SB_SLOT bytes) of a
+ * log file_size bytes long: 0 with *out set, or the most specific reason
+ * none is (a bad checksum on a slot with our magic is corruption, not a
+ * foreign file); *two: both valid but of two stores (ATOMIO_ECORRUPT). */
+static int sb_pick(const char *buf, uint64_t file_size, struct sb_disk *out, bool *two)
+{
+	const struct sb_disk *s0 = (const void *)buf, *s1 = (const void *)(buf + SB_SLOT);
+	int why0 = codec_sb_check(s0, file_size, NULL);
+	int why1 = codec_sb_check(s1, file_size, NULL);
+	int cur = codec_sb_current(s0, why0 == 0, s1, why1 == 0);
+	*two = cur == -2;
+	if (cur == -2)
+		return ATOMIO_ECORRUPT;
+	if (cur < 0)
+		return why0 == ATOMIO_ECORRUPT || why1 == ATOMIO_ECORRUPT ? ATOMIO_ECORRUPT
+		       : why0 == ATOMIO_EVERSION || why1 == ATOMIO_EVERSION ? ATOMIO_EVERSION
+									    : ATOMIO_ENOTLOG;
+	*out = cur ? *s1 : *s0;
+	return 0;
+}
+
 int log_load_sb(atomio *st)
 {
 	struct stat fs;
@@ -120,34 +141,45 @@ int log_load_sb(atomio *st)
 	}
 	if (fs.st_size < (off_t)(2 * SB_SLOT))
 		memset(buf, 0, 2 * SB_SLOT);
-	const struct sb_disk *s0 = (const void *)buf, *s1 = (const void *)(buf + SB_SLOT);
-	int why0 = codec_sb_check(s0, (uint64_t)fs.st_size, NULL);
-	int why1 = codec_sb_check(s1, (uint64_t)fs.st_size, NULL);
-	int cur = codec_sb_current(s0, why0 == 0, s1, why1 == 0);
-	if (cur == -2) {
-		free(buf);
-		st_err(st, "%s: superblock slots belong to two different stores", st->log_path);
-		return ATOMIO_ECORRUPT;
-	}
-	if (cur < 0) {
-		/* Report the most specific reason: a bad checksum on a slot that
-		 * has our magic is corruption, not a foreign file. */
-		int why = why0 == ATOMIO_ECORRUPT || why1 == ATOMIO_ECORRUPT ? ATOMIO_ECORRUPT
-			  : why0 == ATOMIO_EVERSION || why1 == ATOMIO_EVERSION ? ATOMIO_EVERSION
-									       : ATOMIO_ENOTLOG;
-		free(buf);
-		st_err(st, "%s: %s", st->log_path, atomio_strerror(why));
-		return why;
-	}
-	const struct sb_disk *best = cur ? s1 : s0;
-	st->sb = *best;
+	bool two;
+	r = sb_pick(buf, (uint64_t)fs.st_size, &st->sb, &two);
 	free(buf);
+	if (two)
+		st_err(st, "%s: superblock slots belong to two different stores", st->log_path);
+	else if (r < 0)
+		st_err(st, "%s: %s", st->log_path, atomio_strerror(r));
+	if (r < 0)
+		return r;
 	st->store_id = st->sb.store_id;
 	st->block = st->sb.block;
 	st->area_off = st->sb.area_off;
 	st->area_size = st->sb.area_size;
 	st->cat_off = st->sb.cat_off;
 	st->cat_size = st->sb.cat_size;
+	return 0;
+}
+
+int atomio_log_mark(int log_fd, struct atomio_log_mark *mark)
+{
+	if (!mark || log_fd < 0)
+		return -EINVAL;
+	memset(mark, 0, sizeof(*mark));
+	struct stat fs;
+	int r = atomio_sys->fstat(log_fd, &fs);
+	if (r < 0)
+		return r;
+	char *buf = calloc(2, SB_SLOT);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t n = fs.st_size >= (off_t)(2 * SB_SLOT) ? sys_pread_full(log_fd, buf, 2 * SB_SLOT, 0) : 0;
+	struct sb_disk sb;
+	bool two;
+	r = n < 0 ? (int)n : sb_pick(buf, (uint64_t)fs.st_size, &sb, &two);
+	free(buf);
+	if (r < 0)
+		return r;
+	mark->store_id = sb.store_id;
+	mark->epoch = sb.epoch;
 	return 0;
 }
 
