@@ -339,7 +339,7 @@ int checkpoint_full_role(atomio *st)
 	if (r < 0)
 		return r;
 	/* Every record is dead now: no replay can overwrite a fast-path write. */
-	guard_clear_all(st);
+	guard_clear_all_role(st);
 	if (any)
 		atomic_fetch_add(&st->stats.checkpoints, 1);
 	return 0;

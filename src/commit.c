@@ -138,7 +138,7 @@ static void build_record(atomio *st, const atomio_tx *tx, char *buf, bool last)
  * space.  Live records run from head to tail around the ring (checkpoint.c);
  * a write never wraps inside itself: it goes at the tail, or at the area's
  * start when the tail is too close to the end.  Lock held. */
-static uint64_t log_place(const atomio *st, uint64_t len, uint64_t *room)
+static uint64_t log_place_locked(const atomio *st, uint64_t len, uint64_t *room)
 {
 	if (st->used == 0 || st->tail > st->head) {
 		if (st->tail + len <= st->area_size) {
@@ -171,7 +171,7 @@ void commit_init(atomio *st)
 /* Lay a batch's records (txs linked by qnext, n of them, 'bytes' of records)
  * out in the slot's staging buffer.  Log role held (the guard is the role's),
  * lock not held. */
-static int build_batch(atomio *st, struct logslot *ls, atomio_tx *first, uint32_t n, uint64_t bytes,
+static int build_batch_role(atomio *st, struct logslot *ls, atomio_tx *first, uint32_t n, uint64_t bytes,
 		       uint64_t live_seq)
 {
 	uint64_t len = align_up(bytes, st->block);
@@ -184,7 +184,7 @@ static int build_batch(atomio *st, struct logslot *ls, atomio_tx *first, uint32_
 		if (!t->nsegs)
 			continue; /* an empty group has no record */
 		build_record(st, t, p, (uint64_t)(p - (char *)ls->stage) + t->rec_len == bytes);
-		guard_add(st, t, live_seq);
+		guard_add_role(st, t, live_seq);
 		p += t->rec_len;
 	}
 	memset(p, 0, len - bytes);
@@ -295,7 +295,7 @@ static bool wait_for_room_locked(atomio *st, struct batch *b)
 			wake_next_locked(st);
 			return false;
 		}
-		b->fast = fast_eligible(st, b->first);
+		b->fast = fast_eligible_locked(st, b->first);
 		if (b->fast && st->log_inflight) {
 			/* A fast-path write is durable the moment it lands: every
 			 * earlier log write must be durable first (commit order). */
@@ -304,7 +304,7 @@ static bool wait_for_room_locked(atomio *st, struct batch *b)
 		}
 		if (b->fast)
 			return true;
-		b->off = log_place(st, align_up(b->first->rec_len, st->block), &b->room);
+		b->off = log_place_locked(st, align_up(b->first->rec_len, st->block), &b->room);
 		/* Also wait when the page cache holds twice the dirty limit
 		 * (checkpoint.c): the checkpoint bounds it. */
 		if (b->off != UINT64_MAX && !checkpoint_must_wait_locked(st))
@@ -338,7 +338,7 @@ static void take_batch_locked(atomio *st, struct batch *b)
 		for (atomio_tx *t = b->first; t; t = t->qnext) {
 			uint64_t nb = b->bytes + t->rec_len;
 			if (b->n && (align_up(nb, st->block) > b->room || nb > MAX_BATCH ||
-				     fast_eligible(st, t)))
+				     fast_eligible_locked(st, t)))
 				break;
 			if (t->nsegs)
 				t->seq = st->next_seq++;
@@ -425,7 +425,7 @@ static int log_stage_locked(atomio *st, struct batch *b)
 {
 	struct logslot *ls = &st->slots[b->slot];
 	pthread_mutex_unlock(&st->lock);
-	int r = b->bytes ? build_batch(st, ls, b->first, b->n, b->bytes, b->live_seq) : 0;
+	int r = b->bytes ? build_batch_role(st, ls, b->first, b->n, b->bytes, b->live_seq) : 0;
 	pthread_mutex_lock(&st->lock);
 	st->log_busy = false;
 	if (r < 0) {

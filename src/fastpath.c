@@ -112,7 +112,7 @@ static bool guard_overlaps(const struct guard *g, uint64_t off, uint64_t len, ui
 
 /* Record the ranges of a group about to be logged with seq tx->seq.  Log
  * role held.  live_seq: the head seq when the batch was formed. */
-void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq)
+void guard_add_role(atomio *st, const atomio_tx *tx, uint64_t live_seq)
 {
 	for (uint32_t i = 0; i < tx->nsegs; i++) {
 		const struct seg *s = &tx->segs[i];
@@ -139,7 +139,7 @@ void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq)
 }
 
 /* A full checkpoint made every record dead.  Log role held. */
-void guard_clear_all(atomio *st)
+void guard_clear_all_role(atomio *st)
 {
 	const uint32_t top = atomic_load(&st->files_hi);
 	for (uint32_t id = 0; id < top; id++) {
@@ -159,7 +159,7 @@ void guard_clear_all(atomio *st)
 }
 
 /* May this queued group take the fast path now?  Log role held (lock too). */
-bool fast_eligible(atomio *st, const atomio_tx *tx)
+bool fast_eligible_locked(atomio *st, const atomio_tx *tx)
 {
 	if (tx->nsegs != 1 || tx->segs[0].kind != SEG_WRITE)
 		return false;

@@ -1,5 +1,11 @@
 /*
  * internal.h: the store's in-memory state, shared by the modules of src/.
+ *
+ * Threads, locks, roles and condition variables, the lock order, who owns
+ * which field, and what the names' suffixes promise are in docs/INTERNALS.md:
+ *   _locked  called with st->lock held, returns with it held
+ *   _role    called with the log role held, st->lock not held
+ * The modules' layers (each calls only those below it): README, "Layout".
  */
 #ifndef ATOMIO_INTERNAL_H
 #define ATOMIO_INTERNAL_H
@@ -282,9 +288,9 @@ void file_probe_caps(atomio *st, struct afile *f, int fd);
 void caps_fill(atomio *st, const struct afile *f, struct atomio_caps *caps);
 
 /* fastpath.c */
-bool fast_eligible(atomio *st, const atomio_tx *tx);
-void guard_add(atomio *st, const atomio_tx *tx, uint64_t live_seq);
-void guard_clear_all(atomio *st);
+bool fast_eligible_locked(atomio *st, const atomio_tx *tx);
+void guard_add_role(atomio *st, const atomio_tx *tx, uint64_t live_seq);
+void guard_clear_all_role(atomio *st);
 
 /* engine.c (the backends' interface is engine.h) */
 int engine_open(atomio *st, uint32_t flags);
