@@ -1,11 +1,7 @@
 /*
  * atomio: the command.  `atomio SUBCOMMAND [OPTIONS] ...`; see man/atomio.1.
- *
- *   probe PATH        what atomic-write support a file or directory has
- *   bench [DIR]       unsafe / doublewrite / atomio / kernel, interleaved
- *   verify ...        torn- and lost-write checker (write, check, selftest)
- *   dump LOG          a log's superblocks, files, records and valid tail
- *   recover LOG       recover and checkpoint a store without its application
+ * The subcommands are the table below, and only there: the usage messages
+ * and `atomio --help` are made from it (test/t_cli_help.sh reads that list).
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,12 +21,24 @@ static const struct {
 	{"recover", cmd_recover, "recover and checkpoint a store without its application"},
 };
 
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+/* "probe, bench, ..." */
+static const char *cmd_names(void)
+{
+	static char names[128];
+	size_t at = 0;
+	for (size_t i = 0; i < NCMDS && at < sizeof(names); i++)
+		at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", i ? ", " : "", cmds[i].name);
+	return names;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: atomio COMMAND [OPTIONS] [ARGS]\n\n"
 		   "atomio %d.%d: atomic write groups for Linux files.\n\ncommands:\n",
 		ATOMIO_VERSION_MAJOR, ATOMIO_VERSION_MINOR);
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+	for (size_t i = 0; i < NCMDS; i++)
 		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
 	fprintf(f, "\n'atomio COMMAND --help' describes a command; man atomio (man/atomio.1) all of them.\n"
 		   "Exit status: 0 ok, 1 problem found, 2 usage error, 3 error, 4 unsupported here.\n");
@@ -39,12 +47,12 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		cli_usage("which command? (probe, bench, verify, dump, recover)");
+		cli_usage("which command? (%s)", cmd_names());
 	const char *c = argv[1];
 	if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
 		if (argc > 2 && strcmp(c, "help") == 0) {
 			/* atomio help bench == atomio bench --help */
-			for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+			for (size_t i = 0; i < NCMDS; i++)
 				if (!strcmp(argv[2], cmds[i].name)) {
 					static char cmd[64];
 					snprintf(cmd, sizeof(cmd), "atomio %s", cmds[i].name);
@@ -61,7 +69,7 @@ int main(int argc, char **argv)
 		printf("atomio %d.%d\n", ATOMIO_VERSION_MAJOR, ATOMIO_VERSION_MINOR);
 		return EX_OK;
 	}
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+	for (size_t i = 0; i < NCMDS; i++) {
 		if (strcmp(c, cmds[i].name))
 			continue;
 		static char cmd[64];
@@ -69,5 +77,5 @@ int main(int argc, char **argv)
 		cli_cmd = cmd;
 		return cmds[i].fn(argc - 1, argv + 1);
 	}
-	cli_usage("no command '%s' (commands: probe, bench, verify, dump, recover)", c);
+	cli_usage("no command '%s' (commands: %s)", c, cmd_names());
 }

@@ -210,8 +210,8 @@ static void *worker_main(void *arg)
 
 static void sample(const struct blk_info *b, struct dev_counters *d, bool *proc_ok, uint64_t *proc)
 {
-	sys_dev_counters(b, d);
-	*proc_ok = sys_proc_write_bytes(proc);
+	host_dev_counters(b, d);
+	*proc_ok = host_proc_write_bytes(proc);
 }
 
 static bool progress_tty;
@@ -520,7 +520,7 @@ static void write_json(const struct opts *o, const char *path, const struct conf
 	json_str(&j, "device_backing_file", b->backing[0] ? b->backing : NULL);
 	json_str(&j, "dir", o->dir);
 	char k[128];
-	json_str(&j, "kernel", sys_kernel(k, sizeof(k)));
+	json_str(&j, "kernel", host_kernel(k, sizeof(k)));
 	json_uint(&j, "files", o->files);
 	json_uint(&j, "file_size", o->file_size);
 	json_uint(&j, "log_size", o->log_size);
@@ -803,13 +803,13 @@ int cmd_bench(int argc, char **argv)
 	if (!S_ISDIR(sb.st_mode))
 		cli_die(EX_ERROR, "%s: not a directory", o.dir);
 	struct stx_info sx;
-	int r = sys_statx_info(AT_FDCWD, o.dir, 0, &sx);
+	int r = host_statx_info(AT_FDCWD, o.dir, 0, &sx);
 	if (r < 0)
 		cli_die(EX_ERROR, "%s: statx: %s", o.dir, strerror(-r));
 	struct mount_info m;
 	struct blk_info blk;
-	sys_mount_for(&sx, &m);
-	sys_blk_for(sx.dev, &m, &blk);
+	host_mount_for(&sx, &m);
+	host_blk_for(sx.dev, &m, &blk);
 	char fs_desc[256];
 	snprintf(fs_desc, sizeof(fs_desc), "%s %s%s", m.found ? m.fstype : "this filesystem",
 		 blk.found ? "on " : "(no block device)", blk.found ? blk.name : "");

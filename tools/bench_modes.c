@@ -357,7 +357,7 @@ static int kernel_setup(const struct bench_env *env, void **state, char *why, si
 	if (r < 0)
 		return r;
 	struct stx_info sx;
-	r = sys_statx_info(p->fds[0], "", AT_EMPTY_PATH, &sx);
+	r = host_statx_info(p->fds[0], "", AT_EMPTY_PATH, &sx);
 	if (r < 0 || !sx.has_atomic || !sx.unit_max) {
 		snprintf(why, n, "%s does not accept RWF_ATOMIC (statx: no atomic write limits)",
 			 env->fs_desc);

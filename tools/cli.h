@@ -119,28 +119,28 @@ struct stx_info {
 	uint16_t mode;
 };
 
-int sys_statx_info(int dirfd, const char *path, int flags, struct stx_info *out);
+int host_statx_info(int dirfd, const char *path, int flags, struct stx_info *out);
 /* The mount a statx result lives on (by mount id, else by device number). */
-void sys_mount_for(const struct stx_info *sx, struct mount_info *m);
+void host_mount_for(const struct stx_info *sx, struct mount_info *m);
 /* The block device holding dev (resolving a btrfs-style anonymous device
  * through the mount's source); found = false when there is none (tmpfs). */
-void sys_blk_for(uint64_t dev, const struct mount_info *m, struct blk_info *b);
+void host_blk_for(uint64_t dev, const struct mount_info *m, struct blk_info *b);
 
 /* I/O counters. */
 struct dev_counters {
 	bool ok;
 	uint64_t write_ios, write_sectors, flushes; /* sectors of 512 bytes */
 };
-void sys_dev_counters(const struct blk_info *b, struct dev_counters *c);
+void host_dev_counters(const struct blk_info *b, struct dev_counters *c);
 /* /proc/self/io write_bytes (bytes this process sent toward storage); false if unreadable. */
-bool sys_proc_write_bytes(uint64_t *out);
+bool host_proc_write_bytes(uint64_t *out);
 
 /* The log block atomio chooses for a log in a directory with these facts
  * (format.h: max(512, dio offset alignment, physical sector), at most 4096). */
-uint32_t sys_atomio_log_block(const struct stx_info *sx, const struct blk_info *b);
+uint32_t host_atomio_log_block(const struct stx_info *sx, const struct blk_info *b);
 
 /* Kernel version string (uname -r). */
-const char *sys_kernel(char *buf, size_t n);
+const char *host_kernel(char *buf, size_t n);
 
 /* --- subcommands ----------------------------------------------------------- */
 

@@ -145,10 +145,10 @@ int cmd_probe(int argc, char **argv)
 		tmpfd = temp_file(dir, &tmp_direct, &tmp_err);
 	int r;
 	if (S_ISDIR(sb.st_mode) && tmpfd >= 0) {
-		r = sys_statx_info(tmpfd, "", AT_EMPTY_PATH, &sx);
+		r = host_statx_info(tmpfd, "", AT_EMPTY_PATH, &sx);
 		limits_from = "a temporary file in it";
 	} else {
-		r = sys_statx_info(AT_FDCWD, path, 0, &sx);
+		r = host_statx_info(AT_FDCWD, path, 0, &sx);
 		limits_from = S_ISDIR(sb.st_mode) ? "the directory itself (no file could be created in it)"
 						  : "the file itself";
 	}
@@ -165,12 +165,12 @@ int cmd_probe(int argc, char **argv)
 	struct mount_info m = {0};
 	struct blk_info b;
 	if (S_ISBLK(sb.st_mode)) {
-		sys_blk_for(sb.st_rdev, NULL, &b);
+		host_blk_for(sb.st_rdev, NULL, &b);
 	} else {
-		sys_mount_for(&sx, &m);
-		sys_blk_for(sx.dev, &m, &b);
+		host_mount_for(&sx, &m);
+		host_blk_for(sx.dev, &m, &b);
 	}
-	uint32_t log_block = sys_atomio_log_block(&sx, &b);
+	uint32_t log_block = host_atomio_log_block(&sx, &b);
 	/* ext4 answers STATX_WRITE_ATOMIC with zero limits where it has none. */
 	bool atomic = sx.has_atomic && sx.unit_max > 0;
 	uint64_t max_group = log_size > 96 ? log_size - 64 - 32 : 0;

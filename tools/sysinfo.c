@@ -2,7 +2,9 @@
  * sysinfo.c: what the machine says about a path: its mount (from
  * /proc/self/mountinfo), its block device and queue limits (sysfs), its
  * statx limits (atomic writes, direct-I/O alignment), and I/O counters
- * (/sys/.../stat, /proc/self/io).
+ * (/sys/.../stat, /proc/self/io).  Its functions are named host_*: the
+ * library's sys_* are its ops table (src/sys.h), which the command does not
+ * go through for these reads of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +22,7 @@
 
 #define STATX_MNT_ID_BIT 0x1000u
 
-int sys_statx_info(int dirfd, const char *path, int flags, struct stx_info *out)
+int host_statx_info(int dirfd, const char *path, int flags, struct stx_info *out)
 {
 	memset(out, 0, sizeof(*out));
 	struct atomio_statx sx;
@@ -66,7 +68,7 @@ static void unescape(char *s)
 	*w = 0;
 }
 
-void sys_mount_for(const struct stx_info *sx, struct mount_info *m)
+void host_mount_for(const struct stx_info *sx, struct mount_info *m)
 {
 	memset(m, 0, sizeof(*m));
 	FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -135,7 +137,7 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
-void sys_blk_for(uint64_t dev, const struct mount_info *m, struct blk_info *b)
+void host_blk_for(uint64_t dev, const struct mount_info *m, struct blk_info *b)
 {
 	memset(b, 0, sizeof(*b));
 	b->logical_block = b->physical_block = b->rotational = -1;
@@ -216,7 +218,7 @@ static bool read_stat_file(const char *path, uint64_t v[17], int *n)
 	return *n >= 7;
 }
 
-void sys_dev_counters(const struct blk_info *b, struct dev_counters *c)
+void host_dev_counters(const struct blk_info *b, struct dev_counters *c)
 {
 	memset(c, 0, sizeof(*c));
 	if (!b->found)
@@ -235,7 +237,7 @@ void sys_dev_counters(const struct blk_info *b, struct dev_counters *c)
 		c->flushes = d[15];
 }
 
-bool sys_proc_write_bytes(uint64_t *out)
+bool host_proc_write_bytes(uint64_t *out)
 {
 	char buf[1024];
 	if (read_str("/proc/self/io", buf, sizeof(buf)) < 0)
@@ -247,7 +249,7 @@ bool sys_proc_write_bytes(uint64_t *out)
 	return true;
 }
 
-uint32_t sys_atomio_log_block(const struct stx_info *sx, const struct blk_info *b)
+uint32_t host_atomio_log_block(const struct stx_info *sx, const struct blk_info *b)
 {
 	/* Mirrors the library's choice (store.c, pick_block) for reporting. */
 	uint32_t blk = 512;
@@ -259,7 +261,7 @@ uint32_t sys_atomio_log_block(const struct stx_info *sx, const struct blk_info *
 	return blk > 4096 ? 4096 : blk;
 }
 
-const char *sys_kernel(char *buf, size_t n)
+const char *host_kernel(char *buf, size_t n)
 {
 	struct utsname u;
 	if (uname(&u))

@@ -252,7 +252,7 @@ int v_write(const struct vopts *o)
 	uint64_t gbytes = (uint64_t)o->ranges * o->bsize;
 	if (o->mode == VM_KERNEL) {
 		struct stx_info sx;
-		int r = sys_statx_info(fd, "", AT_EMPTY_PATH, &sx);
+		int r = host_statx_info(fd, "", AT_EMPTY_PATH, &sx);
 		if (r < 0 || !sx.has_atomic || !sx.unit_max || gbytes < sx.unit_min || gbytes > sx.unit_max ||
 		    (gbytes & (gbytes - 1))) {
 			if (r < 0 || !sx.has_atomic || !sx.unit_max)
