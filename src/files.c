@@ -439,6 +439,134 @@ static int sync_registered(atomio *st, int fd, const char *canon)
 	return r;
 }
 
+/* The form a canonical path is stored in: relative to the log's directory
+ * when below it (*cflags = CAT_F_RELATIVE), else absolute. */
+static const char *stored_form(const atomio *st, const char *canon, uint16_t *cflags)
+{
+	size_t dl = strlen(st->log_dir);
+	*cflags = 0;
+	if (strcmp(st->log_dir, "/") && !strncmp(canon, st->log_dir, dl) && canon[dl] == '/') {
+		*cflags = CAT_F_RELATIVE;
+		return canon + dl + 1;
+	}
+	if (!strcmp(st->log_dir, "/") && canon[1]) {
+		*cflags = CAT_F_RELATIVE;
+		return canon + 1;
+	}
+	return canon;
+}
+
+/* Is the file open as fd one the store may write, a regular file that is not
+ * its own log?  Then its identity.  0 or an error (said in errbuf). */
+static int check_data_file(atomio *st, int fd, const char *canon, struct fid *idn)
+{
+	struct stat sb;
+	int r = atomio_sys->fstat(fd, &sb);
+	if (r < 0)
+		return r;
+	if (!S_ISREG(sb.st_mode)) {
+		st_err(st, "%s: not a regular file", canon);
+		return -EINVAL;
+	}
+	struct stat lsb;
+	r = atomio_sys->fstat(st->log_fd, &lsb);
+	if (r < 0)
+		return r;
+	if (sb.st_dev == lsb.st_dev && sb.st_ino == lsb.st_ino) {
+		/* Group data written over the log would destroy the records
+		 * that make it atomic (by its name or through a hard link). */
+		st_err(st, "%s: is the store's own log", canon);
+		return -EINVAL;
+	}
+	return file_identity(fd, idn);
+}
+
+/* The direct-I/O alignment of an O_DIRECT file. */
+static void dio_align(int fd, uint32_t *mem, uint32_t *off)
+{
+	struct atomio_statx stx;
+	if (atomio_sys->statx(fd, "", AT_EMPTY_PATH, ATOMIO_STATX_DIOALIGN, &stx) == 0 &&
+	    (stx.stx_mask & ATOMIO_STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+		*mem = stx.stx_dio_mem_align;
+		*off = stx.stx_dio_offset_align;
+	} else {
+		*mem = *off = 4096; /* unknown: the safe common value */
+	}
+	if (*mem < 8)
+		*mem = 8;
+}
+
+/* Known path, not open yet this session.  The log holds no record for it
+ * (recovery emptied the log at open, and records of this session name only
+ * files opened in it), so a changed identity is simply recorded anew.
+ * cat_lock held. */
+static int reregister(atomio *st, struct afile *f, const struct fid *idn, int fd, const char *canon)
+{
+	if (f->idn.dev == idn->dev && f->idn.ino == idn->ino && f->idn.fsid == idn->fsid &&
+	    f->idn.btime_ns == idn->btime_ns && f->idn.flags == idn->flags)
+		return 0;
+	struct fid old = f->idn;
+	f->idn = *idn;
+	int r = sync_registered(st, fd, canon);
+	if (r == 0)
+		r = cat_write(st);
+	if (r < 0)
+		f->idn = old;
+	return r;
+}
+
+/* A path the catalog does not know: a new id, made durable (file, directory,
+ * catalog) before it is returned.  *out, or an error.  cat_lock held. */
+static int register_new(atomio *st, const char *stored, uint16_t cflags, const struct fid *idn, int fd,
+			const char *canon, struct afile **out)
+{
+	uint32_t id = cat_free_id(st);
+	if (id >= MAX_FILES) {
+		st_err(st, "%s: no free file id", st->log_path);
+		return -ENOSPC;
+	}
+	struct afile *f = calloc(1, sizeof(*f));
+	if (!f || !(f->path = strdup(stored))) {
+		free(f);
+		return -ENOMEM;
+	}
+	f->id = id;
+	f->cat_flags = cflags;
+	f->idn = *idn;
+	f->fd = f->hfd = -1;
+	atomic_store(&st->files[id], f);
+	if (id >= atomic_load(&st->files_hi))
+		atomic_store(&st->files_hi, id + 1); /* cat_lock held: the only writer */
+	int r = sync_registered(st, fd, canon);
+	if (r == 0)
+		r = cat_write(st);
+	if (r < 0) {
+		atomic_store(&st->files[id], NULL);
+		afile_free(f);
+		return r;
+	}
+	*out = f;
+	return 0;
+}
+
+/* Open f in this session as fd: its descriptors, limits and capabilities,
+ * then publish it (the fd last: file_get tests it).  cat_lock held. */
+static void publish(atomio *st, struct afile *f, int fd, int open_flags)
+{
+	f->open_flags = open_flags;
+	f->direct = open_flags & O_DIRECT;
+	f->dio_mem_align = f->dio_off_align = 0;
+	if (f->direct)
+		dio_align(fd, &f->dio_mem_align, &f->dio_off_align);
+	f->max_size = file_max_size(fd);
+	f->dirty = f->resized = false;
+	guard_free(&f->guard);
+	file_open_home(st, f, fd); /* the descriptor home writes use */
+	file_probe_caps(st, f, fd);
+	atomic_store_explicit(&st->files[f->id], f, memory_order_release);
+	__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
+}
+
 int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 {
 	if (!st || !path || !*path || (open_flags & ~ALLOWED_OPEN_FLAGS))
@@ -449,147 +577,43 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 		st_err(st, "resolving %s: %s", path, strerror(-r));
 		return r;
 	}
-	/* Stored form: relative to the log's directory when below it. */
-	size_t dl = strlen(st->log_dir);
-	const char *stored = canon;
-	uint16_t cflags = 0;
-	if (strcmp(st->log_dir, "/") && !strncmp(canon, st->log_dir, dl) && canon[dl] == '/') {
-		stored = canon + dl + 1;
-		cflags = CAT_F_RELATIVE;
-	} else if (!strcmp(st->log_dir, "/") && canon[1]) {
-		stored = canon + 1;
-		cflags = CAT_F_RELATIVE;
-	}
+	uint16_t cflags;
+	const char *stored = stored_form(st, canon, &cflags);
 	if (file_check_path(stored, cflags) < 0)
 		return -EINVAL;
 
 	pthread_mutex_lock(&st->cat_lock);
 	bool created;
+	struct fid idn;
 	int fd = open_data(canon, open_flags, mode, &created);
 	if (fd < 0) {
 		r = fd;
 		st_err(st, "opening %s: %s", canon, strerror(-r));
-		goto out;
+	} else {
+		r = check_data_file(st, fd, canon, &idn);
 	}
-	struct stat sb;
-	r = atomio_sys->fstat(fd, &sb);
-	if (r < 0)
-		goto out_close;
-	if (!S_ISREG(sb.st_mode)) {
-		r = -EINVAL;
-		st_err(st, "%s: not a regular file", canon);
-		goto out_close;
-	}
-	struct stat lsb;
-	r = atomio_sys->fstat(st->log_fd, &lsb);
-	if (r < 0)
-		goto out_close;
-	if (sb.st_dev == lsb.st_dev && sb.st_ino == lsb.st_ino) {
-		/* Group data written over the log would destroy the records
-		 * that make it atomic (by its name or through a hard link). */
-		r = -EINVAL;
-		st_err(st, "%s: is the store's own log", canon);
-		goto out_close;
-	}
-	struct fid idn;
-	r = file_identity(fd, &idn);
-	if (r < 0)
-		goto out_close;
-
 	bool direct = open_flags & O_DIRECT;
-	struct afile *f = cat_find(st, stored, cflags);
+	struct afile *f = r == 0 ? cat_find(st, stored, cflags) : NULL;
 	if (f && f->fd >= 0) {
 		/* Already open in this session: one id per file. */
-		atomio_sys->close(fd);
 		if (!fid_same(&f->idn, &idn)) {
 			st_err(st, "%s: replaced while open in the store", canon);
 			r = ATOMIO_EIDENTITY;
 		} else if (f->direct != direct) {
 			st_err(st, "%s: already open with%s O_DIRECT", canon, f->direct ? "" : "out");
 			r = -EINVAL;
-		} else {
-			r = (int)f->id;
 		}
-		goto out;
-	}
-	uint32_t dio_mem = 0, dio_off = 0;
-	if (direct) {
-		struct atomio_statx stx;
-		if (atomio_sys->statx(fd, "", AT_EMPTY_PATH, ATOMIO_STATX_DIOALIGN, &stx) == 0 &&
-		    (stx.stx_mask & ATOMIO_STATX_DIOALIGN) && stx.stx_dio_offset_align) {
-			dio_mem = stx.stx_dio_mem_align;
-			dio_off = stx.stx_dio_offset_align;
-		} else {
-			dio_mem = dio_off = 4096; /* unknown: the safe common value */
-		}
-		if (dio_mem < 8)
-			dio_mem = 8;
-	}
-	if (f) {
-		/* Known path, not open yet this session.  The log holds no
-		 * record for it (recovery emptied the log at open, and records
-		 * of this session name only files opened in it), so a changed
-		 * identity is simply recorded anew. */
-		if (f->idn.dev != idn.dev || f->idn.ino != idn.ino || f->idn.fsid != idn.fsid ||
-		    f->idn.btime_ns != idn.btime_ns || f->idn.flags != idn.flags) {
-			struct fid old = f->idn;
-			f->idn = idn;
-			r = sync_registered(st, fd, canon);
-			if (r == 0)
-				r = cat_write(st);
-			if (r < 0) {
-				f->idn = old;
-				goto out_close;
-			}
-		}
-	} else {
-		uint32_t id = cat_free_id(st);
-		if (id >= MAX_FILES) {
-			r = -ENOSPC;
-			st_err(st, "%s: no free file id", st->log_path);
-			goto out_close;
-		}
-		f = calloc(1, sizeof(*f));
-		if (!f || !(f->path = strdup(stored))) {
-			free(f);
-			r = -ENOMEM;
-			goto out_close;
-		}
-		f->id = id;
-		f->cat_flags = cflags;
-		f->idn = idn;
-		f->fd = f->hfd = -1;
-		atomic_store(&st->files[id], f);
-		if (id >= atomic_load(&st->files_hi))
-			atomic_store(&st->files_hi, id + 1); /* cat_lock held: the only writer */
-		r = sync_registered(st, fd, canon);
-		if (r == 0)
-			r = cat_write(st);
-		if (r < 0) {
-			atomic_store(&st->files[id], NULL);
-			afile_free(f);
-			goto out_close;
+	} else if (r == 0) {
+		r = f ? reregister(st, f, &idn, fd, canon) : register_new(st, stored, cflags, &idn, fd, canon, &f);
+		if (r == 0) {
+			publish(st, f, fd, open_flags);
+			fd = -1; /* the store's now */
 		}
 	}
-	f->open_flags = open_flags;
-	f->direct = direct;
-	f->dio_mem_align = dio_mem;
-	f->dio_off_align = dio_off;
-	f->max_size = file_max_size(fd);
-	f->dirty = f->resized = false;
-	guard_free(&f->guard);
-	file_open_home(st, f, fd); /* the descriptor home writes use */
-	file_probe_caps(st, f, fd);
-	/* Publish: the fd is set last; file_get() tests it. */
-	atomic_store_explicit(&st->files[f->id], f, memory_order_release);
-	__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
-	r = (int)f->id;
-	goto out;
-out_close:
-	atomio_sys->close(fd);
-out:
+	if (fd >= 0)
+		atomio_sys->close(fd);
 	pthread_mutex_unlock(&st->cat_lock);
-	return r;
+	return r < 0 ? r : (int)f->id;
 }
 
 int atomio_file_fd(atomio *st, int file)
