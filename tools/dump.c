@@ -259,114 +259,123 @@ static void help(void)
 	       "LOG or it is not an atomio log.\n");
 }
 
-int cmd_dump(int argc, char **argv)
+/* One dump: what its sections hand on to each other. */
+struct fent {
+	uint32_t id;
+	char path[2 * PATH_MAX + 2];
+	const char *state;
+};
+
+struct dump {
+	struct dopts o;
+	struct dlog d;
+	struct json j;
+	int rc;
+	const char *fatal;     /* recovery would refuse the log: why */
+	char *cat[2];          /* the catalog copies */
+	struct cat_hdr_disk ch[2];
+	int ccur;              /* the current copy, -1 none */
+	uint32_t nf;           /* files registered */
+	struct fent *fe;
+	uint8_t *touched;      /* bitmap by file id: named by a live record */
+	uint64_t n, seq, data; /* live records, the seq after them, their data bytes */
+	char endwhy[600];      /* why the valid tail ends there */
+	uint64_t end_pos;
+	const char *bad_rec;   /* a checksummed record recovery refuses */
+};
+
+/* Open the log read-only and print what it is and who holds it. */
+static void dump_open(struct dump *x)
 {
-	static const struct option lo[] = {
-		{"json", no_argument, 0, 'j'},      {"ranges", no_argument, 0, 'r'},
-		{"limit", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0},
-	};
-	struct dopts o = {.limit = UINT64_MAX};
-	int c;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (c) {
-		case 'j': o.json = true; break;
-		case 'r': o.all_ranges = true; break;
-		case 'l': o.limit = cli_uint("--limit", optarg, 0, UINT64_MAX); break;
-		case 'h': help(); return EX_OK;
-		default: cli_bad_option(argv, c);
-		}
-	}
-	if (optind != argc - 1)
-		cli_usage(optind >= argc ? "which LOG?" : "one LOG only");
-	struct dlog d = {.path = argv[optind]};
-	d.fd = open(d.path, O_RDONLY | O_CLOEXEC);
-	if (d.fd < 0)
-		cli_die(EX_ERROR, "%s: %s", d.path, strerror(errno));
+	x->d.fd = open(x->d.path, O_RDONLY | O_CLOEXEC);
+	if (x->d.fd < 0)
+		cli_die(EX_ERROR, "%s: %s", x->d.path, strerror(errno));
 	struct stat ls;
-	if (fstat(d.fd, &ls) < 0 || !S_ISREG(ls.st_mode))
-		cli_die(EX_ERROR, "%s: not a regular file", d.path);
-	d.size = (uint64_t)ls.st_size;
+	if (fstat(x->d.fd, &ls) < 0 || !S_ISREG(ls.st_mode))
+		cli_die(EX_ERROR, "%s: not a regular file", x->d.path);
+	x->d.size = (uint64_t)ls.st_size;
 	char canon[PATH_MAX];
-	if (!realpath(d.path, canon))
-		cli_die(EX_ERROR, "%s: %s", d.path, strerror(errno));
-	snprintf(d.dir, sizeof(d.dir), "%s", canon);
-	char *sl = strrchr(d.dir, '/');
-	if (sl == d.dir)
-		d.dir[1] = 0;
+	if (!realpath(x->d.path, canon))
+		cli_die(EX_ERROR, "%s: %s", x->d.path, strerror(errno));
+	snprintf(x->d.dir, sizeof(x->d.dir), "%s", canon);
+	char *sl = strrchr(x->d.dir, '/');
+	if (sl == x->d.dir)
+		x->d.dir[1] = 0;
 	else if (sl)
 		*sl = 0;
 	long holder = lock_holder(&ls);
-	d.buf = malloc(CHUNK);
-	d.known = calloc(MAX_FILES / 8, 1);
-	if (!d.buf || !d.known)
+	x->d.buf = malloc(CHUNK);
+	x->d.known = calloc(MAX_FILES / 8, 1);
+	if (!x->d.buf || !x->d.known)
 		cli_die(EX_ERROR, "out of memory");
 
-	struct json j;
-	if (o.json) {
-		json_init(&j, stdout);
-		json_obj(&j, NULL);
-		json_str(&j, "log", d.path);
-		json_uint(&j, "size", d.size);
-		json_bool(&j, "in_use", holder > 0);
+	if (x->o.json) {
+		json_init(&x->j, stdout);
+		json_obj(&x->j, NULL);
+		json_str(&x->j, "log", x->d.path);
+		json_uint(&x->j, "size", x->d.size);
+		json_bool(&x->j, "in_use", holder > 0);
 		if (holder > 0)
-			json_int(&j, "in_use_pid", holder);
+			json_int(&x->j, "in_use_pid", holder);
 		else
-			json_null(&j, "in_use_pid");
+			json_null(&x->j, "in_use_pid");
 	} else {
-		printf("log         %s, %llu bytes\n", d.path, (unsigned long long)d.size);
+		printf("log         %s, %llu bytes\n", x->d.path, (unsigned long long)x->d.size);
 		if (holder > 0)
 			printf("in use      yes, by pid %ld: a moment's view, read without the store's lock\n",
 			       holder);
 		else
 			printf("in use      no (no process holds its lock)\n");
 	}
+}
 
+/* Both superblock slots, and which is current.  false: none is (the dump ends). */
+static bool dump_superblocks(struct dump *x)
+{
 	/* superblocks */
 	struct sb_disk s[2];
 	memset(s, 0, sizeof(s));
 	for (int i = 0; i < 2; i++) {
 		char slot[SB_SLOT];
-		int k = rd(&d, (uint64_t)i * SB_SLOT, slot, SB_SLOT);
+		int k = rd(&x->d, (uint64_t)i * SB_SLOT, slot, SB_SLOT);
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
 		if (k)
 			memcpy(&s[i], slot, sizeof(s[i]));
 	}
-	const char *why[2] = {sb_problem(&s[0], d.size), sb_problem(&s[1], d.size)};
+	const char *why[2] = {sb_problem(&s[0], x->d.size), sb_problem(&s[1], x->d.size)};
 	int cur = codec_sb_current(&s[0], !why[0], &s[1], !why[1]);
 	if (cur == -1 && memcmp(s[0].magic, SB_MAGIC, 8) && memcmp(s[1].magic, SB_MAGIC, 8))
-		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", d.path);
-	if (o.json)
-		json_arr(&j, "superblocks");
+		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", x->d.path);
+	if (x->o.json)
+		json_arr(&x->j, "superblocks");
 	for (int i = 0; i < 2; i++) {
 		const struct sb_disk *b = &s[i];
 		char t[64];
 		put_time(t, sizeof(t), b->ctime_ns);
-		if (o.json) {
-			json_obj(&j, NULL);
-			json_uint(&j, "slot", (unsigned)i);
-			json_bool(&j, "valid", !why[i]);
-			json_bool(&j, "current", cur == i);
-			json_str(&j, "problem", why[i]);
+		if (x->o.json) {
+			json_obj(&x->j, NULL);
+			json_uint(&x->j, "slot", (unsigned)i);
+			json_bool(&x->j, "valid", !why[i]);
+			json_bool(&x->j, "current", cur == i);
+			json_str(&x->j, "problem", why[i]);
 			if (!why[i]) {
 				char id[32];
 				snprintf(id, sizeof(id), "%016llx", (unsigned long long)b->store_id);
-				json_str(&j, "store_id", id);
-				json_uint(&j, "version", b->version);
-				json_uint(&j, "generation", b->generation);
-				json_uint(&j, "epoch", b->epoch);
-				json_uint(&j, "head_offset", b->head_off);
-				json_uint(&j, "head_seq", b->head_seq);
-				json_uint(&j, "area_offset", b->area_off);
-				json_uint(&j, "area_size", b->area_size);
-				json_uint(&j, "block", b->block);
-				json_uint(&j, "catalog_offset", b->cat_off);
-				json_uint(&j, "catalog_size", b->cat_size);
-				json_str(&j, "created", t);
+				json_str(&x->j, "store_id", id);
+				json_uint(&x->j, "version", b->version);
+				json_uint(&x->j, "generation", b->generation);
+				json_uint(&x->j, "epoch", b->epoch);
+				json_uint(&x->j, "head_offset", b->head_off);
+				json_uint(&x->j, "head_seq", b->head_seq);
+				json_uint(&x->j, "area_offset", b->area_off);
+				json_uint(&x->j, "area_size", b->area_size);
+				json_uint(&x->j, "block", b->block);
+				json_uint(&x->j, "catalog_offset", b->cat_off);
+				json_uint(&x->j, "catalog_size", b->cat_size);
+				json_str(&x->j, "created", t);
 			}
-			json_end_obj(&j);
+			json_end_obj(&x->j);
 		} else if (why[i]) {
 			printf("superblock  slot %d: invalid: %s\n", i, why[i]);
 		} else {
@@ -376,133 +385,137 @@ int cmd_dump(int argc, char **argv)
 			       (unsigned long long)b->head_seq);
 		}
 	}
-	if (o.json)
-		json_end_arr(&j);
-	int rc = EX_OK;
-	const char *fatal = NULL;
+	if (x->o.json)
+		json_end_arr(&x->j);
+	x->rc = EX_OK;
 	if (cur == -2)
-		fatal = "both superblock slots are valid but belong to two different stores";
+		x->fatal = "both superblock slots are valid but belong to two different stores";
 	else if (cur < 0)
-		fatal = "no valid superblock: the log cannot be recovered";
-	if (fatal) {
-		if (o.json) {
-			json_obj(&j, "recovery");
-			json_bool(&j, "would_succeed", false);
-			json_str(&j, "problem", fatal);
-			json_end_obj(&j);
-			json_end_obj(&j);
-			json_finish(&j);
+		x->fatal = "no valid superblock: the log cannot be recovered";
+	if (x->fatal) {
+		if (x->o.json) {
+			json_obj(&x->j, "recovery");
+			json_bool(&x->j, "would_succeed", false);
+			json_str(&x->j, "problem", x->fatal);
+			json_end_obj(&x->j);
+			json_end_obj(&x->j);
+			json_finish(&x->j);
 		} else {
-			printf("recovery    would fail: %s\n", fatal);
+			printf("recovery    would fail: %s\n", x->fatal);
 		}
-		return EX_FOUND;
+		x->rc = EX_FOUND;
+		return false;
 	}
-	d.sb = s[cur];
-	d.sb_ok = true;
-	d.store_id = d.sb.store_id;
-	if (!o.json) {
+	x->d.sb = s[cur];
+	x->d.sb_ok = true;
+	x->d.store_id = x->d.sb.store_id;
+	if (!x->o.json) {
 		char t[64];
-		put_time(t, sizeof(t), d.sb.ctime_ns);
-		printf("store       id %016llx, format %u, created %s\n", (unsigned long long)d.store_id,
-		       d.sb.version, t);
+		put_time(t, sizeof(t), x->d.sb.ctime_ns);
+		printf("store       id %016llx, format %u, created %s\n", (unsigned long long)x->d.store_id,
+		       x->d.sb.version, t);
 		printf("geometry    log block %u; catalog 2 x %llu at %llu; record area %llu bytes at %llu\n",
-		       d.sb.block, (unsigned long long)d.sb.cat_size, (unsigned long long)d.sb.cat_off,
-		       (unsigned long long)d.sb.area_size, (unsigned long long)d.sb.area_off);
+		       x->d.sb.block, (unsigned long long)x->d.sb.cat_size, (unsigned long long)x->d.sb.cat_off,
+		       (unsigned long long)x->d.sb.area_size, (unsigned long long)x->d.sb.area_off);
 	}
+	return true;
+}
 
+/* Both catalog copies, and which is current. */
+static void dump_catalogs(struct dump *x)
+{
 	/* catalogs */
-	char *cat[2] = {calloc(1, d.sb.cat_size), calloc(1, d.sb.cat_size)};
-	struct cat_hdr_disk ch[2];
+	x->cat[0] = calloc(1, x->d.sb.cat_size);
+	x->cat[1] = calloc(1, x->d.sb.cat_size);
 	const char *cwhy[2] = {NULL, NULL};
-	if (!cat[0] || !cat[1])
+	if (!x->cat[0] || !x->cat[1])
 		cli_die(EX_ERROR, "out of memory");
 	for (int i = 0; i < 2; i++) {
-		int k = rd(&d, d.sb.cat_off + (uint64_t)i * d.sb.cat_size, cat[i], d.sb.cat_size);
+		int k = rd(&x->d, x->d.sb.cat_off + (uint64_t)i * x->d.sb.cat_size, x->cat[i], x->d.sb.cat_size);
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", d.path, strerror(-k));
-		memcpy(&ch[i], cat[i], sizeof(ch[i]));
+			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
+		memcpy(&x->ch[i], x->cat[i], sizeof(x->ch[i]));
 		if (!k)
 			cwhy[i] = "beyond the end of the file";
-		else if ((cwhy[i] = codec_cat_hdr_problem(&ch[i], d.store_id, d.sb.cat_size)))
+		else if ((cwhy[i] = codec_cat_hdr_problem(&x->ch[i], x->d.store_id, x->d.sb.cat_size)))
 			;
-		else if (fmt_csum(cat[i], ch[i].used, d.store_id, offsetof(struct cat_hdr_disk, csum)) != ch[i].csum)
+		else if (fmt_csum(x->cat[i], x->ch[i].used, x->d.store_id, offsetof(struct cat_hdr_disk, csum)) != x->ch[i].csum)
 			cwhy[i] = "checksum mismatch (torn or damaged)";
 	}
 	const bool cok[2] = {!cwhy[0], !cwhy[1]};
-	int ccur = codec_cat_current(ch, cok);
-	if (o.json)
-		json_arr(&j, "catalogs");
+	x->ccur = codec_cat_current(x->ch, cok);
+	if (x->o.json)
+		json_arr(&x->j, "catalogs");
 	for (int i = 0; i < 2; i++) {
-		if (o.json) {
-			json_obj(&j, NULL);
-			json_uint(&j, "copy", (unsigned)i);
-			json_bool(&j, "valid", !cwhy[i]);
-			json_bool(&j, "current", ccur == i);
-			json_str(&j, "problem", cwhy[i]);
+		if (x->o.json) {
+			json_obj(&x->j, NULL);
+			json_uint(&x->j, "copy", (unsigned)i);
+			json_bool(&x->j, "valid", !cwhy[i]);
+			json_bool(&x->j, "current", x->ccur == i);
+			json_str(&x->j, "problem", cwhy[i]);
 			if (!cwhy[i]) {
-				json_uint(&j, "generation", ch[i].generation);
-				json_uint(&j, "files", ch[i].count);
+				json_uint(&x->j, "generation", x->ch[i].generation);
+				json_uint(&x->j, "files", x->ch[i].count);
 			}
-			json_end_obj(&j);
+			json_end_obj(&x->j);
 		} else if (cwhy[i]) {
 			printf("catalog     copy %d: invalid: %s\n", i, cwhy[i]);
 		} else {
 			printf("catalog     copy %d: valid%s, generation %llu, %u file%s\n", i,
-			       ccur == i ? " (current)" : "", (unsigned long long)ch[i].generation, ch[i].count,
-			       ch[i].count == 1 ? "" : "s");
+			       x->ccur == i ? " (current)" : "", (unsigned long long)x->ch[i].generation, x->ch[i].count,
+			       x->ch[i].count == 1 ? "" : "s");
 		}
 	}
-	if (o.json)
-		json_end_arr(&j);
-	if (ccur < 0) {
-		fatal = "no valid file catalog";
-		rc = EX_FOUND;
+	if (x->o.json)
+		json_end_arr(&x->j);
+	if (x->ccur < 0) {
+		x->fatal = "no valid file catalog";
+		x->rc = EX_FOUND;
 	}
+}
 
+/* The registered files, and whether recovery could use each. */
+static void dump_files(struct dump *x)
+{
 	/* files */
-	struct fent {
-		uint32_t id;
-		char path[2 * PATH_MAX + 2];
-		const char *state;
-	};
-	uint32_t nf = ccur >= 0 ? ch[ccur].count : 0;
-	struct fent *fe = calloc(nf ? nf : 1, sizeof(*fe));
-	if (!fe)
+	x->nf = x->ccur >= 0 ? x->ch[x->ccur].count : 0;
+	x->fe = calloc(x->nf ? x->nf : 1, sizeof(*x->fe));
+	if (!x->fe)
 		cli_die(EX_ERROR, "out of memory");
-	if (o.json)
-		json_arr(&j, "files");
-	else if (nf)
+	if (x->o.json)
+		json_arr(&x->j, "files");
+	else if (x->nf)
 		printf("files\n");
 	uint64_t pos = CAT_HDR;
 	/* entry header size from the catalog itself (format.h) */
-	const uint32_t eh = nf ? codec_cat_entry_hdr(&ch[ccur]) : 0;
-	if (!eh && nf) {
-		fatal = "catalog entry header size unknown";
-		rc = EX_FOUND;
-		nf = 0;
+	const uint32_t eh = x->nf ? codec_cat_entry_hdr(&x->ch[x->ccur]) : 0;
+	if (!eh && x->nf) {
+		x->fatal = "catalog entry header size unknown";
+		x->rc = EX_FOUND;
+		x->nf = 0;
 	}
-	for (uint32_t i = 0; i < nf; i++) {
+	for (uint32_t i = 0; i < x->nf; i++) {
 		struct cat_entry_disk e;
 		const char *rp;
-		const char *bad = codec_cat_entry(cat[ccur], ch[ccur].used, eh, &pos, &e, &rp);
+		const char *bad = codec_cat_entry(x->cat[x->ccur], x->ch[x->ccur].used, eh, &pos, &e, &rp);
 		if (bad) {
-			fatal = bad;
-			rc = EX_FOUND;
+			x->fatal = bad;
+			x->rc = EX_FOUND;
 			break;
 		}
 		char rec[PATH_MAX];
 		memcpy(rec, rp, e.path_len);
 		rec[e.path_len] = 0;
-		d.known[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
-		fe[i].id = e.id;
+		x->d.known[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
+		x->fe[i].id = e.id;
 		if (e.flags & CAT_F_RELATIVE)
-			snprintf(fe[i].path, sizeof(fe[i].path), "%s%s%s", d.dir, strcmp(d.dir, "/") ? "/" : "", rec);
+			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s%s%s", x->d.dir, strcmp(x->d.dir, "/") ? "/" : "", rec);
 		else
-			snprintf(fe[i].path, sizeof(fe[i].path), "%s", rec);
+			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s", rec);
 		/* Recovery's identity rule: same inode, and same device or filesystem id. */
 		struct stat fs;
 		const char *state;
-		if (lstat(fe[i].path, &fs) < 0)
+		if (lstat(x->fe[i].path, &fs) < 0)
 			state = errno == ENOENT ? "missing" : "cannot be examined";
 		else if (S_ISLNK(fs.st_mode))
 			state = "now a symbolic link";
@@ -511,7 +524,7 @@ int cmd_dump(int argc, char **argv)
 		else {
 			uint64_t fsid = 0;
 			struct statfs sfs;
-			if (statfs(fe[i].path, &sfs) == 0) {
+			if (statfs(x->fe[i].path, &sfs) == 0) {
 				uint32_t v[2];
 				memcpy(v, &sfs.f_fsid, sizeof(v));
 				fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
@@ -519,89 +532,96 @@ int cmd_dump(int argc, char **argv)
 			bool same = fs.st_ino == e.ino && (fs.st_dev == e.dev || (fsid && fsid == e.fsid));
 			state = same ? "present" : "replaced (another inode at this path)";
 		}
-		fe[i].state = state;
-		if (o.json) {
-			json_obj(&j, NULL);
-			json_uint(&j, "id", e.id);
-			json_str(&j, "recorded_path", rec);
-			json_bool(&j, "relative", e.flags & CAT_F_RELATIVE);
-			json_str(&j, "path", fe[i].path);
-			json_uint(&j, "inode", e.ino);
-			json_str(&j, "state", state);
-			json_end_obj(&j);
+		x->fe[i].state = state;
+		if (x->o.json) {
+			json_obj(&x->j, NULL);
+			json_uint(&x->j, "id", e.id);
+			json_str(&x->j, "recorded_path", rec);
+			json_bool(&x->j, "relative", e.flags & CAT_F_RELATIVE);
+			json_str(&x->j, "path", x->fe[i].path);
+			json_uint(&x->j, "inode", e.ino);
+			json_str(&x->j, "state", state);
+			json_end_obj(&x->j);
 		} else {
 			printf("  f%-4u %s%s  [%s]\n", e.id, rec,
 			       e.flags & CAT_F_RELATIVE ? " (relative to the log's directory)" : "", state);
 		}
 	}
-	if (o.json)
-		json_end_arr(&j);
+	if (x->o.json)
+		json_end_arr(&x->j);
+}
 
+/* Every live record, by recovery's rules, and where and why the valid tail ends. */
+static void dump_records(struct dump *x)
+{
 	/* records */
-	uint64_t p = d.sb.head_off, seq = d.sb.head_seq, n = 0, data = 0;
-	char endwhy[600] = "";
-	uint64_t end_pos = p;
-	uint8_t *touched = calloc(MAX_FILES / 8, 1);
-	if (!touched)
+	uint64_t p = x->d.sb.head_off;
+	x->seq = x->d.sb.head_seq;
+	x->n = 0;
+	x->data = 0;
+	x->endwhy[0] = 0;
+	x->end_pos = p;
+	x->touched = calloc(MAX_FILES / 8, 1);
+	if (!x->touched)
 		cli_die(EX_ERROR, "out of memory");
-	if (o.json)
-		json_arr(&j, "records");
+	if (x->o.json)
+		json_arr(&x->j, "records");
 	else
 		printf("records     from area offset %llu, seq %llu\n", (unsigned long long)p,
-		       (unsigned long long)seq);
-	const char *bad_rec = NULL;
+		       (unsigned long long)x->seq);
+	x->bad_rec = NULL;
 	uint32_t bad_seg = 0;
-	while (ccur >= 0) {
+	while (x->ccur >= 0) {
 		struct drec r;
 		char w[256];
-		int k = read_rec(&d, p, seq, &r, w, sizeof(w));
-		if (k == 0 && p % d.sb.block == 0 && p != 0) {
+		int k = read_rec(&x->d, p, x->seq, &r, w, sizeof(w));
+		if (k == 0 && p % x->d.sb.block == 0 && p != 0) {
 			/* recovery also looks at offset 0: the writer wraps */
 			char w0[256];
-			k = read_rec(&d, 0, seq, &r, w0, sizeof(w0));
+			k = read_rec(&x->d, 0, x->seq, &r, w0, sizeof(w0));
 			if (k == 0)
-				snprintf(endwhy, sizeof(endwhy), "%s (and at offset 0: %s)", w, w0);
+				snprintf(x->endwhy, sizeof(x->endwhy), "%s (and at offset 0: %s)", w, w0);
 		} else if (k == 0) {
-			snprintf(endwhy, sizeof(endwhy), "%s", w);
+			snprintf(x->endwhy, sizeof(x->endwhy), "%s", w);
 		}
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
 		if (k == 0) {
-			end_pos = p;
+			x->end_pos = p;
 			break;
 		}
-		bad_rec = seg_problem(&d, &r, &bad_seg);
+		x->bad_rec = seg_problem(&x->d, &r, &bad_seg);
 		if (r.lz4_bad) {
-			bad_rec = "holds LZ4 data that does not decompress to its raw length";
+			x->bad_rec = "holds LZ4 data that does not decompress to its raw length";
 			bad_seg = 0;
 		}
-		if (n < o.limit || bad_rec) {
-			if (o.json) {
-				json_obj(&j, NULL);
-				json_uint(&j, "seq", r.h.seq);
-				json_uint(&j, "offset", r.pos);
-				json_uint(&j, "length", r.h.rec_len);
-				json_uint(&j, "data_length", r.h.data_len);
-				json_bool(&j, "compressed", r.h.flags & REC_F_LZ4);
-				json_uint(&j, "raw_data_length", r.h.raw_len);
-				json_uint(&j, "ranges", r.h.nsegs);
-				json_bool(&j, "last_in_write", r.h.flags & REC_F_LAST);
-				json_bool(&j, "checksum_ok", true);
-				if (bad_rec)
-					json_str(&j, "problem", bad_rec);
-				json_arr(&j, "range_list");
-				for (uint32_t i = 0; i < r.h.nsegs && (o.all_ranges || i < 64); i++) {
+		if (x->n < x->o.limit || x->bad_rec) {
+			if (x->o.json) {
+				json_obj(&x->j, NULL);
+				json_uint(&x->j, "seq", r.h.seq);
+				json_uint(&x->j, "offset", r.pos);
+				json_uint(&x->j, "length", r.h.rec_len);
+				json_uint(&x->j, "data_length", r.h.data_len);
+				json_bool(&x->j, "compressed", r.h.flags & REC_F_LZ4);
+				json_uint(&x->j, "raw_data_length", r.h.raw_len);
+				json_uint(&x->j, "ranges", r.h.nsegs);
+				json_bool(&x->j, "last_in_write", r.h.flags & REC_F_LAST);
+				json_bool(&x->j, "checksum_ok", true);
+				if (x->bad_rec)
+					json_str(&x->j, "problem", x->bad_rec);
+				json_arr(&x->j, "range_list");
+				for (uint32_t i = 0; i < r.h.nsegs && (x->o.all_ranges || i < 64); i++) {
 					const struct seg_disk *sg = &r.segs[i];
-					json_obj(&j, NULL);
-					json_uint(&j, "file", sg->file);
-					json_str(&j, "kind", sg->kind == SEG_WRITE ? "write" : sg->kind == SEG_SETSIZE ? "set_size" : "unknown");
-					json_uint(&j, sg->kind == SEG_SETSIZE ? "size" : "offset", sg->off);
+					json_obj(&x->j, NULL);
+					json_uint(&x->j, "file", sg->file);
+					json_str(&x->j, "kind", sg->kind == SEG_WRITE ? "write" : sg->kind == SEG_SETSIZE ? "set_size" : "unknown");
+					json_uint(&x->j, sg->kind == SEG_SETSIZE ? "size" : "offset", sg->off);
 					if (sg->kind == SEG_WRITE)
-						json_uint(&j, "length", sg->len);
-					json_end_obj(&j);
+						json_uint(&x->j, "length", sg->len);
+					json_end_obj(&x->j);
 				}
-				json_end_arr(&j);
-				json_end_obj(&j);
+				json_end_arr(&x->j);
+				json_end_obj(&x->j);
 			} else {
 				char lz[64] = "";
 				if (r.h.flags & REC_F_LZ4)
@@ -611,83 +631,121 @@ int cmd_dump(int argc, char **argv)
 				       (unsigned long long)r.h.rec_len, r.h.nsegs, r.h.nsegs == 1 ? "" : "s",
 				       (unsigned long long)r.h.data_len, lz,
 				       r.h.flags & REC_F_LAST ? ", ends a log write" : "");
-				print_ranges(&r, o.all_ranges);
+				print_ranges(&r, x->o.all_ranges);
 			}
 		}
 		for (uint32_t i = 0; i < r.h.nsegs; i++)
 			if (r.segs[i].file < MAX_FILES)
-				touched[r.segs[i].file / 8] |= (uint8_t)(1u << (r.segs[i].file % 8));
-		p = codec_rec_next(&r.h, r.pos, d.sb.block);
+				x->touched[r.segs[i].file / 8] |= (uint8_t)(1u << (r.segs[i].file % 8));
+		p = codec_rec_next(&r.h, r.pos, x->d.sb.block);
 		free(r.segs);
-		n++;
-		seq++;
-		data += r.h.raw_len; /* = data_len unless LZ4: the bytes replayed */
-		if (bad_rec) {
-			snprintf(endwhy, sizeof(endwhy), "record seq %llu range %u %s: recovery refuses the "
+		x->n++;
+		x->seq++;
+		x->data += r.h.raw_len; /* = data_len unless LZ4: the bytes replayed */
+		if (x->bad_rec) {
+			snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu range %u %s: recovery refuses the "
 							 "whole log (ATOMIO_ECORRUPT), replaying nothing",
-				 (unsigned long long)r.h.seq, bad_seg, bad_rec);
+				 (unsigned long long)r.h.seq, bad_seg, x->bad_rec);
 			if (r.lz4_bad)
-				snprintf(endwhy, sizeof(endwhy), "record seq %llu %s: recovery refuses the "
+				snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu %s: recovery refuses the "
 								 "whole log (ATOMIO_ECORRUPT), replaying nothing",
-					 (unsigned long long)r.h.seq, bad_rec);
-			fatal = endwhy;
-			rc = EX_FOUND;
-			end_pos = r.pos;
+					 (unsigned long long)r.h.seq, x->bad_rec);
+			x->fatal = x->endwhy;
+			x->rc = EX_FOUND;
+			x->end_pos = r.pos;
 			break;
 		}
-		if (n > d.sb.area_size / (REC_HDR + REC_DESC)) {
-			fatal = "records loop: the log is corrupt";
-			rc = EX_FOUND;
+		if (x->n > x->d.sb.area_size / (REC_HDR + REC_DESC)) {
+			x->fatal = "records loop: the log is corrupt";
+			x->rc = EX_FOUND;
 			break;
 		}
 	}
-	if (o.json)
-		json_end_arr(&j);
+	if (x->o.json)
+		json_end_arr(&x->j);
+}
+
+/* Would recovery succeed?  Then free what the dump held. */
+static void dump_verdict(struct dump *x)
+{
 	/* files the live records need, that recovery could not use */
 	const char *needs = NULL;
-	for (uint32_t i = 0; i < nf && !fatal; i++)
-		if ((touched[fe[i].id / 8] & (1u << (fe[i].id % 8))) && strcmp(fe[i].state, "present")) {
+	for (uint32_t i = 0; i < x->nf && !x->fatal; i++)
+		if ((x->touched[x->fe[i].id / 8] & (1u << (x->fe[i].id % 8))) && strcmp(x->fe[i].state, "present")) {
 			static char msg[2 * PATH_MAX + 256];
 			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s: recovery replays nothing "
 						   "(ATOMIO_EIDENTITY; see atomio recover --force-paths)",
-				 fe[i].id, fe[i].path, fe[i].state);
+				 x->fe[i].id, x->fe[i].path, x->fe[i].state);
 			needs = msg;
-			rc = EX_FOUND;
+			x->rc = EX_FOUND;
 		}
-	if (o.json) {
-		json_obj(&j, "tail");
-		json_uint(&j, "offset", end_pos);
-		json_uint(&j, "next_seq", seq);
-		json_str(&j, "reason", endwhy);
-		json_end_obj(&j);
-		json_obj(&j, "recovery");
-		json_bool(&j, "would_succeed", !fatal && !needs);
-		json_uint(&j, "groups", fatal ? 0 : n);
-		json_uint(&j, "data_bytes", data);
-		json_str(&j, "problem", fatal ? fatal : needs);
-		json_end_obj(&j);
-		json_end_obj(&j);
-		json_finish(&j);
+	if (x->o.json) {
+		json_obj(&x->j, "tail");
+		json_uint(&x->j, "offset", x->end_pos);
+		json_uint(&x->j, "next_seq", x->seq);
+		json_str(&x->j, "reason", x->endwhy);
+		json_end_obj(&x->j);
+		json_obj(&x->j, "recovery");
+		json_bool(&x->j, "would_succeed", !x->fatal && !needs);
+		json_uint(&x->j, "groups", x->fatal ? 0 : x->n);
+		json_uint(&x->j, "data_bytes", x->data);
+		json_str(&x->j, "problem", x->fatal ? x->fatal : needs);
+		json_end_obj(&x->j);
+		json_end_obj(&x->j);
+		json_finish(&x->j);
 	} else {
-		if (n > o.limit)
-			printf("  ... %llu more records (--limit)\n", (unsigned long long)(n - o.limit));
-		if (!bad_rec)
+		if (x->n > x->o.limit)
+			printf("  ... %llu more records (--limit)\n", (unsigned long long)(x->n - x->o.limit));
+		if (!x->bad_rec)
 			printf("valid tail  ends at area offset %llu (next seq %llu): %s\n",
-			       (unsigned long long)end_pos, (unsigned long long)seq, endwhy);
-		if (fatal)
-			printf("recovery    would fail: %s\n", fatal);
+			       (unsigned long long)x->end_pos, (unsigned long long)x->seq, x->endwhy);
+		if (x->fatal)
+			printf("recovery    would fail: %s\n", x->fatal);
 		else if (needs)
 			printf("recovery    would fail: %s\n", needs);
 		else
-			printf("recovery    would replay %llu group%s (%llu data bytes)\n", (unsigned long long)n,
-			       n == 1 ? "" : "s", (unsigned long long)data);
+			printf("recovery    would replay %llu group%s (%llu data bytes)\n", (unsigned long long)x->n,
+			       x->n == 1 ? "" : "s", (unsigned long long)x->data);
 	}
-	free(touched);
-	free(fe);
-	free(cat[0]);
-	free(cat[1]);
-	free(d.buf);
-	free(d.known);
-	close(d.fd);
-	return rc;
+	free(x->touched);
+	free(x->fe);
+	free(x->cat[0]);
+	free(x->cat[1]);
+	free(x->d.buf);
+	free(x->d.known);
+	close(x->d.fd);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static struct dump dump;
+	struct dump *x = &dump;
+	static const struct option lo[] = {
+		{"json", no_argument, 0, 'j'},      {"ranges", no_argument, 0, 'r'},
+		{"limit", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	x->o.limit = UINT64_MAX;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': x->o.json = true; break;
+		case 'r': x->o.all_ranges = true; break;
+		case 'l': x->o.limit = cli_uint("--limit", optarg, 0, UINT64_MAX); break;
+		case 'h': help(); return EX_OK;
+		default: cli_bad_option(argv, c);
+		}
+	}
+	if (optind != argc - 1)
+		cli_usage(optind >= argc ? "which LOG?" : "one LOG only");
+	x->d.path = argv[optind];
+	dump_open(x);
+	if (!dump_superblocks(x))
+		return x->rc;
+	dump_catalogs(x);
+	dump_files(x);
+	dump_records(x);
+	dump_verdict(x);
+	return x->rc;
 }
