@@ -204,16 +204,34 @@ static void data_paths(const struct vopts *o, char *data, char *log, size_t n)
 	snprintf(log, n, "%s/%s", o->dir, V_LOG_NAME);
 }
 
-int v_write(const struct vopts *o)
-{
+/* One `verify write` run: what its steps hand on to each other. */
+struct vrun {
+	const struct vopts *o;
 	char data[PATH_MAX + 64], logp[PATH_MAX + 64];
-	data_paths(o, data, logp, sizeof(data));
-	struct stat ds, ss;
-	if (stat(o->dir, &ds) < 0) {
+	struct stat ds;     /* the directory */
+	uint64_t rid;       /* this run's id, in every stamp */
+	bool direct;
+	int fd;             /* the data file (the store's, in atomio mode) */
+	atomio *st;
+	int afile;
+	char err[512];
+	char *buf, *gbuf;   /* fill chunk; one group's blocks */
+	uint64_t gbytes;
+	struct stat fs;     /* the data file, filled */
+	struct vstate_hdr h;
+	int sfd;            /* the state file */
+};
+
+/* The run's arguments against the directory and state file.  0 or an exit status. */
+static int w_preflight(struct vrun *w)
+{
+	const struct vopts *o = w->o;
+	struct stat ss;
+	if (stat(o->dir, &w->ds) < 0) {
 		cli_warn("%s: %s", o->dir, strerror(errno));
 		return EX_ERROR;
 	}
-	if (!S_ISDIR(ds.st_mode)) {
+	if (!S_ISDIR(w->ds.st_mode)) {
 		cli_warn("%s: not a directory", o->dir);
 		return EX_ERROR;
 	}
@@ -225,148 +243,203 @@ int v_write(const struct vopts *o)
 		cli_warn("--kernel needs O_DIRECT (drop --buffered)");
 		return EX_USAGE;
 	}
-	uint64_t rid;
-	if (getrandom(&rid, sizeof(rid), 0) != sizeof(rid))
-		rid = mix((uint64_t)time(NULL) ^ (uint64_t)getpid());
+	return 0;
+}
 
+/* Create the data file afresh (and, for --kernel, check RWF_ATOMIC takes a
+ * group).  0 or an exit status. */
+static int w_create_data(struct vrun *w)
+{
+	const struct vopts *o = w->o;
 	/* Start clean: a log left by an earlier run could otherwise replay its
 	 * records into the new data file's predecessor (recovery refuses a
 	 * replaced file; we remove both). */
-	if ((unlink(data) < 0 && errno != ENOENT) || (unlink(logp) < 0 && errno != ENOENT)) {
+	if ((unlink(w->data) < 0 && errno != ENOENT) || (unlink(w->logp) < 0 && errno != ENOENT)) {
 		cli_warn("removing the previous run's files in %s: %s", o->dir, strerror(errno));
 		return EX_ERROR;
 	}
-	bool direct = o->direct;
-	int fd = open(data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
-	if (fd < 0 && errno == EINVAL && direct && o->mode != VM_KERNEL) {
+	w->direct = o->direct;
+	w->fd = open(w->data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | (w->direct ? O_DIRECT : 0), 0600);
+	if (w->fd < 0 && errno == EINVAL && w->direct && o->mode != VM_KERNEL) {
 		if (!o->quiet)
 			cli_warn("O_DIRECT refused in %s; using buffered writes", o->dir);
-		direct = false;
-		fd = open(data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		w->direct = false;
+		w->fd = open(w->data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	}
-	if (fd < 0) {
+	if (w->fd < 0) {
 		int e = errno;
-		cli_warn("creating %s: %s", data, strerror(e));
+		cli_warn("creating %s: %s", w->data, strerror(e));
 		return o->mode == VM_KERNEL && e == EINVAL ? EX_UNSUPP : EX_ERROR;
 	}
-	uint64_t gbytes = (uint64_t)o->ranges * o->bsize;
-	if (o->mode == VM_KERNEL) {
-		struct stx_info sx;
-		int r = host_statx_info(fd, "", AT_EMPTY_PATH, &sx);
-		if (r < 0 || !sx.has_atomic || !sx.unit_max || gbytes < sx.unit_min || gbytes > sx.unit_max ||
-		    (gbytes & (gbytes - 1))) {
-			if (r < 0 || !sx.has_atomic || !sx.unit_max)
-				cli_warn("--kernel: this filesystem does not accept RWF_ATOMIC (statx: no atomic "
-					 "write limits)");
-			else
-				cli_warn("--kernel: a group of %llu bytes is outside RWF_ATOMIC's unit range "
-					 "%u..%u (or not a power of two)",
-					 (unsigned long long)gbytes, sx.unit_min, sx.unit_max);
-			close(fd);
-			unlink(data);
-			return EX_UNSUPP;
-		}
+	w->gbytes = (uint64_t)o->ranges * o->bsize;
+	if (o->mode != VM_KERNEL)
+		return 0;
+	struct stx_info sx;
+	uint64_t gb = w->gbytes;
+	int r = host_statx_info(w->fd, "", AT_EMPTY_PATH, &sx);
+	if (r < 0 || !sx.has_atomic || !sx.unit_max || gb < sx.unit_min || gb > sx.unit_max ||
+	    (gb & (gb - 1))) {
+		if (r < 0 || !sx.has_atomic || !sx.unit_max)
+			cli_warn("--kernel: this filesystem does not accept RWF_ATOMIC (statx: no atomic "
+				 "write limits)");
+		else
+			cli_warn("--kernel: a group of %llu bytes is outside RWF_ATOMIC's unit range "
+				 "%u..%u (or not a power of two)",
+				 (unsigned long long)gb, sx.unit_min, sx.unit_max);
+		close(w->fd);
+		unlink(w->data);
+		return EX_UNSUPP;
 	}
-	/* Version 0 of every block, durable, before any group. */
+	return 0;
+}
+
+/* Version 0 of every block, durable, before any group.  0 or an exit
+ * status (the data file closed). */
+static int w_fill(struct vrun *w)
+{
+	const struct vopts *o = w->o;
 	size_t chunk_blocks = (1u << 20) / o->bsize ? (1u << 20) / o->bsize : 1;
-	char *buf = NULL;
-	if (posix_memalign((void **)&buf, 4096, chunk_blocks * o->bsize + gbytes)) {
-		close(fd);
+	if (posix_memalign((void **)&w->buf, 4096, chunk_blocks * o->bsize + w->gbytes)) {
+		close(w->fd);
 		return EX_ERROR;
 	}
-	char *gbuf = buf + chunk_blocks * o->bsize;
-	for (uint64_t b = 0; b < o->nblocks; b += chunk_blocks) {
+	w->gbuf = w->buf + chunk_blocks * o->bsize;
+	int r = 0;
+	for (uint64_t b = 0; b < o->nblocks && r == 0; b += chunk_blocks) {
 		uint64_t n = o->nblocks - b < chunk_blocks ? o->nblocks - b : chunk_blocks;
 		for (uint64_t k = 0; k < n; k++)
-			v_stamp(buf + k * o->bsize, o->bsize, rid, b + k, 0);
-		int r = write_full(fd, buf, n * o->bsize, (off_t)(b * o->bsize));
-		if (r < 0) {
-			cli_warn("filling %s: %s", data, strerror(-r));
-			free(buf);
-			close(fd);
-			return EX_ERROR;
-		}
+			v_stamp(w->buf + k * o->bsize, o->bsize, w->rid, b + k, 0);
+		r = write_full(w->fd, w->buf, n * o->bsize, (off_t)(b * o->bsize));
+		if (r < 0)
+			cli_warn("filling %s: %s", w->data, strerror(-r));
 	}
-	int r = sync_fd(fd, false);
-	if (r == 0)
-		r = sync_dir_of(data);
+	if (r == 0) {
+		r = sync_fd(w->fd, false);
+		if (r == 0)
+			r = sync_dir_of(w->data);
+		if (r < 0)
+			cli_warn("syncing %s: %s", w->data, strerror(-r));
+	}
 	if (r < 0) {
-		cli_warn("syncing %s: %s", data, strerror(-r));
-		free(buf);
-		close(fd);
+		free(w->buf);
+		close(w->fd);
 		return EX_ERROR;
 	}
-	struct stat fs;
-	fstat(fd, &fs);
+	fstat(w->fd, &w->fs);
+	return 0;
+}
 
-	atomio *st = NULL;
-	int afile = -1;
-	char err[512] = "";
-	if (o->mode == VM_ATOMIO) {
-		close(fd);
-		fd = -1;
-		struct atomio_options ao = {.log_size = o->log_size, .flags = ATOMIO_CREATE | o->store_flags,
-					    .errbuf = err, .errbuf_size = sizeof(err)};
-		r = atomio_open(logp, &ao, &st);
-		if (r == 0) {
-			afile = atomio_file_open(st, data, direct ? O_DIRECT : 0, 0);
-			r = afile < 0 ? afile : 0;
-		}
-		if (r < 0) {
-			cli_warn("opening the store %s: %s", logp, err[0] ? err : atomio_strerror(r));
-			if (st)
-				atomio_close(st);
-			free(buf);
-			return EX_ERROR;
-		}
-		fd = atomio_file_fd(st, afile);
+/* atomio mode: the store, with the data file registered in it.  0 or an exit status. */
+static int w_open_store(struct vrun *w)
+{
+	const struct vopts *o = w->o;
+	close(w->fd);
+	w->fd = -1;
+	struct atomio_options ao = {.log_size = o->log_size, .flags = ATOMIO_CREATE | o->store_flags,
+				    .errbuf = w->err, .errbuf_size = sizeof(w->err)};
+	int r = atomio_open(w->logp, &ao, &w->st);
+	if (r == 0) {
+		w->afile = atomio_file_open(w->st, w->data, w->direct ? O_DIRECT : 0, 0);
+		r = w->afile < 0 ? w->afile : 0;
 	}
+	if (r < 0) {
+		cli_warn("opening the store %s: %s", w->logp, w->err[0] ? w->err : atomio_strerror(r));
+		if (w->st)
+			atomio_close(w->st);
+		free(w->buf);
+		return EX_ERROR;
+	}
+	w->fd = atomio_file_fd(w->st, w->afile);
+	return 0;
+}
 
-	/* The state file, durable (and its directory entry) before group 1. */
-	struct vstate_hdr h = {0};
-	memcpy(h.magic, V_STATE_MAGIC, 8);
-	h.version = 1;
-	h.mode = o->mode;
-	h.run_id = rid;
-	h.seed = o->seed;
-	h.bsize = o->bsize;
-	h.ranges = o->ranges;
-	h.nblocks = o->nblocks;
-	h.data_ino = fs.st_ino;
-	h.data_dev = fs.st_dev;
-	h.flags = direct ? 1 : 0;
+static void w_close_data(struct vrun *w)
+{
+	if (w->st)
+		atomio_close(w->st);
+	else
+		close(w->fd);
+}
+
+/* The state file, durable (and its directory entry) before group 1.  0 or an exit status. */
+static int w_state_create(struct vrun *w)
+{
+	const struct vopts *o = w->o;
+	struct vstate_hdr *h = &w->h;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, V_STATE_MAGIC, 8);
+	h->version = 1;
+	h->mode = o->mode;
+	h->run_id = w->rid;
+	h->seed = o->seed;
+	h->bsize = o->bsize;
+	h->ranges = o->ranges;
+	h->nblocks = o->nblocks;
+	h->data_ino = w->fs.st_ino;
+	h->data_dev = w->fs.st_dev;
+	h->flags = w->direct ? 1 : 0;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	h.created_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	h.csum = XXH3_64bits_withSeed(&h, offsetof(struct vstate_hdr, csum), 0);
-	int sfd = open(o->state, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (sfd < 0 || (r = write_full(sfd, &h, sizeof(h), 0)) < 0 || (r = sync_fd(sfd, false)) < 0 ||
+	h->created_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	h->csum = XXH3_64bits_withSeed(h, offsetof(struct vstate_hdr, csum), 0);
+	int r = 0;
+	w->sfd = open(o->state, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (w->sfd < 0 || (r = write_full(w->sfd, h, sizeof(*h), 0)) < 0 || (r = sync_fd(w->sfd, false)) < 0 ||
 	    (r = sync_dir_of(o->state)) < 0) {
-		cli_warn("state file %s: %s", o->state, strerror(sfd < 0 ? errno : -r));
-		if (st)
-			atomio_close(st);
-		else
-			close(fd);
-		free(buf);
+		cli_warn("state file %s: %s", o->state, strerror(w->sfd < 0 ? errno : -r));
+		w_close_data(w);
+		free(w->buf);
 		return EX_ERROR;
 	}
 	struct stat sts;
-	if (fstat(sfd, &sts) == 0 && sts.st_dev == ds.st_dev && !o->quiet)
+	if (fstat(w->sfd, &sts) == 0 && sts.st_dev == w->ds.st_dev && !o->quiet)
 		cli_warn("warning: the state file is on the same filesystem as %s; a power cut can lose "
 			 "both (fine for a process-crash test)", o->dir);
+	return 0;
+}
 
-	struct sigaction sa = {0};
-	sa.sa_handler = v_on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	v_stop = 0;
-	if (!o->quiet)
-		fprintf(stderr, "%s: writing groups of %u x %u-byte blocks (%s) into %s; state in %s\n",
-			cli_cmd, o->ranges, o->bsize,
-			o->mode == VM_ATOMIO ? "atomio groups" : o->mode == VM_RAW ? "plain writes"
-										  : "RWF_ATOMIC",
-			data, o->state);
+/* Write group g (its blocks) the run's way.  0 or a negative errno; *what
+ * names the call. */
+static int w_group(struct vrun *w, uint64_t g, const uint64_t *blocks, const char **what)
+{
+	const struct vopts *o = w->o;
+	int r = 0;
+	if (o->mode == VM_ATOMIO) {
+		atomio_tx *tx;
+		r = atomio_tx_begin(w->st, &tx);
+		for (unsigned i = 0; r == 0 && i < o->ranges; i++) {
+			v_stamp(w->gbuf, o->bsize, w->rid, blocks[i], g);
+			r = atomio_tx_write(tx, w->afile, w->gbuf, o->bsize, (off_t)(blocks[i] * o->bsize));
+		}
+		if (r == 0)
+			r = atomio_tx_commit(tx);
+		else
+			atomio_tx_abort(tx);
+		*what = "atomio commit";
+	} else if (o->mode == VM_RAW) {
+		for (unsigned i = 0; r == 0 && i < o->ranges; i++) {
+			v_stamp(w->gbuf, o->bsize, w->rid, blocks[i], g);
+			r = write_full(w->fd, w->gbuf, o->bsize, (off_t)(blocks[i] * o->bsize));
+		}
+		if (r == 0)
+			r = sync_fd(w->fd, true);
+		*what = "write + fdatasync";
+	} else {
+		for (unsigned i = 0; i < o->ranges; i++)
+			v_stamp(w->gbuf + (size_t)i * o->bsize, o->bsize, w->rid, blocks[i], g);
+		struct iovec iov = {w->gbuf, w->gbytes};
+		ssize_t n = pwritev2(w->fd, &iov, 1, (off_t)(blocks[0] * o->bsize), RWF_ATOMIC | RWF_DSYNC);
+		r = n == (ssize_t)w->gbytes ? 0 : n < 0 ? -errno : -EIO;
+		*what = "pwritev2(RWF_ATOMIC|RWF_DSYNC)";
+	}
+	return r;
+}
 
+/* Groups until stopped (signal, count, duration or error), each recorded
+ * durably in the state file once acknowledged.  The exit status; *groups. */
+static int w_loop(struct vrun *w, uint64_t *groups)
+{
+	const struct vopts *o = w->o;
 	uint64_t *blocks = calloc(o->ranges, sizeof(uint64_t));
 	double t0 = now_sec(), last = t0;
 	uint64_t g = 0, last_g = 0;
@@ -382,57 +455,29 @@ int v_write(const struct vopts *o)
 		if (o->duration > 0 && now_sec() - t0 >= o->duration)
 			break;
 		g++;
-		v_group_blocks(&h, g, blocks);
+		v_group_blocks(&w->h, g, blocks);
 		const char *what = NULL;
-		r = 0;
-		if (o->mode == VM_ATOMIO) {
-			atomio_tx *tx;
-			r = atomio_tx_begin(st, &tx);
-			for (unsigned i = 0; r == 0 && i < o->ranges; i++) {
-				v_stamp(gbuf, o->bsize, rid, blocks[i], g);
-				r = atomio_tx_write(tx, afile, gbuf, o->bsize, (off_t)(blocks[i] * o->bsize));
-			}
-			if (r == 0)
-				r = atomio_tx_commit(tx);
-			else
-				atomio_tx_abort(tx);
-			what = "atomio commit";
-		} else if (o->mode == VM_RAW) {
-			for (unsigned i = 0; r == 0 && i < o->ranges; i++) {
-				v_stamp(gbuf, o->bsize, rid, blocks[i], g);
-				r = write_full(fd, gbuf, o->bsize, (off_t)(blocks[i] * o->bsize));
-			}
-			if (r == 0)
-				r = sync_fd(fd, true);
-			what = "write + fdatasync";
-		} else {
-			for (unsigned i = 0; i < o->ranges; i++)
-				v_stamp(gbuf + (size_t)i * o->bsize, o->bsize, rid, blocks[i], g);
-			struct iovec iov = {gbuf, gbytes};
-			ssize_t n = pwritev2(fd, &iov, 1, (off_t)(blocks[0] * o->bsize), RWF_ATOMIC | RWF_DSYNC);
-			r = n == (ssize_t)gbytes ? 0 : n < 0 ? -errno : -EIO;
-			what = "pwritev2(RWF_ATOMIC|RWF_DSYNC)";
-		}
+		int r = w_group(w, g, blocks, &what);
 		if (r < 0) {
 			cli_warn("group %llu: %s: %s", (unsigned long long)g, what,
-				 err[0] ? err : atomio_strerror(r));
+				 w->err[0] ? w->err : atomio_strerror(r));
 			rc = o->mode == VM_KERNEL && g == 1 && (r == -EOPNOTSUPP || r == -EINVAL) ? EX_UNSUPP
 												: EX_ERROR;
 			g--;
 			break;
 		}
 		/* Acknowledged: record it, durably, before the next group. */
-		uint64_t rec[2] = {g, rec_csum(rid, g)};
-		r = write_full(sfd, rec, sizeof(rec), (off_t)(V_STATE_HDR + (g - 1) * V_STATE_REC));
+		uint64_t rec[2] = {g, rec_csum(w->rid, g)};
+		r = write_full(w->sfd, rec, sizeof(rec), (off_t)(V_STATE_HDR + (g - 1) * V_STATE_REC));
 		if (r == 0)
-			r = sync_fd(sfd, true);
+			r = sync_fd(w->sfd, true);
 		if (r < 0) {
 			cli_warn("state file %s: %s", o->state, strerror(-r));
 			rc = EX_ERROR;
 			break;
 		}
 		if (o->after_ack)
-			o->after_ack(g, st, fd, o->hook_arg);
+			o->after_ack(g, w->st, w->fd, o->hook_arg);
 		double t = now_sec();
 		if (!o->quiet && t - last >= 1.0) {
 			fprintf(stderr, "%s: %llu groups acknowledged (%.0f/s)\n", cli_cmd,
@@ -441,18 +486,53 @@ int v_write(const struct vopts *o)
 			last_g = g;
 		}
 	}
-	double secs = now_sec() - t0;
 	free(blocks);
-	free(buf);
-	close(sfd);
-	if (st) {
-		r = atomio_close(st);
+	*groups = g;
+	return rc;
+}
+
+int v_write(const struct vopts *o)
+{
+	static struct vrun run;
+	struct vrun *w = &run;
+	memset(w, 0, sizeof(*w));
+	w->o = o;
+	w->afile = -1;
+	data_paths(o, w->data, w->logp, sizeof(w->data));
+	int rc = w_preflight(w);
+	if (rc)
+		return rc;
+	if (getrandom(&w->rid, sizeof(w->rid), 0) != sizeof(w->rid))
+		w->rid = mix((uint64_t)time(NULL) ^ (uint64_t)getpid());
+	if ((rc = w_create_data(w)) || (rc = w_fill(w)) ||
+	    (o->mode == VM_ATOMIO && (rc = w_open_store(w))) || (rc = w_state_create(w)))
+		return rc;
+
+	struct sigaction sa = {0};
+	sa.sa_handler = v_on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	v_stop = 0;
+	if (!o->quiet)
+		fprintf(stderr, "%s: writing groups of %u x %u-byte blocks (%s) into %s; state in %s\n",
+			cli_cmd, o->ranges, o->bsize,
+			o->mode == VM_ATOMIO ? "atomio groups" : o->mode == VM_RAW ? "plain writes"
+										  : "RWF_ATOMIC",
+			w->data, o->state);
+	double t0 = now_sec();
+	uint64_t g;
+	rc = w_loop(w, &g);
+	double secs = now_sec() - t0;
+	free(w->buf);
+	close(w->sfd);
+	if (w->st) {
+		int r = atomio_close(w->st);
 		if (r < 0 && rc == EX_OK) {
-			cli_warn("closing the store: %s", err[0] ? err : atomio_strerror(r));
+			cli_warn("closing the store: %s", w->err[0] ? w->err : atomio_strerror(r));
 			rc = EX_ERROR;
 		}
 	} else {
-		close(fd);
+		close(w->fd);
 	}
 	if (!o->quiet)
 		printf("%llu groups acknowledged in %.1f s (%.0f/s); after a crash or power cut run:\n"
