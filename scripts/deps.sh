@@ -16,6 +16,9 @@ PKGS="$PKGS jq xfsprogs"
 PKGS="$PKGS clang libclang-rt-14-dev"
 # the SQLite VFS and its tests
 PKGS="$PKGS sqlite3 libsqlite3-dev"
+# the fio ioengine's tests and make bench-fio (the engine builds against
+# Debian's source of this fio, fetched by scripts/fio-source.sh)
+PKGS="$PKGS fio"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
