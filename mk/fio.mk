@@ -21,7 +21,7 @@ fio: deps
 # For make check: build the engine if the source can be had, else say why.
 fio-try: $(LIB_OBJS)
 	@scripts/fio-source.sh --try
-	@if [ -f $(FIO_SRC)/config-host.h ]; then $(MAKE) --no-print-directory $(BUILD)/atomio_fio.so; fi
+	@if [ -f $(FIO_SRC)/config-host.h ]; then $(MAKE) --no-print-directory $(BUILD)/atomio_fio.so $(BUILD)/fio/atomio_fio_otherfio.so; fi
 CHECK_DEPS += fio-try
 
 $(FIO_SRC)/config-host.h:
@@ -40,3 +40,9 @@ bench-fio: fio
 
 check-fio-crash: fio
 	FIO_CRASH_KILLS=$${FIO_CRASH_KILLS:-20} test/t_fio_crash.sh
+
+# The same engine built for a fio that is not this one: t_fio checks it refuses to load.
+$(BUILD)/fio/atomio_fio_otherfio.so: fio/engine.c fio/atomio_fio.map $(FIO_SRC)/config-host.h $(LIB_OBJS) include/atomio.h
+	mkdir -p $(BUILD)/fio
+	$(CC) $(FIO_CFLAGS) $(CFLAGS) -DATOMIO_FIO_BUILT_FOR='"fio-0.0-other"' \
+		-shared -Wl,--version-script=fio/atomio_fio.map -o $@ fio/engine.c $(LIB_OBJS) $(LIBS) -ldl
