@@ -492,8 +492,10 @@ static struct afio_store *store_get(struct thread_data *td, const char *path,
 		return NULL;
 	}
 	struct atomio_stats stats;
+	/* On stderr itself: fio's log_info and log_err go into --output,
+	 * where a line would break --output-format=json. */
 	if (atomio_stats(st, &stats) == 0 && stats.groups_recovered)
-		log_info("atomio: %s: recovered %llu committed groups\n", path,
+		fprintf(stderr, "atomio: %s: recovered %llu committed groups\n", path,
 			 (unsigned long long)stats.groups_recovered);
 	s = calloc(1, sizeof *s);
 	if (s)
