@@ -46,6 +46,7 @@ struct afio_options {
 	unsigned int compress;
 	unsigned int direct_home;
 	unsigned int ckpt_percent;
+	unsigned int stats;
 };
 
 static struct fio_option options[] = {
@@ -146,6 +147,17 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "atomio_stats",
+		.lname = "atomio statistics",
+		.type = FIO_OPT_BOOL,
+		.off1 = offsetof(struct afio_options, stats),
+		.help = "when the store closes, print atomio_stats() (commits, log writes, "
+			"device waits, checkpoints) on stderr",
+		.def = "0",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -159,6 +171,7 @@ struct afio_store {
 	atomio *st;
 	unsigned refs;
 	uint32_t flags;
+	bool stats;
 };
 static pthread_mutex_t stores_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct afio_store *stores;
@@ -444,6 +457,17 @@ static void store_put(struct afio_store *s)
 				*p = s->next;
 				break;
 			}
+		struct atomio_stats a;
+		if (s->stats && atomio_stats(s->st, &a) == 0)
+			fprintf(stderr,
+				"atomio: %s: %llu commits, %llu log writes, %llu log syncs "
+				"(%.3f per commit), %llu checkpoints, %llu data syncs, "
+				"%llu bytes logged for %llu raw\n",
+				s->path, (unsigned long long)a.commits, (unsigned long long)a.batches,
+				(unsigned long long)a.log_syncs,
+				a.commits ? (double)a.log_syncs / (double)a.commits : 0.0,
+				(unsigned long long)a.checkpoints, (unsigned long long)a.data_syncs,
+				(unsigned long long)a.bytes_logged, (unsigned long long)a.bytes_raw);
 		int r = atomio_close(s->st);
 		if (r < 0)
 			log_err("atomio: closing %s: %s\n", s->path, atomio_strerror(r));
@@ -510,6 +534,7 @@ static struct afio_store *store_get(struct thread_data *td, const char *path,
 	s->st = st;
 	s->refs = 1;
 	s->flags = flags;
+	s->stats = o->stats;
 	s->next = stores;
 	stores = s;
 	pthread_mutex_unlock(&stores_lock);
