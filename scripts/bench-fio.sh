@@ -2,7 +2,7 @@
 # make bench-fio: the README's headline comparisons run by fio itself, stock
 # engines beside the atomio engine, in one fio run per repetition
 # (fio/perwrite.fio, fio/groups.fio, fio/jobs8.fio, fio/qd32.fio, serialized
-# by fio), then `atomio bench` on the same workloads; one table of medians
+# by fio), each followed by `atomio bench` on the same workloads; one table of medians
 # from fio's JSON (IOPS, bandwidth, write completion latency p50/p99/p99.9,
 # fdatasync latency), each atomio job against the unsafe job beside it, and
 # fio's IOPS against `atomio bench`'s rate for the same workload.
@@ -43,35 +43,36 @@ mkdir -p "$dir/data" "$dir/out"
 export ATOMIO_FIO_ENGINE="$top/build/atomio_fio.so" ATOMIO_FIO_DIR="$dir/data" ATOMIO_FIO_RUNTIME="$secs"
 JOBS="fio/perwrite.fio fio/groups.fio fio/jobs8.fio fio/qd32.fio"
 
+# Each repetition: one fio run of every job file, then `atomio bench` on the
+# same workloads (its modes interleaved, its own data files of 64 MiB), so
+# that fio and atomio bench see the same machine load.  groups: -r 8 -f 2
+# (its unsafe mode syncs each file once per group, which fio's unsafe job
+# does not do: not compared).
+: >"$dir/out/bench.tsv"
+fsline=""
 i=1
 while [ "$i" -le "$reps" ]; do
-	echo "bench-fio: fio run $i of $reps ($secs s per job, 8 jobs)" >&2
+	echo "bench-fio: run $i of $reps: fio ($secs s per job, 8 jobs)" >&2
 	# shellcheck disable=SC2086
 	fio --output-format=json --output="$dir/out/fio.$i.json" $JOBS 2>"$dir/out/fio.$i.err" ||
 		{ cat "$dir/out/fio.$i.err" >&2; exit 3; }
+	if [ "$bench" -eq 1 ]; then
+		k=0
+		for args in "-p 16k" "-p 4k -r 8 -f 2" "-p 16k -t 8"; do
+			k=$((k + 1))
+			echo "bench-fio: run $i of $reps: atomio bench $args" >&2
+			# shellcheck disable=SC2086
+			build/atomio bench -q -m unsafe,atomio -n 1 -d $((2 * secs)) $args \
+				--json "$dir/out/bench.$k.$i.json" "$dir/data" >"$dir/out/bench.$k.$i.out" 2>&1 ||
+				{ cat "$dir/out/bench.$k.$i.out" >&2; exit 3; }
+			fsline=$(head -n 1 "$dir/out/bench.$k.$i.out")
+			# fio's IOPS count pages: a group of R pages is R writes.
+			jq -r --arg k "$k" '.runs[] | [$k, .mode, .ops_per_sec * .ranges_per_group] | @tsv' \
+				"$dir/out/bench.$k.$i.json" >>"$dir/out/bench.tsv"
+		done
+	fi
 	i=$((i + 1))
 done
-
-# atomio bench on the same workloads (modes interleaved, same repetitions;
-# its own data files of 64 MiB).  groups: -r 8 -f 2 (its unsafe mode syncs
-# each file once per group, which fio's unsafe job does not do: not compared).
-: >"$dir/out/bench.tsv"
-fsline=""
-if [ "$bench" -eq 1 ]; then
-	k=0
-	for args in "-p 16k" "-p 4k -r 8 -f 2" "-p 16k -t 8"; do
-		k=$((k + 1))
-		echo "bench-fio: atomio bench $args" >&2
-		# shellcheck disable=SC2086
-		build/atomio bench -q -m unsafe,atomio -n "$reps" -d $((2 * reps * secs)) $args \
-			--json "$dir/out/bench.$k.json" "$dir/data" >"$dir/out/bench.$k.out" 2>&1 ||
-			{ cat "$dir/out/bench.$k.out" >&2; exit 3; }
-		fsline=$(head -n 1 "$dir/out/bench.$k.out")
-		# fio's IOPS count pages: a group of R pages is R writes.
-		jq -r --arg k "$k" '.runs[] | [$k, .mode, .ops_per_sec * .ranges_per_group] | @tsv' \
-			"$dir/out/bench.$k.json" >>"$dir/out/bench.tsv"
-	done
-fi
 
 # Medians over the repetitions, per fio job (jobs of a group_reporting job
 # are one entry); the atomio job of each file against the unsafe job before it.
@@ -81,7 +82,8 @@ jq -s --rawfile btsv "$dir/out/bench.tsv" '
 		else (.[length / 2 - 1] + .[length / 2]) / 2 end;
 	def pct(p): .percentile[p] // 0;
 	($btsv | split("\n") | map(select(length > 0) | split("\t"))
-		| map({key: (.[0] + "/" + .[1]), value: (.[2] | tonumber)}) | from_entries) as $b
+		| map({key: (.[0] + "/" + .[1]), value: (.[2] | tonumber)})
+		| group_by(.key) | map({key: .[0].key, value: ([.[].value] | median)}) | from_entries) as $b
 	| {"unsafe-16k": "1/unsafe", "atomio-16k": "1/atomio",
 	   "atomio-groups8-2files": "2/atomio",
 	   "unsafe-16k-8jobs": "3/unsafe", "atomio-16k-8jobs": "3/atomio"} as $bmap
