@@ -83,7 +83,8 @@ jq -s --rawfile btsv "$dir/out/bench.tsv" '
 	def pct(p): .percentile[p] // 0;
 	($btsv | split("\n") | map(select(length > 0) | split("\t"))
 		| map({key: (.[0] + "/" + .[1]), value: (.[2] | tonumber)})
-		| group_by(.key) | map({key: .[0].key, value: ([.[].value] | median)}) | from_entries) as $b
+		| group_by(.key) | map({key: .[0].key, value: {median: ([.[].value] | median),
+			lo: ([.[].value] | min), hi: ([.[].value] | max)}}) | from_entries) as $b
 	| {"unsafe-16k": "1/unsafe", "atomio-16k": "1/atomio",
 	   "atomio-groups8-2files": "2/atomio",
 	   "unsafe-16k-8jobs": "3/unsafe", "atomio-16k-8jobs": "3/atomio"} as $bmap
@@ -92,6 +93,8 @@ jq -s --rawfile btsv "$dir/out/bench.tsv" '
 		group: .[0].groupid,
 		job: .[0].jobname,
 		iops: [.[].write.iops] | median,
+		iops_lo: [.[].write.iops] | min,
+		iops_hi: [.[].write.iops] | max,
 		mb_per_sec: (([.[].write.bw_bytes] | median) / 1e6),
 		clat_p50_us: (([.[].write.clat_ns | pct("50.000000")] | median) / 1e3),
 		clat_p99_us: (([.[].write.clat_ns | pct("99.000000")] | median) / 1e3),
@@ -106,8 +109,9 @@ jq -s --rawfile btsv "$dir/out/bench.tsv" '
 		 vs_unsafe_per_rep: ([$reps[] | ((map(select(.g == $g)) | .[0].iops)
 			/ (map(select(.g == $g - 1)) | .[0].iops))] | median)}
 		else {vs_unsafe: null, vs_unsafe_per_rep: null} end)
-	     + ($b[$bmap[.job] // "-"] as $bv | {bench_writes_per_sec: $bv,
-		fio_vs_bench: (if $bv then .iops / $bv else null end)}))
+	     + ($b[$bmap[.job] // "-"] as $bv | {bench_writes_per_sec: $bv.median,
+		bench_lo: $bv.lo, bench_hi: $bv.hi,
+		fio_vs_bench: (if $bv then .iops / $bv.median else null end)}))
 ' "$dir"/out/fio.*.json >"$dir/out/summary.json"
 
 [ -n "$json" ] && cp "$dir/out/summary.json" "$json"
@@ -116,19 +120,23 @@ jq -s --rawfile btsv "$dir/out/bench.tsv" '
 
 echo "fio $(fio --version | sed 's/^fio-//'), ioengine external:build/atomio_fio.so; $reps runs x $secs s per job, medians; data files in $dir"
 [ -n "$fsline" ] && echo "${fsline#atomio bench: }; incompressible data (fio's default buffers)"
-echo "clat: fio's write completion latency (atomio: until the write's group is durable); fsync: fio's fdatasync latency"
-printf '%-22s %8s %7s %8s %8s %9s %9s %9s %10s %10s %9s\n' job IOPS MB/s "p50 us" "p99 us" "p99.9 us" \
-	"fsync p50" "fsync p99" "vs unsafe" "bench w/s" "fio/bench"
-jq -r '.[] | [.job, .iops, .mb_per_sec, .clat_p50_us, .clat_p99_us, .clat_p999_us,
+echo "atomio's write latency runs until the write's group is durable; unsafe's ends before its fdatasync"
+printf '%-22s %7s %12s %6s %7s %7s %8s %6s %6s %11s %7s %12s %6s\n' job IOPS "(runs)" MB/s "p50 us" "p99 us" \
+	"p99.9 us" "fs p50" "fs p99" "vs unsafe" "bench" "(runs)" "fio/b"
+jq -r '.[] | [.job, .iops, .iops_lo, .iops_hi, .mb_per_sec, .clat_p50_us, .clat_p99_us, .clat_p999_us,
 	.sync_p50_us, .sync_p99_us, (.vs_unsafe // -1), (.vs_unsafe_per_rep // -1),
-	(.bench_writes_per_sec // -1), (.fio_vs_bench // -1)] | @tsv' "$dir/out/summary.json" |
+	(.bench_writes_per_sec // -1), (.bench_lo // -1), (.bench_hi // -1), (.fio_vs_bench // -1)] | @tsv' \
+	"$dir/out/summary.json" |
 	awk -F'\t' '{
-		vs = $9 < 0 ? "-" : sprintf("%.2fx(%.2f)", $9, $10)
-		bw = $11 < 0 ? "-" : sprintf("%.0f", $11)
-		fb = $12 < 0 ? "-" : sprintf("%.2f", $12)
-		s50 = $7 > 0 ? sprintf("%.0f", $7) : "-"
-		s99 = $8 > 0 ? sprintf("%.0f", $8) : "-"
-		printf "%-22s %8.0f %7.1f %8.0f %8.0f %9.0f %9s %9s %10s %10s %9s\n", $1, $2, $3, $4, $5, $6, s50, s99, vs, bw, fb
+		vs = $11 < 0 ? "-" : sprintf("%.2fx(%.2f)", $11, $12)
+		bw = $13 < 0 ? "-" : sprintf("%.0f", $13)
+		br = $13 < 0 ? "" : sprintf("%.0f-%.0f", $14, $15)
+		fb = $16 < 0 ? "-" : sprintf("%.2f", $16)
+		s50 = $9 > 0 ? sprintf("%.0f", $9) : "-"
+		s99 = $10 > 0 ? sprintf("%.0f", $10) : "-"
+		printf "%-22s %7.0f %12s %6.1f %7.0f %7.0f %8.0f %6s %6s %11s %7s %12s %6s\n", $1, $2, \
+			sprintf("%.0f-%.0f", $3, $4), $5, $6, $7, $8, s50, s99, vs, bw, br, fb
 	}'
+echo "IOPS: fio's write IOPS, median (lowest-highest) of the runs; p50-p99.9: write completion latency; fs: fdatasync latency (us)"
 echo "vs unsafe: IOPS against the unsafe job of the same file (in parentheses: the median of each run's own ratio)"
-echo "bench w/s: atomio bench's rate for the same workload, in writes (groups x 8 for the groups); fio/bench: fio's IOPS over it"
+echo "bench: atomio bench's rate for the same workload in writes/s (groups x 8), run after each fio run; fio/b: fio's IOPS over it"
