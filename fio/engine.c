@@ -343,6 +343,15 @@ static enum fio_q_status afio_queue(struct thread_data *td, struct io_u *io_u)
 		return FIO_Q_COMPLETED;
 	}
 	case DDIR_WRITE: {
+		if (j->group_writes == 1 && !j->async) {
+			/* A group of one write, committed here: atomio_pwrite, the
+			 * call atomio's own benchmark makes. */
+			ssize_t r = atomio_pwrite(j->st, file_id(f), io_u->xfer_buf,
+						  io_u->xfer_buflen, (off_t)io_u->offset);
+			if (r < 0)
+				afio_fail(j, io_u, (int)r, "atomio_pwrite");
+			return FIO_Q_COMPLETED;
+		}
 		if (!j->open) {
 			j->open = group_get(j);
 			if (!j->open) { /* cannot happen: cap groups for cap io_us */
