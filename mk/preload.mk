@@ -17,3 +17,15 @@ $(PRELOAD_SO): $(PRELOAD_OBJS) $(LIB_OBJS) preload/libatomio_preload.map
 	$(CC) -shared -Wl,--version-script=preload/libatomio_preload.map -o $@ $(PRELOAD_OBJS) $(LIB_OBJS) $(LIBS) -ldl
 
 ALL_EXTRA += $(PRELOAD_SO)
+
+# Test programs: plain POSIX C, no atomio header, no atomio library; they get
+# atomio only by being run under the preload library.  calls is built with
+# _FORTIFY_SOURCE so that its reads are glibc's checked forms.
+PRELOAD_TEST_BINS := $(BUILD)/preload-test/calls $(BUILD)/preload-test/prog
+$(BUILD)/preload-test:
+	mkdir -p $@
+$(BUILD)/preload-test/calls: test/preload/calls.c | $(BUILD)/preload-test
+	$(CC) -std=gnu11 -O2 -D_FORTIFY_SOURCE=2 $(WARN) -pthread -o $@ $<
+$(BUILD)/preload-test/prog: test/preload/prog.c test/preload/rec.h | $(BUILD)/preload-test
+	$(CC) -std=gnu11 $(CFLAGS) $(WARN) -o $@ $<
+CHECK_DEPS += $(PRELOAD_SO) $(PRELOAD_TEST_BINS)

@@ -190,6 +190,7 @@ int pl_wait_all(void);
 /* Close the store now (exec, rename, unlink): everything pending is made
  * durable first; the next use reopens it and re-registers the files. */
 int pl_store_restart_locked(void);
+void pl_stats_flush(void);
 void pl_lock_excl(void);
 void pl_unlock_excl(void);
 /* Descriptors are protected but the store is someone else's (a child after

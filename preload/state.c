@@ -652,20 +652,10 @@ __attribute__((constructor)) void pl_init(void)
 	pl_adopt_inherited();
 }
 
-__attribute__((destructor)) static void pl_fini(void)
+/* Append the counters to ATOMIO_STATS (at exit, and before an exec, which
+ * runs no destructor), then start counting again. */
+void pl_stats_flush(void)
 {
-	if (!g_active || pl_not_owner())
-		return;
-	pl_lock_excl();
-	atomio *st = atomic_load(&g_st);
-	if (st) {
-		poll_until(NULL, 0, 0);
-		acc_stats(st);
-		int r = atomio_close(st);
-		if (r < 0)
-			pl_msg(g_log, "closing the store at exit: %s", atomio_strerror(r));
-		atomic_store(&g_st, NULL);
-	}
 	if (g_stats_path) {
 		int fd = real.open(g_stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (fd >= 0) {
@@ -685,6 +675,24 @@ __attribute__((destructor)) static void pl_fini(void)
 			real.close(fd);
 		}
 	}
+	memset(&g_acc, 0, sizeof(g_acc));
+}
+
+__attribute__((destructor)) static void pl_fini(void)
+{
+	if (!g_active || pl_not_owner())
+		return;
+	pl_lock_excl();
+	atomio *st = atomic_load(&g_st);
+	if (st) {
+		poll_until(NULL, 0, 0);
+		acc_stats(st);
+		int r = atomio_close(st);
+		if (r < 0)
+			pl_msg(g_log, "closing the store at exit: %s", atomio_strerror(r));
+		atomic_store(&g_st, NULL);
+	}
+	pl_stats_flush();
 	pl_unlock_excl();
 }
 

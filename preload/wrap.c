@@ -716,7 +716,8 @@ static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
 	struct pofd *o = pofd_of(fd);
 	if (!is_prot(o) || (flags & MAP_ANONYMOUS))
 		return REAL(mmap)(addr, len, prot, flags, fd, off);
-	if ((prot & PROT_WRITE) && (flags & (MAP_SHARED | MAP_SHARED_VALIDATE))) {
+	int type = flags & MAP_TYPE;
+	if ((prot & PROT_WRITE) && (type == MAP_SHARED || type == MAP_SHARED_VALIDATE)) {
 		pl_msg(o->f->path, "writable shared mapping refused (EACCES): its stores would bypass the log");
 		errno = EACCES;
 		return MAP_FAILED;
@@ -920,6 +921,7 @@ static void exec_prepare(void)
 		return;
 	pl_lock_excl();
 	pl_store_restart_locked();
+	pl_stats_flush();
 }
 static void exec_failed(void)
 {
