@@ -11,7 +11,7 @@ PRELOAD_CFLAGS := $(BASE_CFLAGS) -Ipreload -Wno-missing-prototypes -fvisibility=
 
 $(BUILD)/preload:
 	mkdir -p $@
-$(BUILD)/preload/%.o: preload/%.c preload/preload.h $(wildcard src/*.h) include/atomio.h | $(BUILD)/preload
+$(BUILD)/preload/%.o: preload/%.c preload/preload.h preload/trace.h $(wildcard src/*.h) include/atomio.h | $(BUILD)/preload
 	$(CC) $(PRELOAD_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
 $(PRELOAD_SO): $(PRELOAD_OBJS) $(LIB_OBJS) preload/libatomio_preload.map
 	$(CC) -shared -Wl,--version-script=preload/libatomio_preload.map -o $@ $(PRELOAD_OBJS) $(LIB_OBJS) $(LIBS) -ldl

@@ -42,6 +42,7 @@
 #include <sys/uio.h>
 
 #include "atomio.h"
+#include "trace.h"
 
 /* --- real.c ----------------------------------------------------------------- */
 
@@ -103,10 +104,6 @@ void real_init(void);
 void real_install_ops(void);
 /* Tests: append the store's mutating calls, and the markers below, to path. */
 void real_trace_open(const char *path);
-/* Markers of what the program saw: a write returned (TR_PWRITE), a sync of
- * the file returned (TR_PSYNC). */
-enum { TR_OPEN = 1, TR_CLOSE, TR_WRITE, TR_TRUNC, TR_FSYNC, TR_FDATASYNC, TR_RENAME,
-       TR_UNLINK, TR_PWRITE, TR_PSYNC };
 void real_trace_mark(int kind, uint64_t a, uint64_t b);
 
 /* --- state.c ---------------------------------------------------------------- */

@@ -50,15 +50,6 @@ void real_init(void)
 
 /* --- trace ------------------------------------------------------------------ */
 
-struct tr_hdr {
-	uint32_t kind;
-	int32_t fd;
-	int32_t flags;
-	uint32_t pathlen;
-	uint64_t a, b;
-	uint64_t datalen;
-};
-
 static int tr_fd = -1;
 static pthread_mutex_t tr_mu = PTHREAD_MUTEX_INITIALIZER;
 
