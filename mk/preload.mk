@@ -2,16 +2,19 @@
 # LD_PRELOAD, gives unmodified programs atomic writes to the files that
 # ATOMIO_FILES names (man/atomio_preload.7).  libatomio is linked in, hidden.
 # Tests: test/t_preload*.sh and test/t_preload_sim (make check).
-PRELOAD_SRCS := $(wildcard preload/*.c)
-PRELOAD_OBJS := $(patsubst preload/%.c,$(BUILD)/preload/%.o,$(PRELOAD_SRCS))
+PRELOAD_SRCS := $(wildcard preload/*.c) sqlite/pend.c
+PRELOAD_OBJS := $(patsubst %.c,$(BUILD)/preload/%.o,$(notdir $(PRELOAD_SRCS)))
 PRELOAD_SO := $(BUILD)/libatomio_preload.so
 # The wrappers define libc's names, some of which no header declares
 # (__open_2, __read_chk, ...).
-PRELOAD_CFLAGS := $(BASE_CFLAGS) -Ipreload -Wno-missing-prototypes -fvisibility=hidden
+PRELOAD_CFLAGS := $(BASE_CFLAGS) -Ipreload -Isqlite -Wno-missing-prototypes -fvisibility=hidden
 
 $(BUILD)/preload:
 	mkdir -p $@
 $(BUILD)/preload/%.o: preload/%.c preload/preload.h preload/trace.h $(wildcard src/*.h) include/atomio.h | $(BUILD)/preload
+	$(CC) $(PRELOAD_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+# Group mode keeps its pending group in the SQLite VFS's structure.
+$(BUILD)/preload/pend.o: sqlite/pend.c sqlite/pend.h | $(BUILD)/preload
 	$(CC) $(PRELOAD_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
 $(PRELOAD_SO): $(PRELOAD_OBJS) $(LIB_OBJS) preload/libatomio_preload.map
 	$(CC) -shared -Wl,--version-script=preload/libatomio_preload.map -o $@ $(PRELOAD_OBJS) $(LIB_OBJS) $(LIBS) -ldl
@@ -29,3 +32,11 @@ $(BUILD)/preload-test/calls: test/preload/calls.c | $(BUILD)/preload-test
 $(BUILD)/preload-test/prog: test/preload/prog.c test/preload/rec.h | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CFLAGS) $(WARN) -o $@ $<
 CHECK_DEPS += $(PRELOAD_SO) $(PRELOAD_TEST_BINS)
+
+# Side by side: plain files, the library on unmatched files, protected files.
+$(BUILD)/bench-preload: examples/bench-preload.c | $(BUILD)
+	$(CC) -std=gnu11 $(CFLAGS) $(WARN) -o $@ $<
+ALL_EXTRA += $(BUILD)/bench-preload
+.PHONY: bench-preload
+bench-preload: $(PRELOAD_SO) $(BUILD)/bench-preload
+	scripts/bench-preload.sh

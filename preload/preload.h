@@ -118,11 +118,13 @@ struct pfile {
 	bool reg_wanted;     /* register again when the store is reopened */
 	bool orphan;         /* unlinked or replaced: no longer protected */
 	int64_t size;        /* size as every issued group leaves it */
-	uint64_t issued;     /* asynchronous groups issued ... */
+	_Atomic uint64_t issued; /* asynchronous groups issued (changed under mu) ... */
 	_Atomic uint64_t done; /* ... and completed */
 	int64_t lo, hi;      /* bytes pending groups may change (valid while done < issued) */
 	int err;             /* first failed group's error (negative), reported by syncs */
 	uint32_t dio_off, dio_mem; /* O_DIRECT alignment the kernel asks for */
+	_Atomic int nopen;   /* open file descriptions of it */
+	struct pend *pend;   /* group mode: the writes since the last sync (group.c) */
 	bool warned_direct;
 	struct pfile *next;
 };
@@ -145,8 +147,15 @@ static inline struct pofd *pofd_of(int fd)
 	return atomic_load_explicit(&g_fdtab[fd], memory_order_acquire);
 }
 
+/* Descriptors the store itself opened (real.c marks them): the program's
+ * close() of one fails with EBADF instead of breaking the store. */
+void pl_store_fd(int fd, bool mine);
+bool pl_is_store_fd(int fd);
+
 /* The library is configured (ATOMIO_LOG and ATOMIO_FILES set). */
 extern bool g_active;
+/* ATOMIO_GROUP=1: the writes between two syncs of a file are one group. */
+extern bool g_group;
 
 void pl_init(void);
 /* 1 when the canonical path is protected. */
@@ -164,6 +173,8 @@ void pl_msg(const char *path, const char *fmt, ...) __attribute__((format(printf
 void pl_hold(void);
 void pl_release(void);
 atomio *pl_store(const char *why_path);
+/* The open store or NULL, opening nothing (g_rw held). */
+atomio *pl_store_now(void);
 /* Make f registered (id >= 0); g_rw held.  0 or -errno. */
 int pl_register(atomio *st, struct pfile *f, int oflags, mode_t mode);
 
@@ -176,7 +187,11 @@ void pofd_ref(struct pofd *o);
 /* Issue one group on f (f->mu held): writes (iov, off) or, with iov NULL,
  * a size change to off.  Updates size and pending range.  0 or -errno. */
 int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off);
-/* Wait until f's groups issued so far are complete; 0 or f's error (-errno). */
+/* Commit tx asynchronously as f's next group; a read of [lo, hi) waits for
+ * it (f->mu held).  0 or -errno (tx is gone either way). */
+int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi);
+/* Wait until f's groups issued so far are complete (in group mode, the
+ * pending group committed first); 0 or f's error (-errno). */
 int pl_wait_file(struct pfile *f);
 /* Wait when a read of [off, off+len) could see a pending group (len < 0: any). */
 void pl_wait_read(struct pfile *f, int64_t off, int64_t len);
@@ -202,6 +217,23 @@ void pl_file_moved(const char *from, const char *to);
 void pl_file_gone(const char *path);
 /* Adopt protected descriptors inherited across exec. */
 void pl_adopt_inherited(void);
+/* --- group.c (ATOMIO_GROUP=1) --- */
+/* Add a write (or with iov NULL a size change to off) to f's pending group
+ * (f->mu held).  0 or -errno (-ENOSPC: the group would outgrow the log). */
+int grp_add(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off);
+/* Commit f's pending group, if any, asynchronously (f->mu held; st may be
+ * NULL only when nothing is pending). */
+void grp_commit(atomio *st, struct pfile *f);
+/* f's pending group is not empty (f->mu held). */
+bool grp_pending(const struct pfile *f);
+/* Read through the pending group: a read of fd at off (at_pos: the
+ * position, moved); g_rw held.  false = no group pending (read the file);
+ * else *res = the count or -errno. */
+bool grp_read(int fd, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off, bool at_pos,
+	      ssize_t *res);
+/* The last descriptor of f closed: commit what it left pending. */
+void grp_last_close(struct pfile *f);
+
 /* Largest write one group takes. */
 extern uint64_t g_max_group;
 

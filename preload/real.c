@@ -109,6 +109,8 @@ static int op_open(const char *path, int flags, mode_t mode)
 	TLOCK();
 	int fd = real.open(path, flags, mode);
 	int r = fd < 0 ? -errno : fd;
+	if (r >= 0)
+		pl_store_fd(r, true);
 	if (r >= 0 && TRACING)
 		tr_rec(TR_OPEN, fd, flags, mode, 0, path, strlen(path) + 1, NULL, 0);
 	TUNLOCK();
@@ -118,6 +120,7 @@ static int op_open(const char *path, int flags, mode_t mode)
 static int op_close(int fd)
 {
 	TLOCK();
+	pl_store_fd(fd, false);
 	/* Linux releases the descriptor even when close reports EINTR. */
 	int r = real.close(fd) < 0 ? -errno : 0;
 	if (TRACING)

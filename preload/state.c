@@ -40,6 +40,7 @@
 _Atomic(struct pofd *) *g_fdtab;
 int g_fdtab_n;
 bool g_active;
+bool g_group;
 uint64_t g_max_group;
 
 static char g_log[PATH_MAX];      /* canonical path of ATOMIO_LOG */
@@ -58,6 +59,18 @@ static bool g_forked;
 static struct pfile *g_files;
 static _Atomic int64_t g_inflight; /* asynchronous groups not yet completed */
 static struct atomio_stats g_acc;  /* counters of stores already closed */
+static _Atomic(uint8_t) *g_storefds;
+
+void pl_store_fd(int fd, bool mine)
+{
+	if (g_storefds && fd >= 0 && fd < g_fdtab_n)
+		atomic_store(&g_storefds[fd], mine);
+}
+
+bool pl_is_store_fd(int fd)
+{
+	return g_storefds && fd >= 0 && fd < g_fdtab_n && atomic_load(&g_storefds[fd]);
+}
 
 /* Bound on groups in flight: memory (each holds a copy of its data). */
 #define MAX_INFLIGHT 4096
@@ -169,6 +182,7 @@ struct pofd *pofd_new(struct pfile *f, int flags)
 	if (!o)
 		return NULL;
 	atomic_init(&o->refs, 1);
+	atomic_fetch_add(&f->nopen, 1);
 	o->f = f;
 	o->flags = flags;
 	pthread_mutex_init(&o->pos_mu, NULL);
@@ -180,6 +194,8 @@ void pofd_ref(struct pofd *o) { atomic_fetch_add(&o->refs, 1); }
 static void pofd_unref(struct pofd *o)
 {
 	if (o && atomic_fetch_sub(&o->refs, 1) == 1) {
+		if (atomic_fetch_sub(&o->f->nopen, 1) == 1 && g_group)
+			grp_last_close(o->f);
 		pthread_mutex_destroy(&o->pos_mu);
 		free(o);
 	}
@@ -242,8 +258,29 @@ static void done_cb(void *arg, int result)
 	atomic_fetch_sub(&g_inflight, 1);
 }
 
+int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi)
+{
+	atomic_fetch_add(&g_inflight, 1);
+	int r = atomio_tx_commit_async(tx, done_cb, f);
+	if (r < 0) {
+		atomic_fetch_sub(&g_inflight, 1);
+		return r;
+	}
+	if (atomic_load(&f->done) == atomic_load(&f->issued)) {
+		f->lo = lo;
+		f->hi = hi;
+	} else {
+		f->lo = lo < f->lo ? lo : f->lo;
+		f->hi = hi > f->hi ? hi : f->hi;
+	}
+	atomic_fetch_add(&f->issued, 1);
+	return 0;
+}
+
 int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off)
 {
+	if (g_group)
+		return grp_add(st, f, iov, iovcnt, off);
 	atomio_tx *tx;
 	int r = atomio_tx_begin(st, &tx);
 	if (r < 0)
@@ -256,23 +293,11 @@ int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, o
 	int64_t len = 0;
 	for (int i = 0; iov && i < iovcnt; i++)
 		len += (int64_t)iov[i].iov_len;
-	atomic_fetch_add(&g_inflight, 1);
-	r = atomio_tx_commit_async(tx, done_cb, f);
-	if (r < 0) {
-		atomic_fetch_sub(&g_inflight, 1);
-		return r;
-	}
 	/* The bytes a read must wait for: the written range, or everything a
 	 * size change moves (from the smaller of the old and new size on). */
-	int64_t lo = iov ? off : (off < f->size ? off : f->size), hi = iov ? off + len : INT64_MAX;
-	if (atomic_load(&f->done) == f->issued) {
-		f->lo = lo;
-		f->hi = hi;
-	} else {
-		f->lo = lo < f->lo ? lo : f->lo;
-		f->hi = hi > f->hi ? hi : f->hi;
-	}
-	f->issued++;
+	r = pl_queue(st, f, tx, iov ? off : (off < f->size ? off : f->size), iov ? off + len : INT64_MAX);
+	if (r < 0)
+		return r;
 	if (!iov)
 		f->size = off;
 	else if (off + len > f->size)
@@ -299,6 +324,7 @@ static void poll_until(struct pfile *f, uint64_t target, int64_t inflight_max)
 int pl_wait_file(struct pfile *f)
 {
 	pthread_mutex_lock(&f->mu);
+	grp_commit(atomic_load(&g_st), f); /* group mode: the group ends at a sync */
 	uint64_t target = f->issued;
 	pthread_mutex_unlock(&f->mu);
 	poll_until(f, target, 0);
@@ -385,6 +411,8 @@ int pl_register(atomio *st, struct pfile *f, int oflags, mode_t mode)
 	return 0;
 }
 
+atomio *pl_store_now(void) { return atomic_load(&g_st); }
+
 atomio *pl_store(const char *why_path)
 {
 	atomio *st = atomic_load(&g_st);
@@ -448,6 +476,7 @@ int pl_store_restart_locked(void)
 	atomio *st = atomic_load(&g_st);
 	if (!st || pl_not_owner())
 		return 0;
+	pl_wait_all(); /* group mode: pending groups committed first */
 	poll_until(NULL, 0, 0);
 	acc_stats(st);
 	/* The close checkpoints: every group home and synced, the log empty,
@@ -554,8 +583,10 @@ static void at_prepare(void)
 	/* No call of ours runs during the fork, and nothing is in flight: the
 	 * child's copy of every lock is free and every file's count settled. */
 	pl_lock_excl();
-	if (!pl_not_owner())
+	if (!pl_not_owner() && atomic_load(&g_st)) {
+		pl_wait_all(); /* group mode: a fork ends the pending groups */
 		poll_until(NULL, 0, 0);
+	}
 }
 static void at_parent(void)
 {
@@ -569,7 +600,9 @@ static void at_child(void)
 	pthread_rwlock_init(&g_rw, NULL);
 	pthread_mutex_init(&g_open_mu, NULL);
 	pthread_mutex_init(&g_mu, NULL);
-	g_forked = true; /* the store, held or not, is the parent's */
+	/* An open store is the parent's; without one the child may open its own
+	 * (and the parent then gets EBUSY, as any second process). */
+	g_forked = atomic_load(&g_st) != NULL;
 }
 
 static uint64_t parse_size(const char *s)
@@ -631,6 +664,8 @@ __attribute__((constructor)) void pl_init(void)
 		g_log_size = parse_size(v);
 	if ((v = getenv("ATOMIO_COMPRESS")) && !strcmp(v, "0"))
 		g_flags |= ATOMIO_NO_COMPRESS;
+	if ((v = getenv("ATOMIO_GROUP")) && !strcmp(v, "1"))
+		g_group = true;
 	if ((v = getenv("ATOMIO_STATS")) && *v)
 		g_stats_path = v;
 	if ((v = getenv("ATOMIO_PRELOAD_TRACE")) && *v)
@@ -642,7 +677,8 @@ __attribute__((constructor)) void pl_init(void)
 	if (n < 1024)
 		n = 1024;
 	g_fdtab = calloc(n, sizeof(*g_fdtab));
-	if (!g_fdtab)
+	g_storefds = calloc(n, 1);
+	if (!g_fdtab || !g_storefds)
 		return;
 	g_fdtab_n = (int)n;
 	real_install_ops();
@@ -685,6 +721,7 @@ __attribute__((destructor)) static void pl_fini(void)
 	pl_lock_excl();
 	atomio *st = atomic_load(&g_st);
 	if (st) {
+		pl_wait_all(); /* group mode: what was written since the last sync */
 		poll_until(NULL, 0, 0);
 		acc_stats(st);
 		int r = atomio_close(st);

@@ -47,6 +47,12 @@ extern char **environ;
 
 static inline bool is_prot(struct pofd *o) { return o && !o->f->orphan; }
 
+static int fail(int e)
+{
+	errno = e;
+	return -1;
+}
+
 /* --- open -------------------------------------------------------------------- */
 
 static void set_dio(struct pfile *f, int fd)
@@ -185,6 +191,8 @@ EXPORT int close(int fd)
 	 * open may get it. */
 	if (pofd_of(fd))
 		pofd_drop(fd);
+	else if (pl_is_store_fd(fd))
+		return fail(EBADF); /* not the program's: the store's log or a data file's twin */
 	return REAL(close)(fd);
 }
 
@@ -259,12 +267,6 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 }
 
 /* --- writes ---------------------------------------------------------------------- */
-
-static int fail(int e)
-{
-	errno = e;
-	return -1;
-}
 
 static bool dio_ok(struct pofd *o, const struct iovec *iov, int cnt, off_t off)
 {
@@ -433,13 +435,45 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, 
 static void before_read(int fd, struct pofd *o, off_t off, size_t len)
 {
 	struct pfile *f = o->f;
-	if (atomic_load(&f->done) == f->issued)
+	if (g_group) {
+		/* A reader the wrappers cannot serve from the pending group
+		 * (mmap, copies, stdio): the group ends here. */
+		pthread_mutex_lock(&f->mu);
+		bool pending = grp_pending(f);
+		pthread_mutex_unlock(&f->mu);
+		if (pending) {
+			pl_hold();
+			pl_wait_file(f);
+			pl_release();
+			return;
+		}
+	}
+	if (atomic_load(&f->done) == atomic_load(&f->issued))
 		return; /* racy but safe: a group issued after this check is one the read may miss */
 	pl_hold();
 	if (off < 0)
 		off = REAL(lseek)(fd, 0, SEEK_CUR);
 	pl_wait_read(f, off < 0 ? 0 : off, off < 0 || len > INT64_MAX / 2 ? -1 : (int64_t)len);
 	pl_release();
+}
+
+/* Group mode: a read served from the pending group.  true = done, *r set. */
+static bool group_read(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
+		       ssize_t *r)
+{
+	if (!g_group)
+		return false;
+	if ((o->flags & O_ACCMODE) == O_WRONLY) {
+		*r = fail(EBADF);
+		return true;
+	}
+	pl_hold();
+	ssize_t n;
+	bool done = grp_read(fd, o->f, iov, cnt, off, at_pos, &n);
+	pl_release();
+	if (done)
+		*r = n < 0 ? fail((int)-n) : n;
+	return done;
 }
 
 static size_t iov_len(const struct iovec *iov, int cnt)
@@ -453,6 +487,10 @@ static size_t iov_len(const struct iovec *iov, int cnt)
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	struct iovec v = {buf, n};
+	if (is_prot(o) && group_read(fd, o, &v, 1, -1, true, &r))
+		return r;
 	if (is_prot(o))
 		before_read(fd, o, -1, n);
 	return REAL(read)(fd, buf, n);
@@ -461,6 +499,10 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
 	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	struct iovec v = {buf, n};
+	if (is_prot(o) && off >= 0 && group_read(fd, o, &v, 1, off, false, &r))
+		return r;
 	if (is_prot(o))
 		before_read(fd, o, off, n);
 	return REAL(pread)(fd, buf, n, off);
@@ -470,6 +512,9 @@ EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && group_read(fd, o, iov, cnt, -1, true, &r))
+		return r;
 	if (is_prot(o))
 		before_read(fd, o, -1, iov_len(iov, cnt));
 	return REAL(readv)(fd, iov, cnt);
@@ -478,6 +523,10 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
 	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && off >= -1 &&
+	    group_read(fd, o, iov, cnt, off, off == -1, &r))
+		return r;
 	if (is_prot(o))
 		before_read(fd, o, off, iov_len(iov, cnt));
 	return REAL(preadv2)(fd, iov, cnt, off, flags);
@@ -511,9 +560,16 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t bufl
 EXPORT int fstat(int fd, struct stat *sb)
 {
 	struct pofd *o = pofd_of(fd);
-	if (is_prot(o))
-		before_read(fd, o, 0, SIZE_MAX); /* the size and blocks of every pending group */
-	return REAL(fstat)(fd, sb);
+	int r = REAL(fstat)(fd, sb);
+	if (r == 0 && is_prot(o) && (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
+		/* The size as every issued group (and the pending one) leaves
+		 * it, without waiting (blocks and times follow later). */
+		pthread_mutex_lock(&o->f->mu);
+		if (grp_pending(o->f) || atomic_load(&o->f->done) != atomic_load(&o->f->issued))
+			sb->st_size = o->f->size;
+		pthread_mutex_unlock(&o->f->mu);
+	}
+	return r;
 }
 EXPORT int fstat64(int fd, struct stat64 *sb) { return fstat(fd, (struct stat *)sb); }
 

@@ -37,6 +37,16 @@ done
 n=$(grep -vc '^atomio_preload: ' "$T/err" || true)
 [ "$n" -eq 0 ] || { cat "$T/err"; fail "$n stderr lines not from the library"; }
 
+# ... and in group mode (ATOMIO_GROUP=1), where the writes between two syncs
+# are held back as one group: the program must see the same results.
+mkdir "$T/g"
+ATOMIO_LOG="$T/g/log" ATOMIO_FILES='*.p' ATOMIO_GROUP=1 ATOMIO_STATS="$T/g/stats" LD_PRELOAD=$SOP \
+	$B/calls "$T/g" >"$T/gout" 2>"$T/gerr" || { cat "$T/gout" "$T/gerr"; fail "calls (group mode) exited $?"; }
+grep -q '^exec: ok$' "$T/gout" || fail "group mode: the exec'd image did not finish"
+gc=$(sed -n 's/.* commits=\([0-9]*\) .*/\1/p' "$T/g/stats" | awk '{ s += $1 } END { print s + 0 }')
+echo "group mode: $gc groups committed for the same $want writes and size changes"
+[ "$gc" -gt 0 ] && [ "$gc" -lt "$want" ] || fail "group mode committed $gc groups (expected 1..$want)"
+
 # 2. pass-through: the same program's writes to a file that does not match
 # go straight to the file; the store is never opened, so no log appears.
 mkdir "$T/p"

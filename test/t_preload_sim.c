@@ -11,11 +11,14 @@
  * newer than the writes the program had issued.  The log is small (128 KiB)
  * so the run wraps it and checkpoints.
  *
+ * Then the same in group mode (ATOMIO_GROUP=1), where the file after
+ * recovery must be exactly as one group boundary (a sync) left it.
+ *
  * The run is real (the store's worker thread decides how writes batch), so
  * two runs' traces may differ; the workload, the images (seeded per crash
  * point) and the oracle do not.
  *
- *   t_preload_sim [--seed S] [--writes N] [--images K]
+ *   t_preload_sim [--seed S] [--writes N] [--images K] [--mode write|group]
  *   env PRELOAD_SIM_SEED, PRELOAD_SIM_WRITES
  */
 #include <errno.h>
@@ -38,6 +41,7 @@ static char dir[PATH_MAX], log_path[PATH_MAX + 16], data_path[PATH_MAX + 16];
 static uint64_t seed = 1;
 static int nwrites = 200, nimages = 6;
 static int returned, synced; /* markers replayed so far */
+static bool group;
 static uint64_t points, images, recovered;
 
 static void run_program(const char *trace)
@@ -54,7 +58,7 @@ static void run_program(const char *trace)
 	snprintf(e5, sizeof(e5), "ATOMIO_LOG_SIZE=128K");
 	snprintf(sd, sizeof(sd), "%llu", (unsigned long long)seed);
 	snprintf(nw, sizeof(nw), "%d", nwrites);
-	char *env[] = {e1, e2, e3, e4, e5, NULL};
+	char *env[] = {e1, e2, e3, e4, e5, group ? "ATOMIO_GROUP=1" : NULL, NULL};
 	char *argv[] = {prog, "write", data_path, sd, nw, NULL};
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
@@ -93,16 +97,17 @@ static int check_image(struct simfs *img, const struct simfs_pick *pick, uint64_
 	uint8_t *data = r < 0 ? NULL : simfs_get(img, data_path, &len);
 	int issued = returned + 1 < nwrites ? returned + 1 : nwrites;
 	if (r == 0)
-		r = rec_check(data, data ? len : 0, seed, issued, synced, why);
+		r = group ? rec_check_group(data, data ? len : 0, seed, nwrites, issued, synced, why)
+			  : rec_check(data, data ? len : 0, seed, issued, synced, why);
 	free(data);
 	images++;
 	if (r < 0) {
 		char *p = simfs_pick_format(pick);
 		printf("PRELOAD-SIM FAILED at crash point %llu (op %d on %s, image %llu, pick %s): %s\n"
-		       "  (%d writes returned, %d synced; reproduce: --seed %llu --writes %d)\n",
+		       "  (%d writes returned, %d synced; reproduce: --seed %llu --writes %d --mode %s)\n",
 		       (unsigned long long)op->index, op->kind, op->path ? op->path : "-",
 		       (unsigned long long)idx, p ? p : "?", why, returned, synced,
-		       (unsigned long long)seed, nwrites);
+		       (unsigned long long)seed, nwrites, group ? "group" : "write");
 		free(p);
 		return 1;
 	}
@@ -250,24 +255,12 @@ static void replay(const uint8_t *t, size_t len)
 	       (unsigned long long)recovered);
 }
 
-int main(int argc, char **argv)
+static void one_run(void)
 {
-	const char *v;
-	if ((v = getenv("PRELOAD_SIM_SEED")))
-		seed = strtoull(v, NULL, 0);
-	if ((v = getenv("PRELOAD_SIM_WRITES")))
-		nwrites = atoi(v);
-	nwrites = T_SCALE(nwrites);
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--seed"))
-			seed = strtoull(argv[i + 1], NULL, 0);
-		else if (!strcmp(argv[i], "--writes"))
-			nwrites = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--images"))
-			nimages = atoi(argv[i + 1]);
-	}
-	printf("seed %llu, %d writes, up to %d images per crash point\n", (unsigned long long)seed, nwrites,
-	       nimages);
+	returned = synced = 0;
+	points = images = recovered = 0;
+	printf("%s mode: seed %llu, %d writes, up to %d images per crash point\n",
+	       group ? "group" : "write", (unsigned long long)seed, nwrites, nimages);
 	char tmpl[] = "/var/tmp/atomio-preload-sim-XXXXXX";
 	CHECK(mkdtemp(tmpl));
 	CHECK(realpath(tmpl, dir));
@@ -284,6 +277,34 @@ int main(int argc, char **argv)
 	rmdir(dir);
 	replay(t, len);
 	free(t);
+}
+
+int main(int argc, char **argv)
+{
+	const char *v, *mode = NULL;
+	if ((v = getenv("PRELOAD_SIM_SEED")))
+		seed = strtoull(v, NULL, 0);
+	if ((v = getenv("PRELOAD_SIM_WRITES")))
+		nwrites = atoi(v);
+	nwrites = T_SCALE(nwrites);
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--seed"))
+			seed = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--writes"))
+			nwrites = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--images"))
+			nimages = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--mode"))
+			mode = argv[i + 1];
+	}
+	if (!mode || !strcmp(mode, "write")) {
+		group = false;
+		one_run();
+	}
+	if (!mode || !strcmp(mode, "group")) {
+		group = true;
+		one_run();
+	}
 	printf("ok\n");
 	return 0;
 }

@@ -7,6 +7,8 @@
  *   prog write PATH SEED N              run writes 0..N-1
  *   prog check PATH SEED ISSUED SYNCED  the oracle (rec_check); exit 1 if it fails
  *
+ *   prog checkg PATH SEED N ISSUED SYNCED  the same for group mode (rec_check_group)
+ *
  * ISSUED -1: as many as a run killed after printing "synced SYNCED" can have
  * issued, up to and including the write whose sync comes next.
  */
@@ -65,7 +67,7 @@ static int run(const char *path, uint64_t seed, int n)
 	return close(fd) < 0 ? die("close") : 0;
 }
 
-static int check(const char *path, uint64_t seed, int issued, int synced)
+static int check(const char *path, uint64_t seed, int n, int issued, int synced)
 {
 	static uint8_t file[NSLOT * REC];
 	size_t len = 0;
@@ -84,7 +86,8 @@ static int check(const char *path, uint64_t seed, int issued, int synced)
 			;
 	}
 	char why[256];
-	if (rec_check(file, len, seed, issued, synced, why) < 0) {
+	if ((n ? rec_check_group(file, len, seed, n, issued, synced, why)
+	       : rec_check(file, len, seed, issued, synced, why)) < 0) {
 		fprintf(stderr, "prog check: %s: %s\n", path, why);
 		return 1;
 	}
@@ -96,7 +99,10 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "write"))
 		return run(argv[2], strtoull(argv[3], NULL, 0), atoi(argv[4]));
 	if (argc == 6 && !strcmp(argv[1], "check"))
-		return check(argv[2], strtoull(argv[3], NULL, 0), atoi(argv[4]), atoi(argv[5]));
-	fprintf(stderr, "usage: prog write PATH SEED N | prog check PATH SEED ISSUED SYNCED\n");
+		return check(argv[2], strtoull(argv[3], NULL, 0), 0, atoi(argv[4]), atoi(argv[5]));
+	if (argc == 7 && !strcmp(argv[1], "checkg"))
+		return check(argv[2], strtoull(argv[3], NULL, 0), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
+	fprintf(stderr, "usage: prog write PATH SEED N | prog check PATH SEED ISSUED SYNCED | "
+			"prog checkg PATH SEED N ISSUED SYNCED\n");
 	return 2;
 }

@@ -114,4 +114,46 @@ static inline int rec_check(const uint8_t *file, size_t len, uint64_t seed, int 
 	return 0;
 }
 
+/* Group mode (ATOMIO_GROUP=1): the file must be exactly as the run left it
+ * at a group boundary k (0, after a write that a sync followed, or after
+ * all n writes) with synced <= k <= issued: every slot the version the
+ * first k writes gave it. */
+static inline int rec_check_group(const uint8_t *file, size_t len, uint64_t seed, int n, int issued,
+				  int synced, char *why)
+{
+	uint32_t v[NSLOT] = {0};
+	uint8_t b[REC];
+	int tried = 0;
+	for (int k = 0; k <= issued && k <= n; k++) {
+		if (k > 0) {
+			struct rec_op o = rec_op(seed, k - 1);
+			v[o.slot]++;
+			if (!o.sync && k != n)
+				continue; /* not a boundary */
+		}
+		if (k < synced)
+			continue;
+		tried++;
+		int s;
+		for (s = 0; s < NSLOT; s++) {
+			size_t off = (size_t)s * REC;
+			memset(b, 0, REC);
+			if (off < len)
+				memcpy(b, file + off, len - off < REC ? len - off : REC);
+			uint8_t want[REC];
+			if (v[s])
+				rec_fill(want, seed, s, v[s]);
+			else
+				memset(want, 0, REC);
+			if (memcmp(b, want, REC))
+				break;
+		}
+		if (s == NSLOT)
+			return 0;
+	}
+	snprintf(why, 256, "the file matches none of the %d group boundaries between %d (synced) and %d (issued)",
+		 tried, synced, issued);
+	return -1;
+}
+
 #endif
