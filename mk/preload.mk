@@ -40,3 +40,11 @@ ALL_EXTRA += $(BUILD)/bench-preload
 .PHONY: bench-preload
 bench-preload: $(PRELOAD_SO) $(BUILD)/bench-preload
 	scripts/bench-preload.sh
+
+# `make install` also installs the library and its man page.
+.PHONY: install-preload
+install: install-preload
+install-preload: $(PRELOAD_SO)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 man/atomio_preload.7 $(DESTDIR)$(PREFIX)/share/man/man7/

@@ -305,20 +305,37 @@ int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, o
 	return 0;
 }
 
-/* Deliver completions until cond(f, target) holds.  g_rw held (shared or
+/* Deliver completions until f's completed groups reach target (f NULL:
+ * until at most inflight_max groups are in flight).  g_rw held (shared or
  * exclusive) so the store stays open; no file lock held, since the
- * callbacks take them. */
+ * callbacks take them.  One waiter at a time is the poller: it runs
+ * atomio_poll (which hands each completion to one caller) and wakes the
+ * others after every round, so that a waiter whose groups another thread
+ * delivered does not sleep on in atomio_poll. */
+static pthread_mutex_t g_pmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_pcv = PTHREAD_COND_INITIALIZER;
+static bool g_poller;
+
 static void poll_until(struct pfile *f, uint64_t target, int64_t inflight_max)
 {
+	pthread_mutex_lock(&g_pmu);
 	for (;;) {
 		if (f ? atomic_load(&f->done) >= target : atomic_load(&g_inflight) <= inflight_max)
-			return;
+			break;
+		if (g_poller) {
+			pthread_cond_wait(&g_pcv, &g_pmu);
+			continue;
+		}
+		g_poller = true;
+		pthread_mutex_unlock(&g_pmu);
 		atomio *st = atomic_load(&g_st);
-		/* A completion this thread does not see is being delivered by
-		 * another poller (atomio_poll hands each to one caller). */
 		if (!st || atomio_poll(st, 10) == 0)
-			sched_yield();
+			sched_yield(); /* a completion still in another's callback */
+		pthread_mutex_lock(&g_pmu);
+		g_poller = false;
+		pthread_cond_broadcast(&g_pcv);
 	}
+	pthread_mutex_unlock(&g_pmu);
 }
 
 int pl_wait_file(struct pfile *f)
@@ -599,10 +616,15 @@ static void at_child(void)
 		return;
 	pthread_rwlock_init(&g_rw, NULL);
 	pthread_mutex_init(&g_open_mu, NULL);
+	pthread_mutex_init(&g_pmu, NULL);
+	pthread_cond_init(&g_pcv, NULL);
+	g_poller = false;
 	pthread_mutex_init(&g_mu, NULL);
 	/* An open store is the parent's; without one the child may open its own
 	 * (and the parent then gets EBUSY, as any second process). */
 	g_forked = atomic_load(&g_st) != NULL;
+	if (!g_forked)
+		g_pid = 0;
 }
 
 static uint64_t parse_size(const char *s)
