@@ -183,6 +183,7 @@ int pofd_set(int fd, struct pofd *o);    /* takes the reference; -1 = fd too lar
 void pofd_drop(int fd);                  /* fd is being closed */
 struct pofd *pofd_new(struct pfile *f, int flags);
 void pofd_ref(struct pofd *o);
+void pofd_put(struct pofd *o);            /* drop a reference */
 
 /* Issue one group on f (f->mu held): writes (iov, off) or, with iov NULL,
  * a size change to off.  Updates size and pending range.  0 or -errno. */

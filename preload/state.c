@@ -191,7 +191,7 @@ struct pofd *pofd_new(struct pfile *f, int flags)
 
 void pofd_ref(struct pofd *o) { atomic_fetch_add(&o->refs, 1); }
 
-static void pofd_unref(struct pofd *o)
+void pofd_put(struct pofd *o)
 {
 	if (o && atomic_fetch_sub(&o->refs, 1) == 1) {
 		if (atomic_fetch_sub(&o->f->nopen, 1) == 1 && g_group)
@@ -204,17 +204,17 @@ static void pofd_unref(struct pofd *o)
 int pofd_set(int fd, struct pofd *o)
 {
 	if (fd < 0 || fd >= g_fdtab_n) {
-		pofd_unref(o);
+		pofd_put(o);
 		return -1;
 	}
-	pofd_unref(atomic_exchange(&g_fdtab[fd], o));
+	pofd_put(atomic_exchange(&g_fdtab[fd], o));
 	return 0;
 }
 
 void pofd_drop(int fd)
 {
 	if (fd >= 0 && fd < g_fdtab_n && g_fdtab)
-		pofd_unref(atomic_exchange(&g_fdtab[fd], NULL));
+		pofd_put(atomic_exchange(&g_fdtab[fd], NULL));
 }
 
 /* --- files -------------------------------------------------------------------------- */

@@ -96,7 +96,7 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 			r = pl_issue(st, f, NULL, 0, 0);
 		pthread_mutex_unlock(&f->mu);
 		if (r < 0) {
-			free(o);
+			pofd_put(o);
 			return r;
 		}
 	}
