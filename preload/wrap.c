@@ -31,6 +31,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
+#include <linux/aio_abi.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
@@ -844,6 +846,32 @@ EXPORT ssize_t splice(int in, off_t *oin, int out, off_t *oout, size_t len, unsi
 		return fail(EINVAL);
 	wait_src(in);
 	return REAL(splice)(in, oin, out, oout, len, flags);
+}
+
+/* --- Linux native AIO (libaio) ----------------------------------------------------- */
+
+/* libaio's io_submit hands writes to the kernel, where no wrapper sees
+ * them: refused for protected descriptors (InnoDB: innodb_use_native_aio=0),
+ * rather than silently unprotected.  libaio returns a negative errno. */
+EXPORT int io_submit(void *ctx, long nr, struct iocb **ios)
+{
+	static int (*next)(void *, long, struct iocb **);
+	if (!next)
+		next = (int (*)(void *, long, struct iocb **))dlsym(RTLD_NEXT, "io_submit");
+	for (long i = 0; g_active && ios && i < nr; i++) {
+		struct pofd *o = ios[i] ? pofd_of((int)ios[i]->aio_fildes) : NULL;
+		if (!is_prot(o))
+			continue;
+		unsigned op = ios[i]->aio_lio_opcode;
+		if (op == IOCB_CMD_PREAD || op == IOCB_CMD_PREADV) {
+			before_read((int)ios[i]->aio_fildes, o, 0, SIZE_MAX);
+			continue;
+		}
+		pl_msg(o->f->path, "io_submit (Linux AIO) of a write or sync refused (EINVAL): the kernel "
+				   "would write outside the log; use plain pwrite (InnoDB: innodb_use_native_aio=0)");
+		return -EINVAL;
+	}
+	return next ? next(ctx, nr, ios) : -ENOSYS;
 }
 
 /* --- stdio ---------------------------------------------------------------------------- */

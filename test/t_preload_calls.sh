@@ -28,7 +28,7 @@ echo "groups made by the program: $want; committed by the store: $got"
 for what in 'fallocate mode 0x3 refused' 'fallocate mode 0x10 refused' 'writable shared mapping refused' \
 	'O_DIRECT write not aligned' 'fopen("w") refused' 'fdopen("a") refused' \
 	'copy_file_range into a protected file refused' 'sendfile into' 'splice into' \
-	'refused: the store belongs to the parent'; do
+	'refused: the store belongs to the parent' 'io_submit (Linux AIO) of a write or sync refused'; do
 	grep -q "^atomio_preload: $T/c/[a-z]*\.p: $what" "$T/err" || {
 		grep -q 'O_DIRECT: not supported' "$T/out" && [ "$what" = 'O_DIRECT write not aligned' ] ||
 			{ cat "$T/err"; fail "no stderr line for: $what"; }

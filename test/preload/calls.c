@@ -10,9 +10,12 @@
  *   calls DIR exec FD    the exec'd image: FD was inherited
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <linux/aio_abi.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +338,23 @@ static void t_stdio_copies(void)
 	close(fd);
 }
 
+/* libaio's io_submit (found at run time: the program need not link libaio)
+ * refuses a write to a protected file. */
+static void t_aio(void)
+{
+	int (*submit)(void *, long, struct iocb **) =
+		(int (*)(void *, long, struct iocb **))dlsym(RTLD_DEFAULT, "io_submit");
+	CHECK(submit);
+	int fd = open(P("n.p"), O_RDWR | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	char b[512] = {0};
+	struct iocb cb = {.aio_fildes = (uint32_t)fd, .aio_lio_opcode = IOCB_CMD_PWRITE,
+			  .aio_buf = (uint64_t)(uintptr_t)b, .aio_nbytes = sizeof(b)};
+	struct iocb *v[1] = {&cb};
+	CHECK(submit(NULL, 1, v) == -EINVAL);
+	close(fd);
+}
+
 static void t_fork(void)
 {
 	char b[100], r[100];
@@ -447,6 +467,7 @@ int main(int argc, char **argv)
 	t_direct();
 	t_rename_unlink();
 	t_stdio_copies();
+	t_aio();
 	t_fork();
 	t_threads();
 	t_exec(argv[0]);
