@@ -23,9 +23,13 @@
  * unlink of a protected file, fork's prepare).  struct pfile.mu guards one
  * file's pending groups and logical size; struct pofd.pos_mu makes a write's
  * "read the position, commit, move the position" one step.  Lock order:
- * g_rw, then pos_mu, then pfile.mu, then g_mu (the file list).  The
- * pass-through path takes none of them: one atomic load of the descriptor
- * table.
+ * g_rw, then pos_mu, then pfile.mu, then g_mu (the file list and the
+ * mappings); g_open_mu (opening the store) is taken with g_rw shared and
+ * before any file's mu.  Completions: one waiter at a time polls the store
+ * (state.c, poll_until: g_pmu, g_pcv, held by no one during atomio_poll);
+ * the callbacks take a file's mu, so nobody polls with a file lock held.
+ * The pass-through path takes none of them: one atomic load of the
+ * descriptor table.
  */
 #ifndef ATOMIO_PRELOAD_H
 #define ATOMIO_PRELOAD_H
