@@ -1,0 +1,252 @@
+/*
+ * preload.h: libatomio_preload.so, atomic writes for unmodified programs
+ * (man/atomio_preload.7 is the contract; README "Preload library").
+ *
+ * The library is loaded with LD_PRELOAD.  It interposes libc's file calls;
+ * for a descriptor of a file that matches ATOMIO_FILES ("protected") it turns
+ * every write into one atomio group committed asynchronously, and every
+ * sync into a wait for the file's groups.  Everything else goes straight to
+ * libc after one lookup in the descriptor table.
+ *
+ * Files:
+ *   real.c   the libc functions underneath (dlsym(RTLD_NEXT)), and the ops
+ *            table the store's own system calls go through, so that the
+ *            library never calls its own wrappers (and, for tests, a trace
+ *            of the store's mutating calls: ATOMIO_PRELOAD_TRACE)
+ *   state.c  configuration, path matching, the store's life (recovery before
+ *            main, lazy open, restart around exec/rename/unlink, fork), the
+ *            descriptor table, protected files and their pending groups
+ *   wrap.c   the interposed functions
+ *
+ * THREADING.  g_rw (state.c) is held shared by every call that uses the
+ * store, exclusive by the calls that close and reopen it (exec, rename and
+ * unlink of a protected file, fork's prepare).  struct pfile.mu guards one
+ * file's pending groups and logical size; struct pofd.pos_mu makes a write's
+ * "read the position, commit, move the position" one step.  Lock order:
+ * g_rw, then pos_mu, then pfile.mu, then g_mu (the file list and the
+ * mappings); g_open_mu (opening the store) is taken with g_rw shared and
+ * before any file's mu.  Completions: one waiter at a time polls the store
+ * (state.c, poll_until: g_pmu, g_pcv, held by no one during atomio_poll);
+ * the callbacks take a file's mu, so nobody polls with a file lock held.
+ * The pass-through path takes none of them: one atomic load of the
+ * descriptor table.
+ */
+#ifndef ATOMIO_PRELOAD_H
+#define ATOMIO_PRELOAD_H
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "atomio.h"
+#include "trace.h"
+
+/* --- real.c ----------------------------------------------------------------- */
+
+struct real_fns {
+	int (*open)(const char *, int, ...);
+	int (*openat)(int, const char *, int, ...);
+	int (*close)(int);
+	int (*close_range)(unsigned, unsigned, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*pread)(int, void *, size_t, off_t);
+	ssize_t (*pwrite)(int, const void *, size_t, off_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*preadv2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
+	off_t (*lseek)(int, off_t, int);
+	int (*fsync)(int);
+	int (*fdatasync)(int);
+	int (*sync_file_range)(int, off_t, off_t, unsigned);
+	int (*syncfs)(int);
+	void (*sync)(void);
+	int (*ftruncate)(int, off_t);
+	int (*truncate)(const char *, off_t);
+	int (*fallocate)(int, int, off_t, off_t);
+	int (*posix_fallocate)(int, off_t, off_t);
+	int (*fstat)(int, struct stat *);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	int (*munmap)(void *, size_t);
+	int (*msync)(void *, size_t, int);
+	int (*renameat2)(int, const char *, int, const char *, unsigned);
+	int (*rename)(const char *, const char *);
+	int (*renameat)(int, const char *, int, const char *);
+	int (*unlink)(const char *);
+	int (*unlinkat)(int, const char *, int);
+	int (*link)(const char *, const char *);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	ssize_t (*copy_file_range)(int, off_t *, int, off_t *, size_t, unsigned);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*splice)(int, off_t *, int, off_t *, size_t, unsigned);
+	FILE *(*fopen)(const char *, const char *);
+	FILE *(*fdopen)(int, const char *);
+	FILE *(*freopen)(const char *, const char *, FILE *);
+};
+extern struct real_fns real;
+
+/* Resolve every real function (idempotent, thread-safe). */
+void real_init(void);
+
+/* The ops table for the store (atomio_sys_set): every entry calls the real
+ * function, never a wrapper.  With ATOMIO_PRELOAD_TRACE set, its mutating
+ * calls are also recorded (real_trace_open). */
+void real_install_ops(void);
+/* Tests: append the store's mutating calls, and the markers below, to path. */
+void real_trace_open(const char *path);
+void real_trace_mark(int kind, uint64_t a, uint64_t b);
+
+/* --- state.c ---------------------------------------------------------------- */
+
+/* One protected file (one inode), shared by all its descriptors. */
+struct pfile {
+	pthread_mutex_t mu;
+	dev_t dev;
+	ino_t ino;
+	char *path;          /* canonical absolute path */
+	int id;              /* atomio file id; -1 = not registered in the store */
+	bool reg_wanted;     /* register again when the store is reopened */
+	bool orphan;         /* unlinked or replaced: no longer protected */
+	int64_t size;        /* size as every issued group leaves it */
+	_Atomic uint64_t issued; /* asynchronous groups issued (changed under mu) ... */
+	_Atomic uint64_t done; /* ... and completed */
+	int64_t lo, hi;      /* bytes pending groups may change (valid while done < issued) */
+	int err;             /* first failed group's error (negative), reported by syncs */
+	uint32_t dio_off, dio_mem; /* O_DIRECT alignment the kernel asks for */
+	_Atomic int nopen;   /* open file descriptions of it */
+	struct pend *pend;   /* group mode: the writes since the last sync (group.c) */
+	bool warned_direct;
+	struct pfile *next;
+};
+
+/* One open file description of a protected file (shared by dup'ed fds). */
+struct pofd {
+	_Atomic int refs;
+	struct pfile *f;
+	int flags;           /* open flags; O_APPEND and O_DIRECT follow F_SETFL */
+	pthread_mutex_t pos_mu;
+};
+
+/* The descriptor table: fd -> pofd, or NULL for everything not protected. */
+extern _Atomic(struct pofd *) *g_fdtab;
+extern int g_fdtab_n;
+static inline struct pofd *pofd_of(int fd)
+{
+	if ((unsigned)fd >= (unsigned)g_fdtab_n || !g_fdtab)
+		return NULL;
+	return atomic_load_explicit(&g_fdtab[fd], memory_order_acquire);
+}
+
+/* Descriptors the store itself opened (real.c marks them): the program's
+ * close() of one fails with EBADF instead of breaking the store. */
+void pl_store_fd(int fd, bool mine);
+bool pl_is_store_fd(int fd);
+
+/* The library is configured (ATOMIO_LOG and ATOMIO_FILES set). */
+extern bool g_active;
+/* ATOMIO_GROUP=1: the writes between two syncs of a file are one group. */
+extern bool g_group;
+
+void pl_init(void);
+/* 1 when the canonical path is protected. */
+bool pl_match(const char *canon);
+/* Canonical absolute path of (dirfd, path) in out[PATH_MAX]; the file may
+ * be missing (its directory must exist).  0 or -1. */
+int pl_canon(int dirfd, const char *path, bool follow_last, char *out);
+/* The path is protected or holds protected files (rename, unlink). */
+bool pl_involves(const char *canon);
+/* Print "atomio_preload: PATH: what" to stderr (real write). */
+void pl_msg(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Shared hold on the store (g_rw); pl_store() opens it when needed and
+ * returns it, or NULL with errno set (and a message). */
+void pl_hold(void);
+void pl_release(void);
+atomio *pl_store(const char *why_path);
+/* The open store or NULL, opening nothing (g_rw held). */
+atomio *pl_store_now(void);
+/* Make f registered (id >= 0); g_rw held.  0 or -errno. */
+int pl_register(atomio *st, struct pfile *f, int oflags, mode_t mode);
+
+struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size);
+int pofd_set(int fd, struct pofd *o);    /* takes the reference; -1 = fd too large */
+void pofd_drop(int fd);                  /* fd is being closed */
+struct pofd *pofd_new(struct pfile *f, int flags);
+void pofd_ref(struct pofd *o);
+void pofd_put(struct pofd *o);            /* drop a reference */
+
+/* Issue one group on f (f->mu held): writes (iov, off) or, with iov NULL,
+ * a size change to off.  Updates size and pending range.  0 or -errno. */
+int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off);
+/* Commit tx asynchronously as f's next group; a read of [lo, hi) waits for
+ * it (f->mu held).  0 or -errno (tx is gone either way). */
+int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi);
+/* Wait until f's groups issued so far are complete (in group mode, the
+ * pending group committed first); 0 or f's error (-errno). */
+int pl_wait_file(struct pfile *f);
+/* Wait when a read of [off, off+len) could see a pending group (len < 0: any). */
+void pl_wait_read(struct pfile *f, int64_t off, int64_t len);
+/* Wait while too many groups are in flight (memory). */
+void pl_backpressure(void);
+/* Wait for every file; 0 or the first error. */
+int pl_wait_all(void);
+/* Close the store now (exec, rename, unlink): everything pending is made
+ * durable first; the next use reopens it and re-registers the files. */
+int pl_store_restart_locked(void);
+void pl_stats_flush(void);
+void pl_lock_excl(void);
+void pl_unlock_excl(void);
+/* Descriptors are protected but the store is someone else's (a child after
+ * fork, or another process has it): writes are refused with this errno. */
+bool pl_not_owner(void);
+/* Remember a mapping of a protected file for msync. */
+void pl_map_add(void *addr, size_t len, struct pfile *f);
+void pl_map_del(void *addr, size_t len);
+struct pfile *pl_map_find(void *addr, size_t len);
+/* Files whose path moved (rename) or went (unlink): g_rw held exclusive. */
+void pl_file_moved(const char *from, const char *to);
+void pl_file_gone(const char *path);
+/* Adopt protected descriptors inherited across exec. */
+void pl_adopt_inherited(void);
+/* --- group.c (ATOMIO_GROUP=1) --- */
+/* Add a write (or with iov NULL a size change to off) to f's pending group
+ * (f->mu held).  0 or -errno (-ENOSPC: the group would outgrow the log). */
+int grp_add(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off);
+/* Commit f's pending group, if any, asynchronously (f->mu held; st may be
+ * NULL only when nothing is pending). */
+void grp_commit(atomio *st, struct pfile *f);
+/* f's pending group is not empty (f->mu held). */
+bool grp_pending(const struct pfile *f);
+/* Read through the pending group: a read of fd at off (at_pos: the
+ * position, moved); g_rw held.  false = no group pending (read the file);
+ * else *res = the count or -errno. */
+bool grp_read(int fd, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off, bool at_pos,
+	      ssize_t *res);
+/* The last descriptor of f closed: commit what it left pending. */
+void grp_last_close(struct pfile *f);
+
+/* Largest write one group takes. */
+extern uint64_t g_max_group;
+
+static inline int pl_errno(int r)
+{
+	/* atomio's own codes are outside errno's range: the store failed or
+	 * refused recovery, which a program can only see as an I/O error. */
+	return r <= -ATOMIO_EBASE ? EIO : -r;
+}
+
+#endif

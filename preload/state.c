@@ -1,0 +1,786 @@
+/*
+ * state.c: configuration, the store's life, protected files and descriptors.
+ *
+ * THE STORE'S LIFE.  Before main, the constructor recovers the store: it
+ * opens it (atomio_open replays every committed group) and closes it again
+ * (the close checkpoints, so the log is empty), unless another process holds
+ * it.  The store is opened for good only by the first write, size change or
+ * writable open of a protected file (pl_store): a shell or any other process
+ * that merely inherited LD_PRELOAD never holds it, and one process per store
+ * is all atomio admits.  Exec, and rename or unlink of a protected file,
+ * close it (every pending group durable first) and leave it to be reopened:
+ * exec because the new image must be able to open it; rename and unlink
+ * because the log must hold no record for a path that is about to change,
+ * or recovery would refuse the store (ATOMIO_EIDENTITY), and the catalog
+ * entry of the old path must be let go.  A child after fork never uses the
+ * parent's store (pl_not_owner): its writes to protected files are refused.
+ *
+ * WRITES are asynchronous commits (pl_issue): the data is copied into the
+ * group, the group queued, and write() returns.  Each file counts the groups
+ * it issued and those completed; a sync waits until the second reaches what
+ * the first was when the sync began, which costs one wait for the store's
+ * log writes however many writes came before it.  Groups complete in commit
+ * order, and a completed group is durable and written home, so a read that
+ * could see a pending group's range waits for the same.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+_Atomic(struct pofd *) *g_fdtab;
+int g_fdtab_n;
+bool g_active;
+bool g_group;
+uint64_t g_max_group;
+
+static char g_log[PATH_MAX];      /* canonical path of ATOMIO_LOG */
+static char **g_globs;
+static int g_nglobs;
+static uint64_t g_log_size;
+static uint32_t g_flags;
+static const char *g_stats_path;
+
+static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* g_files, g_maps */
+static atomio *_Atomic g_st;
+static pid_t g_pid;           /* the process the store belongs to */
+static bool g_forked;
+static struct pfile *g_files;
+static _Atomic int64_t g_inflight; /* asynchronous groups not yet completed */
+static struct atomio_stats g_acc;  /* counters of stores already closed */
+static _Atomic(uint8_t) *g_storefds;
+
+void pl_store_fd(int fd, bool mine)
+{
+	if (g_storefds && fd >= 0 && fd < g_fdtab_n)
+		atomic_store(&g_storefds[fd], mine);
+}
+
+bool pl_is_store_fd(int fd)
+{
+	return g_storefds && fd >= 0 && fd < g_fdtab_n && atomic_load(&g_storefds[fd]);
+}
+
+/* Bound on groups in flight: memory (each holds a copy of its data). */
+#define MAX_INFLIGHT 4096
+
+void pl_msg(const char *path, const char *fmt, ...)
+{
+	char buf[PATH_MAX + 512];
+	int n = snprintf(buf, sizeof(buf), "atomio_preload: %s: ", path ? path : "(store)");
+	va_list ap;
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	real_init();
+	(void)!real.write(2, buf, (size_t)n);
+}
+
+/* --- paths ------------------------------------------------------------------- */
+
+int pl_canon(int dirfd, const char *path, bool follow_last, char *out)
+{
+	char abs[PATH_MAX * 2];
+	if (!path || !*path)
+		return -1;
+	if (path[0] == '/') {
+		snprintf(abs, sizeof(abs), "%s", path);
+	} else {
+		char base[PATH_MAX];
+		if (dirfd == AT_FDCWD) {
+			if (!getcwd(base, sizeof(base)))
+				return -1;
+		} else {
+			char link[64];
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+			ssize_t n = readlink(link, base, sizeof(base) - 1);
+			if (n <= 0)
+				return -1;
+			base[n] = 0;
+		}
+		snprintf(abs, sizeof(abs), "%s/%s", base, path);
+	}
+	if (strlen(abs) >= PATH_MAX)
+		return -1;
+	if (follow_last && realpath(abs, out))
+		return 0;
+	/* Missing (O_CREAT), or the name itself (rename, unlink): the directory
+	 * resolved, the last component kept. */
+	size_t n = strlen(abs);
+	while (n > 1 && abs[n - 1] == '/')
+		abs[--n] = 0;
+	char *slash = strrchr(abs, '/');
+	const char *name = slash + 1;
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -1;
+	char dir[PATH_MAX];
+	if (slash == abs)
+		snprintf(dir, sizeof(dir), "/");
+	else {
+		*slash = 0;
+		if (!realpath(abs, dir))
+			return -1;
+	}
+	if (snprintf(out, PATH_MAX, "%s/%s", strcmp(dir, "/") ? dir : "", name) >= PATH_MAX)
+		return -1;
+	return 0;
+}
+
+bool pl_match(const char *canon)
+{
+	if (!g_active || !strcmp(canon, g_log))
+		return false;
+	const char *name = strrchr(canon, '/');
+	name = name ? name + 1 : canon;
+	for (int i = 0; i < g_nglobs; i++) {
+		/* A pattern with a slash is matched against the whole canonical
+		 * path, one without against the file's name. */
+		const char *subject = strchr(g_globs[i], '/') ? canon : name;
+		if (fnmatch(g_globs[i], subject, 0) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return !strncmp(path, dir, n) && (path[n] == 0 || path[n] == '/');
+}
+
+bool pl_involves(const char *canon)
+{
+	if (pl_match(canon))
+		return true;
+	bool r = false;
+	pthread_mutex_lock(&g_mu);
+	for (struct pfile *f = g_files; f && !r; f = f->next)
+		r = !f->orphan && f->reg_wanted && under(f->path, canon);
+	pthread_mutex_unlock(&g_mu);
+	return r;
+}
+
+/* --- descriptors ----------------------------------------------------------------- */
+
+struct pofd *pofd_new(struct pfile *f, int flags)
+{
+	struct pofd *o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	atomic_init(&o->refs, 1);
+	atomic_fetch_add(&f->nopen, 1);
+	o->f = f;
+	o->flags = flags;
+	pthread_mutex_init(&o->pos_mu, NULL);
+	return o;
+}
+
+void pofd_ref(struct pofd *o) { atomic_fetch_add(&o->refs, 1); }
+
+void pofd_put(struct pofd *o)
+{
+	if (o && atomic_fetch_sub(&o->refs, 1) == 1) {
+		if (atomic_fetch_sub(&o->f->nopen, 1) == 1 && g_group)
+			grp_last_close(o->f);
+		pthread_mutex_destroy(&o->pos_mu);
+		free(o);
+	}
+}
+
+int pofd_set(int fd, struct pofd *o)
+{
+	if (fd < 0 || fd >= g_fdtab_n) {
+		pofd_put(o);
+		return -1;
+	}
+	pofd_put(atomic_exchange(&g_fdtab[fd], o));
+	return 0;
+}
+
+void pofd_drop(int fd)
+{
+	if (fd >= 0 && fd < g_fdtab_n && g_fdtab)
+		pofd_put(atomic_exchange(&g_fdtab[fd], NULL));
+}
+
+/* --- files -------------------------------------------------------------------------- */
+
+struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size)
+{
+	pthread_mutex_lock(&g_mu);
+	struct pfile *f;
+	for (f = g_files; f; f = f->next)
+		if (!f->orphan && f->dev == dev && f->ino == ino)
+			break;
+	if (!f && (f = calloc(1, sizeof(*f)))) {
+		if (!(f->path = strdup(canon))) {
+			free(f);
+			f = NULL;
+		} else {
+			pthread_mutex_init(&f->mu, NULL);
+			f->dev = dev;
+			f->ino = ino;
+			f->id = -1;
+			f->size = size;
+			f->next = g_files; /* files are never freed: lists read without g_mu stay valid */
+			g_files = f;
+		}
+	}
+	pthread_mutex_unlock(&g_mu);
+	return f;
+}
+
+static void done_cb(void *arg, int result)
+{
+	struct pfile *f = arg;
+	pthread_mutex_lock(&f->mu);
+	if (result < 0 && !f->err) {
+		f->err = result;
+		pl_msg(f->path, "a write failed in the store: %s (reported by the next sync)",
+		       atomio_strerror(result));
+	}
+	atomic_fetch_add(&f->done, 1);
+	pthread_mutex_unlock(&f->mu);
+	atomic_fetch_sub(&g_inflight, 1);
+}
+
+int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi)
+{
+	atomic_fetch_add(&g_inflight, 1);
+	int r = atomio_tx_commit_async(tx, done_cb, f);
+	if (r < 0) {
+		atomic_fetch_sub(&g_inflight, 1);
+		return r;
+	}
+	if (atomic_load(&f->done) == atomic_load(&f->issued)) {
+		f->lo = lo;
+		f->hi = hi;
+	} else {
+		f->lo = lo < f->lo ? lo : f->lo;
+		f->hi = hi > f->hi ? hi : f->hi;
+	}
+	atomic_fetch_add(&f->issued, 1);
+	return 0;
+}
+
+int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off)
+{
+	if (g_group)
+		return grp_add(st, f, iov, iovcnt, off);
+	atomio_tx *tx;
+	int r = atomio_tx_begin(st, &tx);
+	if (r < 0)
+		return r;
+	r = iov ? atomio_tx_writev(tx, f->id, iov, iovcnt, off) : atomio_tx_truncate(tx, f->id, off);
+	if (r < 0) {
+		atomio_tx_abort(tx);
+		return r;
+	}
+	int64_t len = 0;
+	for (int i = 0; iov && i < iovcnt; i++)
+		len += (int64_t)iov[i].iov_len;
+	/* The bytes a read must wait for: the written range, or everything a
+	 * size change moves (from the smaller of the old and new size on). */
+	r = pl_queue(st, f, tx, iov ? off : (off < f->size ? off : f->size), iov ? off + len : INT64_MAX);
+	if (r < 0)
+		return r;
+	if (!iov)
+		f->size = off;
+	else if (off + len > f->size)
+		f->size = off + len;
+	return 0;
+}
+
+/* Deliver completions until f's completed groups reach target (f NULL:
+ * until at most inflight_max groups are in flight).  g_rw held (shared or
+ * exclusive) so the store stays open; no file lock held, since the
+ * callbacks take them.  One waiter at a time is the poller: it runs
+ * atomio_poll (which hands each completion to one caller) and wakes the
+ * others after every round, so that a waiter whose groups another thread
+ * delivered does not sleep on in atomio_poll. */
+static pthread_mutex_t g_pmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_pcv = PTHREAD_COND_INITIALIZER;
+static bool g_poller;
+
+static void poll_until(struct pfile *f, uint64_t target, int64_t inflight_max)
+{
+	pthread_mutex_lock(&g_pmu);
+	for (;;) {
+		if (f ? atomic_load(&f->done) >= target : atomic_load(&g_inflight) <= inflight_max)
+			break;
+		if (g_poller) {
+			pthread_cond_wait(&g_pcv, &g_pmu);
+			continue;
+		}
+		g_poller = true;
+		pthread_mutex_unlock(&g_pmu);
+		atomio *st = atomic_load(&g_st);
+		if (!st || atomio_poll(st, 10) == 0)
+			sched_yield(); /* a completion still in another's callback */
+		pthread_mutex_lock(&g_pmu);
+		g_poller = false;
+		pthread_cond_broadcast(&g_pcv);
+	}
+	pthread_mutex_unlock(&g_pmu);
+}
+
+int pl_wait_file(struct pfile *f)
+{
+	pthread_mutex_lock(&f->mu);
+	grp_commit(atomic_load(&g_st), f); /* group mode: the group ends at a sync */
+	uint64_t target = f->issued;
+	pthread_mutex_unlock(&f->mu);
+	poll_until(f, target, 0);
+	pthread_mutex_lock(&f->mu);
+	int r = f->err;
+	pthread_mutex_unlock(&f->mu);
+	return r;
+}
+
+void pl_wait_read(struct pfile *f, int64_t off, int64_t len)
+{
+	pthread_mutex_lock(&f->mu);
+	uint64_t target = f->issued;
+	bool wait = atomic_load(&f->done) < target &&
+		    (len < 0 || (off < f->hi && off + len > f->lo));
+	pthread_mutex_unlock(&f->mu);
+	if (wait)
+		poll_until(f, target, 0);
+}
+
+int pl_wait_all(void)
+{
+	pthread_mutex_lock(&g_mu);
+	struct pfile *list = g_files; /* files are never freed; new ones go in front */
+	pthread_mutex_unlock(&g_mu);
+	int r = 0;
+	for (struct pfile *f = list; f; f = f->next) {
+		int e = pl_wait_file(f);
+		if (e < 0 && !r)
+			r = e;
+	}
+	return r;
+}
+
+void pl_backpressure(void)
+{
+	if (atomic_load(&g_inflight) > MAX_INFLIGHT)
+		poll_until(NULL, 0, MAX_INFLIGHT / 2);
+}
+
+/* --- the store ---------------------------------------------------------------------------- */
+
+void pl_hold(void) { pthread_rwlock_rdlock(&g_rw); }
+void pl_release(void) { pthread_rwlock_unlock(&g_rw); }
+void pl_lock_excl(void) { pthread_rwlock_wrlock(&g_rw); }
+void pl_unlock_excl(void) { pthread_rwlock_unlock(&g_rw); }
+
+bool pl_not_owner(void)
+{
+	/* getpid() also catches a vfork child, which runs no fork handler. */
+	return g_forked || (g_pid && getpid() != g_pid);
+}
+
+static int open_store(atomio **out)
+{
+	char err[512] = "";
+	struct atomio_options o = {.log_size = g_log_size, .flags = ATOMIO_CREATE | g_flags,
+				   .errbuf = err, .errbuf_size = sizeof(err)};
+	int r = atomio_open(g_log, &o, out);
+	if (r < 0)
+		pl_msg(g_log, "cannot open the store: %s%s%s", atomio_strerror(r), err[0] ? ": " : "", err);
+	return r;
+}
+
+int pl_register(atomio *st, struct pfile *f, int oflags, mode_t mode)
+{
+	int id = atomio_file_open(st, f->path, oflags & (O_CREAT | O_EXCL), mode);
+	if (id < 0)
+		return id;
+	struct stat a;
+	int afd = atomio_file_fd(st, id);
+	if (afd < 0 || real.fstat(afd, &a) < 0 || a.st_dev != f->dev || a.st_ino != f->ino) {
+		/* The path now names another file: this descriptor's file was
+		 * replaced behind our back. */
+		f->orphan = true;
+		pl_msg(f->path, "the path names another file now; its old descriptors are no longer protected");
+		return -ESTALE;
+	}
+	f->id = id;
+	f->reg_wanted = true;
+	struct atomio_caps c;
+	if (!g_max_group && atomio_caps(st, -1, &c) == 0)
+		g_max_group = c.max_group_bytes;
+	return 0;
+}
+
+atomio *pl_store_now(void) { return atomic_load(&g_st); }
+
+atomio *pl_store(const char *why_path)
+{
+	atomio *st = atomic_load(&g_st);
+	if (st && !pl_not_owner())
+		return st;
+	if (pl_not_owner()) {
+		pl_msg(why_path, "refused: the store belongs to the parent process (writes to protected "
+				 "files after fork are not supported)");
+		errno = EPERM;
+		return NULL;
+	}
+	pthread_mutex_lock(&g_open_mu);
+	st = atomic_load(&g_st);
+	int r = 0;
+	if (!st) {
+		r = open_store(&st);
+		if (r == 0) {
+			g_pid = getpid();
+			struct atomio_caps c;
+			if (atomio_caps(st, -1, &c) == 0)
+				g_max_group = c.max_group_bytes;
+			/* Files that were registered before a restart: again. */
+			pthread_mutex_lock(&g_mu);
+			struct pfile *list = g_files;
+			pthread_mutex_unlock(&g_mu);
+			for (struct pfile *f = list; f; f = f->next) {
+				pthread_mutex_lock(&f->mu);
+				if (f->reg_wanted && !f->orphan && f->id < 0) {
+					int e = pl_register(st, f, 0, 0);
+					if (e < 0 && e != -ESTALE) {
+						f->orphan = true;
+						pl_msg(f->path, "cannot register it again (%s); its descriptors are "
+								"no longer protected", atomio_strerror(e));
+					}
+				}
+				pthread_mutex_unlock(&f->mu);
+			}
+			atomic_store(&g_st, st);
+		}
+	}
+	pthread_mutex_unlock(&g_open_mu);
+	if (r < 0) {
+		errno = r == -EBUSY ? EBUSY : pl_errno(r);
+		return NULL;
+	}
+	return st;
+}
+
+static void acc_stats(atomio *st)
+{
+	struct atomio_stats s;
+	if (atomio_stats(st, &s) < 0)
+		return;
+	uint64_t *a = (uint64_t *)&g_acc, *b = (uint64_t *)&s;
+	for (size_t i = 0; i < sizeof(s) / sizeof(uint64_t); i++)
+		a[i] += b[i];
+}
+
+int pl_store_restart_locked(void)
+{
+	atomio *st = atomic_load(&g_st);
+	if (!st || pl_not_owner())
+		return 0;
+	pl_wait_all(); /* group mode: pending groups committed first */
+	poll_until(NULL, 0, 0);
+	acc_stats(st);
+	/* The close checkpoints: every group home and synced, the log empty,
+	 * so no record names a path that is about to change. */
+	int r = atomio_close(st);
+	atomic_store(&g_st, NULL);
+	pthread_mutex_lock(&g_mu);
+	for (struct pfile *f = g_files; f; f = f->next)
+		f->id = -1;
+	pthread_mutex_unlock(&g_mu);
+	if (r < 0)
+		pl_msg(g_log, "closing the store: %s", atomio_strerror(r));
+	return r;
+}
+
+void pl_file_moved(const char *from, const char *to)
+{
+	pthread_mutex_lock(&g_mu);
+	for (struct pfile *f = g_files; f; f = f->next) {
+		if (f->orphan)
+			continue;
+		if (under(f->path, to) && !under(f->path, from)) {
+			f->orphan = true; /* replaced by the rename */
+		} else if (under(f->path, from)) {
+			size_t n = strlen(from);
+			char *p = malloc(strlen(to) + strlen(f->path + n) + 1);
+			if (!p) {
+				f->orphan = true;
+				continue;
+			}
+			strcpy(p, to);
+			strcat(p, f->path + n);
+			free(f->path);
+			f->path = p;
+		}
+	}
+	pthread_mutex_unlock(&g_mu);
+}
+
+void pl_file_gone(const char *path)
+{
+	pthread_mutex_lock(&g_mu);
+	for (struct pfile *f = g_files; f; f = f->next)
+		if (!f->orphan && !strcmp(f->path, path))
+			f->orphan = true;
+	pthread_mutex_unlock(&g_mu);
+}
+
+/* --- mappings ----------------------------------------------------------------------------------- */
+
+struct pmap {
+	uintptr_t addr, len;
+	struct pfile *f;
+	struct pmap *next;
+};
+static struct pmap *g_maps;
+
+void pl_map_add(void *addr, size_t len, struct pfile *f)
+{
+	struct pmap *m = malloc(sizeof(*m));
+	if (!m)
+		return; /* msync of it then waits for nothing: reads stay correct */
+	*m = (struct pmap){(uintptr_t)addr, len, f, NULL};
+	pthread_mutex_lock(&g_mu);
+	m->next = g_maps;
+	g_maps = m;
+	pthread_mutex_unlock(&g_mu);
+}
+
+void pl_map_del(void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	pthread_mutex_lock(&g_mu);
+	for (struct pmap **p = &g_maps; *p;) {
+		struct pmap *m = *p;
+		if (m->addr >= a && m->addr + m->len <= a + len) {
+			*p = m->next;
+			free(m);
+		} else {
+			p = &m->next;
+		}
+	}
+	pthread_mutex_unlock(&g_mu);
+}
+
+struct pfile *pl_map_find(void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct pfile *f = NULL;
+	pthread_mutex_lock(&g_mu);
+	for (struct pmap *m = g_maps; m && !f; m = m->next)
+		if (a < m->addr + m->len && a + len > m->addr)
+			f = m->f;
+	pthread_mutex_unlock(&g_mu);
+	return f;
+}
+
+/* --- start, fork, exit ---------------------------------------------------------------------------- */
+
+static void at_prepare(void)
+{
+	if (!g_active)
+		return;
+	/* No call of ours runs during the fork, and nothing is in flight: the
+	 * child's copy of every lock is free and every file's count settled. */
+	pl_lock_excl();
+	if (!pl_not_owner() && atomic_load(&g_st)) {
+		pl_wait_all(); /* group mode: a fork ends the pending groups */
+		poll_until(NULL, 0, 0);
+	}
+}
+static void at_parent(void)
+{
+	if (g_active)
+		pl_unlock_excl();
+}
+static void at_child(void)
+{
+	if (!g_active)
+		return;
+	pthread_rwlock_init(&g_rw, NULL);
+	pthread_mutex_init(&g_open_mu, NULL);
+	pthread_mutex_init(&g_pmu, NULL);
+	pthread_cond_init(&g_pcv, NULL);
+	g_poller = false;
+	pthread_mutex_init(&g_mu, NULL);
+	/* An open store is the parent's; without one the child may open its own
+	 * (and the parent then gets EBUSY, as any second process). */
+	g_forked = atomic_load(&g_st) != NULL;
+	if (!g_forked)
+		g_pid = 0;
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; break;
+	case 'm': case 'M': v <<= 20; break;
+	case 'g': case 'G': v <<= 30; break;
+	default: break;
+	}
+	return v;
+}
+
+static void recover_at_start(void)
+{
+	int fd = real.open(g_log, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return; /* no log yet: created by the first write */
+	/* Held by another process (it recovered when it opened the store):
+	 * nothing to do, and no 250 ms wait inside atomio_open for it. */
+	bool busy = flock(fd, LOCK_EX | LOCK_NB) < 0;
+	real.close(fd);
+	if (busy)
+		return;
+	atomio *st;
+	if (open_store(&st) < 0)
+		return; /* reported; the first write reports again */
+	acc_stats(st);
+	int r = atomio_close(st);
+	if (r < 0)
+		pl_msg(g_log, "closing the store after recovery: %s", atomio_strerror(r));
+}
+
+__attribute__((constructor)) void pl_init(void)
+{
+	real_init();
+	const char *log = getenv("ATOMIO_LOG"), *files = getenv("ATOMIO_FILES");
+	if (!log || !*log || !files || !*files)
+		return;
+	if (pl_canon(AT_FDCWD, log, true, g_log) < 0) {
+		pl_msg(log, "ATOMIO_LOG: its directory does not exist; nothing is protected");
+		return;
+	}
+	char *copy = strdup(files);
+	if (!copy)
+		return;
+	for (char *p = copy; p; p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL)
+		g_nglobs++;
+	g_globs = calloc((size_t)g_nglobs, sizeof(char *));
+	if (!g_globs)
+		return;
+	g_nglobs = 0;
+	for (char *tok = strtok(copy, ":"); tok; tok = strtok(NULL, ":"))
+		g_globs[g_nglobs++] = tok;
+	const char *v;
+	if ((v = getenv("ATOMIO_LOG_SIZE")) && *v)
+		g_log_size = parse_size(v);
+	if ((v = getenv("ATOMIO_COMPRESS")) && !strcmp(v, "0"))
+		g_flags |= ATOMIO_NO_COMPRESS;
+	if ((v = getenv("ATOMIO_GROUP")) && !strcmp(v, "1"))
+		g_group = true;
+	if ((v = getenv("ATOMIO_STATS")) && *v)
+		g_stats_path = v;
+	if ((v = getenv("ATOMIO_PRELOAD_TRACE")) && *v)
+		real_trace_open(v);
+	struct rlimit rl;
+	rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_max : 1024;
+	if (n == RLIM_INFINITY || n > (1u << 20))
+		n = 1u << 20;
+	if (n < 1024)
+		n = 1024;
+	g_fdtab = calloc(n, sizeof(*g_fdtab));
+	g_storefds = calloc(n, 1);
+	if (!g_fdtab || !g_storefds)
+		return;
+	g_fdtab_n = (int)n;
+	real_install_ops();
+	pthread_atfork(at_prepare, at_parent, at_child);
+	g_active = true;
+	recover_at_start();
+	pl_adopt_inherited();
+}
+
+/* Append the counters to ATOMIO_STATS (at exit, and before an exec, which
+ * runs no destructor), then start counting again. */
+void pl_stats_flush(void)
+{
+	if (g_stats_path) {
+		int fd = real.open(g_stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			char b[512];
+			int n = snprintf(b, sizeof(b),
+					 "pid=%d commits=%llu log_syncs=%llu batches=%llu bytes_raw=%llu "
+					 "bytes_logged=%llu bytes_home=%llu bytes_checkpointed=%llu "
+					 "checkpoints=%llu groups_recovered=%llu\n",
+					 (int)getpid(), (unsigned long long)g_acc.commits,
+					 (unsigned long long)g_acc.log_syncs, (unsigned long long)g_acc.batches,
+					 (unsigned long long)g_acc.bytes_raw, (unsigned long long)g_acc.bytes_logged,
+					 (unsigned long long)g_acc.bytes_home,
+					 (unsigned long long)g_acc.bytes_checkpointed,
+					 (unsigned long long)g_acc.checkpoints,
+					 (unsigned long long)g_acc.groups_recovered);
+			(void)!real.write(fd, b, (size_t)n);
+			real.close(fd);
+		}
+	}
+	memset(&g_acc, 0, sizeof(g_acc));
+}
+
+__attribute__((destructor)) static void pl_fini(void)
+{
+	if (!g_active || pl_not_owner())
+		return;
+	pl_lock_excl();
+	atomio *st = atomic_load(&g_st);
+	if (st) {
+		pl_wait_all(); /* group mode: what was written since the last sync */
+		poll_until(NULL, 0, 0);
+		acc_stats(st);
+		int r = atomio_close(st);
+		if (r < 0)
+			pl_msg(g_log, "closing the store at exit: %s", atomio_strerror(r));
+		atomic_store(&g_st, NULL);
+	}
+	pl_stats_flush();
+	pl_unlock_excl();
+}
+
+void pl_adopt_inherited(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	int self = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		if (*end || fd == self || fd < 0)
+			continue;
+		char link[64], path[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/self/fd/%ld", fd);
+		ssize_t n = readlink(link, path, sizeof(path) - 1);
+		if (n <= 0 || path[0] != '/')
+			continue;
+		path[n] = 0;
+		struct stat sb;
+		if (!pl_match(path) || real.fstat((int)fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+			continue;
+		int fl = real.fcntl((int)fd, F_GETFL);
+		struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
+		struct pofd *o = f ? pofd_new(f, fl) : NULL;
+		if (o)
+			pofd_set((int)fd, o);
+	}
+	closedir(d);
+}

@@ -1,0 +1,1081 @@
+/*
+ * wrap.c: the interposed libc functions.
+ *
+ * Each one looks its descriptor up in the table (pofd_of: one atomic load)
+ * and, when it is not protected, calls libc at once.  Protected descriptors:
+ *
+ *   write, pwrite, writev, pwritev, pwritev2   one asynchronous group each
+ *       (at most the largest group the log takes: a short count beyond it);
+ *       O_SYNC/O_DSYNC descriptors and RWF_SYNC/RWF_DSYNC wait for it
+ *   fsync, fdatasync, sync_file_range(WAIT_AFTER), msync, sync, syncfs
+ *       wait for the file's (every file's) groups issued so far
+ *   read, pread, readv, preadv, preadv2, fstat, lseek(SEEK_DATA/HOLE), mmap
+ *       wait when a pending group may change what they see
+ *   ftruncate, truncate, open(O_TRUNC), fallocate(0 or KEEP_SIZE),
+ *   posix_fallocate    size changes are groups, ordered with the writes
+ *   fallocate (other modes)        refused: EOPNOTSUPP
+ *   mmap(PROT_WRITE, MAP_SHARED)   refused: EACCES (stores would bypass the log)
+ *   copy_file_range, sendfile, splice into one   refused: EXDEV / EINVAL
+ *   fopen, freopen, fdopen for writing           refused: EPERM (stdio's
+ *       writes are inside libc, where no wrapper sees them)
+ *   rename, unlink of one          the store is closed around it (state.c)
+ *   exec                           the store is closed first
+ *   dup, dup2, dup3, fcntl(F_DUPFD*) the new descriptor shares the entry
+ *   O_DIRECT       the kernel's alignment rules are checked (EINVAL), the data
+ *                  goes through the log like any other
+ *   lseek(SEEK_END), O_APPEND      use the size every issued group leaves
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dlfcn.h>
+#include <linux/aio_abi.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preload.h"
+#include "sys.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+extern char **environ;
+
+#define REAL(name) (real.name ? real.name : (real_init(), real.name))
+
+static inline bool is_prot(struct pofd *o) { return o && !o->f->orphan; }
+
+static int fail(int e)
+{
+	errno = e;
+	return -1;
+}
+
+/* --- open -------------------------------------------------------------------- */
+
+static void set_dio(struct pfile *f, int fd)
+{
+	if (f->dio_off)
+		return;
+	struct atomio_statx sx;
+	memset(&sx, 0, sizeof(sx));
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, ATOMIO_STATX_DIOALIGN, &sx) == 0 &&
+	    (sx.stx_mask & ATOMIO_STATX_DIOALIGN) && sx.stx_dio_offset_align) {
+		f->dio_off = sx.stx_dio_offset_align;
+		f->dio_mem = sx.stx_dio_mem_align ? sx.stx_dio_mem_align : f->dio_off;
+	} else {
+		f->dio_off = f->dio_mem = 512; /* the logical block size of nearly every device */
+	}
+}
+
+static int attach(int fd, const char *canon, int flags, atomio *st, int id)
+{
+	struct stat sb;
+	if (REAL(fstat)(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+		return 0; /* not a regular file: nothing to protect */
+	struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, canon, sb.st_size);
+	struct pofd *o = f ? pofd_new(f, flags) : NULL;
+	if (!o)
+		return -ENOMEM;
+	if (st) {
+		pthread_mutex_lock(&f->mu);
+		int r = 0;
+		if (f->id < 0) {
+			struct stat a;
+			int afd = atomio_file_fd(st, id);
+			if (afd < 0 || REAL(fstat)(afd, &a) < 0 || a.st_dev != sb.st_dev || a.st_ino != sb.st_ino)
+				r = -EAGAIN; /* replaced between the two opens */
+			else {
+				f->id = id;
+				f->reg_wanted = true;
+			}
+		}
+		if (r == 0 && (flags & O_TRUNC))
+			r = pl_issue(st, f, NULL, 0, 0);
+		pthread_mutex_unlock(&f->mu);
+		if (r < 0) {
+			pofd_put(o);
+			return r;
+		}
+	}
+	if (flags & O_DIRECT)
+		set_dio(f, fd);
+	if (pofd_set(fd, o) < 0) {
+		pl_msg(canon, "descriptor %d is above the table's %d entries", fd, g_fdtab_n);
+		return -EMFILE;
+	}
+	return 0;
+}
+
+static int p_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (!g_active || (flags & O_PATH) || (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY))
+		return REAL(openat)(dirfd, path, flags, mode);
+	char canon[PATH_MAX];
+	if (pl_canon(dirfd, path, true, canon) < 0 || !pl_match(canon))
+		return REAL(openat)(dirfd, path, flags, mode);
+	if (flags & O_NOFOLLOW) {
+		struct stat sb;
+		if (fstatat(dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+			return REAL(openat)(dirfd, path, flags, mode); /* fails with ELOOP */
+	}
+	bool writable = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+	pl_hold();
+	atomio *st = NULL;
+	int id = -1, fd;
+	if (writable) {
+		st = pl_store(canon);
+		if (!st) {
+			int e = errno;
+			pl_release();
+			errno = e;
+			return -1;
+		}
+		/* atomio creates the file, syncs it and its directory, and records
+		 * it in the catalog before anything is written to it. */
+		id = atomio_file_open(st, canon, flags & (O_CREAT | O_EXCL | O_NOFOLLOW), mode);
+		if (id < 0) {
+			pl_release();
+			if (id != -ENOENT && id != -EEXIST && id != -EACCES)
+				pl_msg(canon, "open refused by the store: %s", atomio_strerror(id));
+			errno = pl_errno(id);
+			return -1;
+		}
+		fd = REAL(openat)(AT_FDCWD, canon, flags & ~(O_CREAT | O_EXCL | O_TRUNC), 0);
+	} else {
+		fd = REAL(openat)(dirfd, path, flags, mode);
+	}
+	if (fd >= 0) {
+		int r = attach(fd, canon, flags, st, id);
+		if (r < 0) {
+			REAL(close)(fd);
+			pofd_drop(fd);
+			pl_release();
+			errno = -r;
+			return -1;
+		}
+	}
+	int e = errno;
+	pl_release();
+	errno = e;
+	return fd;
+}
+
+#define MODE_ARG(flags, mode)                                      \
+	mode_t mode = 0;                                           \
+	if ((flags) & O_CREAT || ((flags) & O_TMPFILE) == O_TMPFILE) { \
+		va_list ap;                                        \
+		va_start(ap, flags);                               \
+		mode = (mode_t)va_arg(ap, int);                    \
+		va_end(ap);                                        \
+	}
+
+EXPORT int open(const char *path, int flags, ...) { MODE_ARG(flags, mode); return p_open(AT_FDCWD, path, flags, mode); }
+EXPORT int open64(const char *path, int flags, ...) { MODE_ARG(flags, mode); return p_open(AT_FDCWD, path, flags, mode); }
+EXPORT int openat(int dirfd, const char *path, int flags, ...) { MODE_ARG(flags, mode); return p_open(dirfd, path, flags, mode); }
+EXPORT int openat64(int dirfd, const char *path, int flags, ...) { MODE_ARG(flags, mode); return p_open(dirfd, path, flags, mode); }
+EXPORT int __open_2(const char *path, int flags) { return p_open(AT_FDCWD, path, flags, 0); }
+EXPORT int __open64_2(const char *path, int flags) { return p_open(AT_FDCWD, path, flags, 0); }
+EXPORT int __openat_2(int dirfd, const char *path, int flags) { return p_open(dirfd, path, flags, 0); }
+EXPORT int __openat64_2(int dirfd, const char *path, int flags) { return p_open(dirfd, path, flags, 0); }
+EXPORT int creat(const char *path, mode_t mode) { return p_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+EXPORT int creat64(const char *path, mode_t mode) { return p_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+
+/* --- close, dup ------------------------------------------------------------------ */
+
+EXPORT int close(int fd)
+{
+	/* Dropped before the close: once the number is free another thread's
+	 * open may get it. */
+	if (pofd_of(fd))
+		pofd_drop(fd);
+	else if (pl_is_store_fd(fd))
+		return fail(EBADF); /* not the program's: the store's log or a data file's twin */
+	return REAL(close)(fd);
+}
+
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (g_fdtab && !(flags & CLOSE_RANGE_CLOEXEC))
+		for (unsigned fd = first; fd <= last && fd < (unsigned)g_fdtab_n; fd++)
+			if (pofd_of((int)fd))
+				pofd_drop((int)fd);
+	if (!REAL(close_range)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real.close_range(first, last, flags);
+}
+
+static int dup_to(int old, int r)
+{
+	if (r < 0 || r == old)
+		return r;
+	struct pofd *o = pofd_of(old);
+	if (o) {
+		pofd_ref(o);
+		pofd_set(r, o);
+	} else if (pofd_of(r)) {
+		pofd_drop(r); /* dup2 onto a protected descriptor closed it */
+	}
+	return r;
+}
+
+EXPORT int dup(int fd) { return dup_to(fd, REAL(dup)(fd)); }
+EXPORT int dup2(int old, int newfd) { return dup_to(old, REAL(dup2)(old, newfd)); }
+EXPORT int dup3(int old, int newfd, int flags) { return dup_to(old, REAL(dup3)(old, newfd, flags)); }
+
+static int p_fcntl(int fd, int cmd, void *arg)
+{
+	int r = REAL(fcntl)(fd, cmd, arg);
+	if (r < 0)
+		return r;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		return dup_to(fd, r);
+	struct pofd *o;
+	if (cmd == F_SETFL && (o = pofd_of(fd))) {
+		int e = errno;
+		int fl = REAL(fcntl)(fd, F_GETFL);
+		if (fl >= 0) {
+			int keep = O_APPEND | O_DIRECT | O_NONBLOCK | O_NOATIME;
+			o->flags = (o->flags & ~keep) | (fl & keep);
+			if (fl & O_DIRECT)
+				set_dio(o->f, fd);
+		}
+		errno = e;
+	}
+	return r;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return p_fcntl(fd, cmd, arg);
+}
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return p_fcntl(fd, cmd, arg);
+}
+
+/* --- writes ---------------------------------------------------------------------- */
+
+static bool dio_ok(struct pofd *o, const struct iovec *iov, int cnt, off_t off)
+{
+	struct pfile *f = o->f;
+	if (!(o->flags & O_DIRECT) || !f->dio_off)
+		return true;
+	bool ok = off < 0 || off % f->dio_off == 0;
+	for (int i = 0; i < cnt && ok; i++)
+		ok = iov[i].iov_len % f->dio_off == 0 && (uintptr_t)iov[i].iov_base % f->dio_mem == 0;
+	if (!ok && !f->warned_direct) {
+		f->warned_direct = true;
+		pl_msg(f->path, "O_DIRECT write not aligned to %u bytes (buffers to %u): EINVAL, as the "
+				"kernel would", f->dio_off, f->dio_mem);
+	}
+	return ok;
+}
+
+/* One write of a protected descriptor.  off < 0 with at_pos: the position. */
+static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
+		       int rwf)
+{
+	struct pfile *f = o->f;
+	if ((o->flags & O_ACCMODE) == O_RDONLY)
+		return fail(EBADF);
+	if (cnt < 0 || cnt > IOV_MAX || (!at_pos && off < 0))
+		return fail(EINVAL);
+	size_t total = 0;
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > SSIZE_MAX - total)
+			return fail(EINVAL);
+		total += iov[i].iov_len;
+	}
+	bool append = (o->flags & O_APPEND) || (rwf & RWF_APPEND);
+	if (!dio_ok(o, iov, cnt, append ? 0 : (at_pos ? 0 : off)))
+		return fail(EINVAL);
+	if (total == 0)
+		return 0;
+	pl_hold();
+	atomio *st = pl_store(f->path);
+	if (!st) {
+		int e = errno;
+		pl_release();
+		return fail(e);
+	}
+	/* A write larger than one group is cut short (write(2) may return
+	 * less than asked; callers write the rest). */
+	struct iovec *v = NULL, one[1];
+	int vn = cnt;
+	const struct iovec *use = iov;
+	if (g_max_group && total > g_max_group) {
+		size_t left = (size_t)g_max_group;
+		if (o->flags & O_DIRECT && f->dio_off)
+			left -= left % f->dio_off;
+		v = cnt <= 1 ? one : malloc(sizeof(*v) * (size_t)cnt);
+		if (!v) {
+			pl_release();
+			return fail(ENOMEM);
+		}
+		vn = 0;
+		for (int i = 0; i < cnt && left; i++) {
+			v[vn] = iov[i];
+			if (v[vn].iov_len > left)
+				v[vn].iov_len = left;
+			left -= v[vn].iov_len;
+			total -= iov[i].iov_len - v[vn].iov_len;
+			vn++;
+		}
+		for (int i = vn; i < cnt; i++)
+			total -= iov[i].iov_len;
+		use = v;
+	}
+	pl_backpressure();
+	bool pos = at_pos && off < 0;
+	if (pos)
+		pthread_mutex_lock(&o->pos_mu);
+	pthread_mutex_lock(&f->mu);
+	int r = f->id < 0 ? pl_register(st, f, 0, 0) : 0;
+	if (r == 0) {
+		if (append)
+			off = f->size;
+		else if (pos)
+			off = REAL(lseek)(fd, 0, SEEK_CUR);
+		r = off < 0 ? -errno : pl_issue(st, f, use, vn, off);
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (r == 0 && pos)
+		REAL(lseek)(fd, off + (off_t)total, SEEK_SET);
+	if (pos)
+		pthread_mutex_unlock(&o->pos_mu);
+	if (v && v != one)
+		free(v);
+	if (r == 0) {
+		real_trace_mark(TR_PWRITE, total, 0);
+		/* O_SYNC/O_DSYNC: durable before the call returns, as the
+		 * kernel's flags promise. */
+		if ((o->flags & (O_SYNC | O_DSYNC)) || (rwf & (RWF_SYNC | RWF_DSYNC))) {
+			r = pl_wait_file(f);
+			if (r == 0)
+				real_trace_mark(TR_PSYNC, 0, 0);
+		}
+	}
+	pl_release();
+	if (r < 0) {
+		if (r != -ESTALE)
+			return fail(pl_errno(r));
+		/* Replaced under us: the descriptor is an ordinary one now. */
+		return REAL(pwritev2)(fd, iov, cnt, at_pos ? -1 : off, rwf);
+	}
+	return (ssize_t)total;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(write)(fd, buf, n);
+	struct iovec v = {(void *)buf, n};
+	return p_write(fd, o, &v, 1, -1, true, 0);
+}
+
+EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(pwrite)(fd, buf, n, off);
+	struct iovec v = {(void *)buf, n};
+	return p_write(fd, o, &v, 1, off, false, 0);
+}
+EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(writev)(fd, iov, cnt);
+	return p_write(fd, o, iov, cnt, -1, true, 0);
+}
+
+EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(pwritev2)(fd, iov, cnt, off, 0);
+	return p_write(fd, o, iov, cnt, off, false, 0);
+}
+EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) { return pwritev(fd, iov, cnt, off); }
+
+EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(pwritev2)(fd, iov, cnt, off, flags);
+	/* RWF_HIPRI and RWF_NOWAIT are hints; the group never blocks on the
+	 * device anyway.  Unknown flags are the kernel's to refuse. */
+	if (flags & ~(RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND))
+		return fail(EOPNOTSUPP);
+	return p_write(fd, o, iov, cnt, off, off == -1, flags);
+}
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	return pwritev2(fd, iov, cnt, off, flags);
+}
+
+/* --- reads ------------------------------------------------------------------------ */
+
+static void before_read(int fd, struct pofd *o, off_t off, size_t len)
+{
+	struct pfile *f = o->f;
+	if (g_group) {
+		/* A reader the wrappers cannot serve from the pending group
+		 * (mmap, copies, stdio): the group ends here. */
+		pthread_mutex_lock(&f->mu);
+		bool pending = grp_pending(f);
+		pthread_mutex_unlock(&f->mu);
+		if (pending) {
+			pl_hold();
+			pl_wait_file(f);
+			pl_release();
+			return;
+		}
+	}
+	if (atomic_load(&f->done) == atomic_load(&f->issued))
+		return; /* racy but safe: a group issued after this check is one the read may miss */
+	pl_hold();
+	if (off < 0)
+		off = REAL(lseek)(fd, 0, SEEK_CUR);
+	pl_wait_read(f, off < 0 ? 0 : off, off < 0 || len > INT64_MAX / 2 ? -1 : (int64_t)len);
+	pl_release();
+}
+
+/* Group mode: a read served from the pending group.  true = done, *r set. */
+static bool group_read(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
+		       ssize_t *r)
+{
+	if (!g_group)
+		return false;
+	if ((o->flags & O_ACCMODE) == O_WRONLY) {
+		*r = fail(EBADF);
+		return true;
+	}
+	pl_hold();
+	ssize_t n;
+	bool done = grp_read(fd, o->f, iov, cnt, off, at_pos, &n);
+	pl_release();
+	if (done)
+		*r = n < 0 ? fail((int)-n) : n;
+	return done;
+}
+
+static size_t iov_len(const struct iovec *iov, int cnt)
+{
+	size_t t = 0;
+	for (int i = 0; iov && i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	struct iovec v = {buf, n};
+	if (is_prot(o) && group_read(fd, o, &v, 1, -1, true, &r))
+		return r;
+	if (is_prot(o))
+		before_read(fd, o, -1, n);
+	return REAL(read)(fd, buf, n);
+}
+
+EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	struct iovec v = {buf, n};
+	if (is_prot(o) && off >= 0 && group_read(fd, o, &v, 1, off, false, &r))
+		return r;
+	if (is_prot(o))
+		before_read(fd, o, off, n);
+	return REAL(pread)(fd, buf, n, off);
+}
+EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && group_read(fd, o, iov, cnt, -1, true, &r))
+		return r;
+	if (is_prot(o))
+		before_read(fd, o, -1, iov_len(iov, cnt));
+	return REAL(readv)(fd, iov, cnt);
+}
+
+EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	struct pofd *o = pofd_of(fd);
+	ssize_t r;
+	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && off >= -1 &&
+	    group_read(fd, o, iov, cnt, off, off == -1, &r))
+		return r;
+	if (is_prot(o))
+		before_read(fd, o, off, iov_len(iov, cnt));
+	return REAL(preadv2)(fd, iov, cnt, off, flags);
+}
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	return preadv2(fd, iov, cnt, off, flags);
+}
+EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv2(fd, iov, cnt, off, 0); }
+EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv2(fd, iov, cnt, off, 0); }
+
+/* _FORTIFY_SOURCE's checked reads (glibc calls its own read inside them). */
+extern void __chk_fail(void) __attribute__((noreturn));
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return pread(fd, buf, n, off);
+}
+EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	return __pread_chk(fd, buf, n, off, buflen);
+}
+
+EXPORT int fstat(int fd, struct stat *sb)
+{
+	struct pofd *o = pofd_of(fd);
+	int r = REAL(fstat)(fd, sb);
+	if (r == 0 && is_prot(o) && (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
+		/* The size as every issued group (and the pending one) leaves
+		 * it, without waiting (blocks and times follow later). */
+		pthread_mutex_lock(&o->f->mu);
+		if (grp_pending(o->f) || atomic_load(&o->f->done) != atomic_load(&o->f->issued))
+			sb->st_size = o->f->size;
+		pthread_mutex_unlock(&o->f->mu);
+	}
+	return r;
+}
+EXPORT int fstat64(int fd, struct stat64 *sb) { return fstat(fd, (struct stat *)sb); }
+
+static off_t p_lseek(int fd, off_t off, int whence)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(lseek)(fd, off, whence);
+	if (whence == SEEK_END) {
+		pthread_mutex_lock(&o->f->mu);
+		int64_t size = o->f->size;
+		pthread_mutex_unlock(&o->f->mu);
+		if (off > INT64_MAX - size || size + off < 0)
+			return fail(EINVAL);
+		return REAL(lseek)(fd, size + off, SEEK_SET);
+	}
+	if (whence == SEEK_DATA || whence == SEEK_HOLE)
+		before_read(fd, o, 0, SIZE_MAX);
+	return REAL(lseek)(fd, off, whence);
+}
+EXPORT off_t lseek(int fd, off_t off, int whence) { return p_lseek(fd, off, whence); }
+EXPORT off_t lseek64(int fd, off_t off, int whence) { return p_lseek(fd, off, whence); }
+
+/* --- syncs ------------------------------------------------------------------------ */
+
+static int p_sync(struct pofd *o)
+{
+	pl_hold();
+	int r = pl_wait_file(o->f);
+	pl_release();
+	if (r < 0)
+		return fail(pl_errno(r));
+	real_trace_mark(TR_PSYNC, 0, 0);
+	return 0;
+}
+
+/* A completed group is durable in the log (atomio's commit waited for the
+ * device), and the store's checkpoint syncs the file before that log space
+ * is reused: the file itself needs no fsync here. */
+EXPORT int fsync(int fd)
+{
+	struct pofd *o = pofd_of(fd);
+	return is_prot(o) ? p_sync(o) : REAL(fsync)(fd);
+}
+
+EXPORT int fdatasync(int fd)
+{
+	struct pofd *o = pofd_of(fd);
+	return is_prot(o) ? p_sync(o) : REAL(fdatasync)(fd);
+}
+
+EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned flags)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(sync_file_range)(fd, off, n, flags);
+	if (off < 0 || n < 0 || (flags & ~(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+					   SYNC_FILE_RANGE_WAIT_AFTER)))
+		return fail(EINVAL);
+	/* Starting writeback (WRITE alone) is the store's business: only
+	 * WAIT_AFTER promises anything, and gets the sync. */
+	return flags & SYNC_FILE_RANGE_WAIT_AFTER ? p_sync(o) : 0;
+}
+
+static int sync_all(void)
+{
+	if (!g_active)
+		return 0;
+	pl_hold();
+	int r = pl_wait_all();
+	pl_release();
+	return r;
+}
+
+EXPORT void sync(void)
+{
+	sync_all();
+	REAL(sync)();
+}
+
+EXPORT int syncfs(int fd)
+{
+	int r = sync_all();
+	int s = REAL(syncfs)(fd);
+	return r < 0 ? fail(pl_errno(r)) : s;
+}
+
+EXPORT int msync(void *addr, size_t len, int flags)
+{
+	struct pfile *f = g_active ? pl_map_find(addr, len) : NULL;
+	if (f && !f->orphan) {
+		pl_hold();
+		int r = pl_wait_file(f);
+		pl_release();
+		if (r < 0)
+			return fail(pl_errno(r));
+	}
+	return REAL(msync)(addr, len, flags);
+}
+
+/* --- size changes --------------------------------------------------------------------- */
+
+static int p_resize(struct pofd *o, off_t size, bool only_grow)
+{
+	struct pfile *f = o->f;
+	pl_hold();
+	atomio *st = pl_store(f->path);
+	if (!st) {
+		int e = errno;
+		pl_release();
+		return fail(e);
+	}
+	pthread_mutex_lock(&f->mu);
+	int r = f->id < 0 ? pl_register(st, f, 0, 0) : 0;
+	if (r == 0 && (!only_grow || size > f->size))
+		r = pl_issue(st, f, NULL, 0, size);
+	pthread_mutex_unlock(&f->mu);
+	if (r == 0 && (o->flags & (O_SYNC | O_DSYNC)))
+		r = pl_wait_file(f);
+	pl_release();
+	return r < 0 ? fail(pl_errno(r)) : 0;
+}
+
+static int p_ftruncate(int fd, off_t size)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(ftruncate)(fd, size);
+	if (size < 0 || (o->flags & O_ACCMODE) == O_RDONLY)
+		return fail(EINVAL);
+	return p_resize(o, size, false);
+}
+EXPORT int ftruncate(int fd, off_t size) { return p_ftruncate(fd, size); }
+EXPORT int ftruncate64(int fd, off_t size) { return p_ftruncate(fd, size); }
+
+static int p_truncate(const char *path, off_t size)
+{
+	char canon[PATH_MAX];
+	if (!g_active || pl_canon(AT_FDCWD, path, true, canon) < 0 || !pl_match(canon))
+		return REAL(truncate)(path, size);
+	int fd = p_open(AT_FDCWD, path, O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int r = p_ftruncate(fd, size);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+EXPORT int truncate(const char *path, off_t size) { return p_truncate(path, size); }
+EXPORT int truncate64(const char *path, off_t size) { return p_truncate(path, size); }
+
+/* 0 or an errno value. */
+static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
+{
+	if (mode & ~FALLOC_FL_KEEP_SIZE) {
+		pl_msg(o->f->path, "fallocate mode 0x%x refused (EOPNOTSUPP): it would change data "
+				   "outside the log", mode);
+		return EOPNOTSUPP;
+	}
+	if (off < 0 || len <= 0)
+		return EINVAL;
+	if ((o->flags & O_ACCMODE) == O_RDONLY)
+		return EBADF;
+	if (off > INT64_MAX - len)
+		return EFBIG;
+	/* The size change is a group, ordered with the writes; the blocks are
+	 * reserved by the kernel with KEEP_SIZE, which changes no byte a read
+	 * returns. */
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && p_resize(o, off + len, true) < 0)
+		return errno;
+	if (REAL(fallocate)(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 && errno != EOPNOTSUPP)
+		return errno;
+	return 0;
+}
+
+EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(fallocate)(fd, mode, off, len);
+	int e = p_fallocate(fd, o, mode, off, len);
+	return e ? fail(e) : 0;
+}
+EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocate(fd, mode, off, len); }
+
+EXPORT int posix_fallocate(int fd, off_t off, off_t len)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return REAL(posix_fallocate)(fd, off, len);
+	return p_fallocate(fd, o, 0, off, len);
+}
+EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
+
+/* --- mappings ------------------------------------------------------------------------ */
+
+static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o) || (flags & MAP_ANONYMOUS))
+		return REAL(mmap)(addr, len, prot, flags, fd, off);
+	int type = flags & MAP_TYPE;
+	if ((prot & PROT_WRITE) && (type == MAP_SHARED || type == MAP_SHARED_VALIDATE)) {
+		pl_msg(o->f->path, "writable shared mapping refused (EACCES): its stores would bypass the log");
+		errno = EACCES;
+		return MAP_FAILED;
+	}
+	/* The mapping shows the page cache: wait for the groups pending in its
+	 * range.  Later writes show in it once they complete (at the latest
+	 * when the next sync returns). */
+	before_read(fd, o, off, len);
+	void *p = REAL(mmap)(addr, len, prot, flags, fd, off);
+	if (p != MAP_FAILED)
+		pl_map_add(p, len, o->f);
+	return p;
+}
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return p_mmap(addr, len, prot, flags, fd, off);
+}
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return p_mmap(addr, len, prot, flags, fd, off);
+}
+
+EXPORT int munmap(void *addr, size_t len)
+{
+	if (g_active)
+		pl_map_del(addr, len);
+	return REAL(munmap)(addr, len);
+}
+
+/* --- copies into a protected file ----------------------------------------------------- */
+
+static bool refuse_dst(int fd, const char *call)
+{
+	struct pofd *o = pofd_of(fd);
+	if (!is_prot(o))
+		return false;
+	pl_msg(o->f->path, "%s into a protected file refused: the kernel would write it outside the log", call);
+	return true;
+}
+
+static void wait_src(int fd)
+{
+	struct pofd *o = pofd_of(fd);
+	if (is_prot(o))
+		before_read(fd, o, 0, SIZE_MAX);
+}
+
+EXPORT ssize_t copy_file_range(int in, off_t *oin, int out, off_t *oout, size_t len, unsigned flags)
+{
+	if (refuse_dst(out, "copy_file_range"))
+		return fail(EXDEV); /* callers fall back to read and write */
+	wait_src(in);
+	return REAL(copy_file_range)(in, oin, out, oout, len, flags);
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+	if (refuse_dst(out, "sendfile"))
+		return fail(EINVAL);
+	wait_src(in);
+	return REAL(sendfile)(out, in, off, n);
+}
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n) { return sendfile(out, in, off, n); }
+
+EXPORT ssize_t splice(int in, off_t *oin, int out, off_t *oout, size_t len, unsigned flags)
+{
+	if (refuse_dst(out, "splice"))
+		return fail(EINVAL);
+	wait_src(in);
+	return REAL(splice)(in, oin, out, oout, len, flags);
+}
+
+/* --- Linux native AIO (libaio) ----------------------------------------------------- */
+
+/* libaio's io_submit hands writes to the kernel, where no wrapper sees
+ * them: refused for protected descriptors (InnoDB: innodb_use_native_aio=0),
+ * rather than silently unprotected.  libaio returns a negative errno. */
+EXPORT int io_submit(void *ctx, long nr, struct iocb **ios)
+{
+	static int (*next)(void *, long, struct iocb **);
+	if (!next)
+		next = (int (*)(void *, long, struct iocb **))dlsym(RTLD_NEXT, "io_submit");
+	for (long i = 0; g_active && ios && i < nr; i++) {
+		struct pofd *o = ios[i] ? pofd_of((int)ios[i]->aio_fildes) : NULL;
+		if (!is_prot(o))
+			continue;
+		unsigned op = ios[i]->aio_lio_opcode;
+		if (op == IOCB_CMD_PREAD || op == IOCB_CMD_PREADV) {
+			before_read((int)ios[i]->aio_fildes, o, 0, SIZE_MAX);
+			continue;
+		}
+		pl_msg(o->f->path, "io_submit (Linux AIO) of a write or sync refused (EINVAL): the kernel "
+				   "would write outside the log; use plain pwrite (InnoDB: innodb_use_native_aio=0)");
+		return -EINVAL;
+	}
+	return next ? next(ctx, nr, ios) : -ENOSYS;
+}
+
+/* --- stdio ---------------------------------------------------------------------------- */
+
+static bool mode_writes(const char *mode) { return mode && strpbrk(mode, "wa+"); }
+
+static bool refuse_stdio(const char *path, const char *mode)
+{
+	char canon[PATH_MAX];
+	if (!g_active || !path || pl_canon(AT_FDCWD, path, true, canon) < 0 || !pl_match(canon))
+		return false;
+	if (!mode_writes(mode)) {
+		sync_all(); /* stdio reads inside libc: let them see every write */
+		return false;
+	}
+	pl_msg(canon, "fopen(\"%s\") refused (EPERM): stdio writes inside libc, out of the library's "
+		      "sight; use open and write", mode);
+	return true;
+}
+
+EXPORT FILE *fopen(const char *path, const char *mode)
+{
+	if (refuse_stdio(path, mode)) {
+		errno = EPERM;
+		return NULL;
+	}
+	return REAL(fopen)(path, mode);
+}
+EXPORT FILE *fopen64(const char *path, const char *mode) { return fopen(path, mode); }
+
+EXPORT FILE *freopen(const char *path, const char *mode, FILE *s)
+{
+	if (refuse_stdio(path, mode)) {
+		errno = EPERM;
+		return NULL;
+	}
+	return REAL(freopen)(path, mode, s);
+}
+EXPORT FILE *freopen64(const char *path, const char *mode, FILE *s) { return freopen(path, mode, s); }
+
+EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	struct pofd *o = pofd_of(fd);
+	if (is_prot(o)) {
+		if (mode_writes(mode)) {
+			pl_msg(o->f->path, "fdopen(\"%s\") refused (EPERM): stdio writes inside libc", mode);
+			errno = EPERM;
+			return NULL;
+		}
+		before_read(fd, o, 0, SIZE_MAX);
+	}
+	return REAL(fdopen)(fd, mode);
+}
+
+/* --- rename, unlink -------------------------------------------------------------------- */
+
+static int p_rename(int odir, const char *from, int ndir, const char *to, unsigned flags, int how)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	bool mine = g_active && pl_canon(odir, from, false, a) == 0 && pl_canon(ndir, to, false, b) == 0 &&
+		    (pl_involves(a) || pl_involves(b));
+	if (!mine || pl_not_owner())
+		goto plain;
+	pl_lock_excl();
+	int r = pl_store_restart_locked();
+	if (r < 0) {
+		pl_unlock_excl();
+		return fail(pl_errno(r));
+	}
+	int s = how == 0 ? REAL(rename)(from, to)
+		: how == 1 ? REAL(renameat)(odir, from, ndir, to)
+			   : REAL(renameat2)(odir, from, ndir, to, flags);
+	int e = errno;
+	if (s == 0) {
+		if (flags & RENAME_EXCHANGE) {
+			/* Both names stay; the files swap: let both be found again. */
+			pl_file_gone(a);
+			pl_file_gone(b);
+		} else {
+			pl_file_moved(a, b);
+		}
+	}
+	pl_unlock_excl();
+	errno = e;
+	return s;
+plain:
+	return how == 0 ? REAL(rename)(from, to)
+	       : how == 1 ? REAL(renameat)(odir, from, ndir, to)
+			  : REAL(renameat2)(odir, from, ndir, to, flags);
+}
+
+EXPORT int rename(const char *from, const char *to) { return p_rename(AT_FDCWD, from, AT_FDCWD, to, 0, 0); }
+EXPORT int renameat(int od, const char *from, int nd, const char *to) { return p_rename(od, from, nd, to, 0, 1); }
+EXPORT int renameat2(int od, const char *from, int nd, const char *to, unsigned flags)
+{
+	return p_rename(od, from, nd, to, flags, 2);
+}
+
+static int p_unlink(int dir, const char *path, int flags, bool at)
+{
+	char a[PATH_MAX];
+	if (!g_active || (flags & AT_REMOVEDIR) || pl_not_owner() || pl_canon(dir, path, false, a) < 0 ||
+	    !pl_involves(a))
+		return at ? REAL(unlinkat)(dir, path, flags) : REAL(unlink)(path);
+	pl_lock_excl();
+	int r = pl_store_restart_locked();
+	if (r < 0) {
+		pl_unlock_excl();
+		return fail(pl_errno(r));
+	}
+	int s = at ? REAL(unlinkat)(dir, path, flags) : REAL(unlink)(path);
+	int e = errno;
+	if (s == 0)
+		pl_file_gone(a);
+	pl_unlock_excl();
+	errno = e;
+	return s;
+}
+EXPORT int unlink(const char *path) { return p_unlink(AT_FDCWD, path, 0, false); }
+EXPORT int unlinkat(int dir, const char *path, int flags) { return p_unlink(dir, path, flags, true); }
+
+/* --- exec ---------------------------------------------------------------------------- */
+
+/* Before the image is replaced: every pending group durable and home, the
+ * store closed, so that the new image (which inherits LD_PRELOAD) can open
+ * it.  Held exclusive across the call so no thread writes meanwhile; if the
+ * exec fails, the store reopens at the next write. */
+static void exec_prepare(void)
+{
+	if (!g_active || pl_not_owner())
+		return;
+	pl_lock_excl();
+	pl_store_restart_locked();
+	pl_stats_flush();
+}
+static void exec_failed(void)
+{
+	if (g_active && !pl_not_owner())
+		pl_unlock_excl();
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	int r = REAL(execve)(path, argv, envp);
+	int e = errno;
+	exec_failed();
+	errno = e;
+	return r;
+}
+EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	int r = REAL(execvpe)(file, argv, envp);
+	int e = errno;
+	exec_failed();
+	errno = e;
+	return r;
+}
+EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	int r = REAL(fexecve)(fd, argv, envp);
+	int e = errno;
+	exec_failed();
+	errno = e;
+	return r;
+}
+
+/* execl, execlp, execle: the list made an array (at most 4096 arguments). */
+#define LIST_ARGV(first, ap, argv, n)                              \
+	char *argv[4097];                                          \
+	int n = 0;                                                 \
+	argv[n++] = (char *)(first);                               \
+	while (n < 4096 && (argv[n] = va_arg(ap, char *)) != NULL) \
+		n++;                                               \
+	argv[n] = NULL
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	LIST_ARGV(arg, ap, argv, n);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	LIST_ARGV(arg, ap, argv, n);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	LIST_ARGV(arg, ap, argv, n);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
