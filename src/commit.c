@@ -274,6 +274,10 @@ struct batch {
 	uint64_t end_seq, end_off; /* where a checkpoint may cut once it is home */
 	uint64_t k;        /* its number: home stages run in this order */
 	unsigned slot;     /* its log write slot */
+	/* Its record (or fast-path) write was issued: from then on a failure
+	 * leaves its groups' fate to recovery (ATOMIO_EUNKNOWN), never "not
+	 * written". */
+	bool issued;
 };
 
 #define REQUEUED 1 /* fast_stage: the kernel refused; the group is queued again */
@@ -405,6 +409,7 @@ static int fast_stage_locked(atomio *st, struct batch *b)
 		st->q_head = first;
 		return REQUEUED;
 	}
+	b->issued = f != NULL;
 	if (r < 0)
 		st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
 	else
@@ -435,6 +440,7 @@ static int log_stage_locked(atomio *st, struct batch *b)
 		st->slot_busy |= 1u << b->slot;
 		wake_next_locked(st);
 		pthread_mutex_unlock(&st->lock);
+		b->issued = true;
 		r = write_batch(st, ls, b->bytes, b->off);
 		pthread_mutex_lock(&st->lock);
 		st->log_inflight--;
@@ -457,10 +463,12 @@ static int home_stage_locked(atomio *st, struct batch *b, int r)
 	while (st->home_next != b->k)
 		pthread_cond_wait(&st->home_cv, &st->lock);
 	if (r == 0 && st->failed) {
-		/* An earlier batch's home writes failed: this batch is durable
-		 * in the log but must not be applied out of order; reopening
-		 * replays it. */
-		r = ATOMIO_EFAILED;
+		/* The store failed while this batch's write was in flight (an
+		 * earlier batch's log or home write, a background checkpoint's
+		 * sync): this batch is durable in the log but must not be
+		 * applied out of order.  Reopening replays it -- unless an
+		 * earlier record it follows is torn: recovery decides. */
+		r = ATOMIO_EUNKNOWN;
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (r == 0 && !b->fast) {
@@ -513,9 +521,15 @@ void lead_locked(atomio *st)
 		if (!wait_for_room_locked(st, &b))
 			return;
 		take_batch_locked(st, &b);
+		b.issued = false;
 		r = b.fast ? fast_stage_locked(st, &b) : log_stage_locked(st, &b);
 	} while (r == REQUEUED);
 	r = home_stage_locked(st, &b, r);
+	/* What the owners are told: 0, or "not written" (nothing of the batch
+	 * reached the log: the error itself), or "unknown" once its write was
+	 * issued; the cause is in the error buffer and in st->failed. */
+	if (r < 0 && b.issued)
+		r = ATOMIO_EUNKNOWN;
 	finish_batch_locked(st, &b, r);
 }
 
