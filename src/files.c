@@ -386,6 +386,20 @@ static struct afile *cat_find(atomio *st, const char *path, uint16_t flags)
 	return NULL;
 }
 
+/* The file open in this session that is the inode idn names (a hard link
+ * or another spelling of a registered path), or NULL.  Identity is device +
+ * inode: one file, one id, so one fast-path guard (fastpath.c) sees every
+ * record that covers its bytes. */
+static struct afile *open_find_inode(atomio *st, const struct fid *idn)
+{
+	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
+		struct afile *f = atomic_load(&st->files[id]);
+		if (f && f->fd >= 0 && f->idn.dev == idn->dev && f->idn.ino == idn->ino)
+			return f;
+	}
+	return NULL;
+}
+
 static uint32_t cat_free_id(atomio *st)
 {
 	const uint32_t top = atomic_load(&st->files_hi);
@@ -594,9 +608,18 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	}
 	bool direct = open_flags & O_DIRECT;
 	struct afile *f = r == 0 ? cat_find(st, stored, cflags) : NULL;
+	bool by_inode = false;
+	if (r == 0 && (!f || f->fd < 0)) {
+		/* Not open by this path; open under another (a hard link)? */
+		struct afile *g = open_find_inode(st, &idn);
+		if (g) {
+			f = g;
+			by_inode = true;
+		}
+	}
 	if (f && f->fd >= 0) {
 		/* Already open in this session: one id per file. */
-		if (!fid_same(&f->idn, &idn)) {
+		if (!by_inode && !fid_same(&f->idn, &idn)) {
 			st_err(st, "%s: replaced while open in the store", canon);
 			r = ATOMIO_EIDENTITY;
 		} else if (f->direct != direct) {
