@@ -64,6 +64,35 @@ static int rd(struct dlog *d, uint64_t off, void *buf, size_t len)
 	return 1;
 }
 
+/* Open the log read-only, as the library opens it: look first with O_PATH,
+ * which opens no FIFO (an open that would block for ever) and no device (an
+ * open that can act) found at the path or at the end of a symlink there; then
+ * open the inode just looked at through /proc/self/fd, so that the path
+ * cannot be swapped in between (without /proc: the path, never blocking, and
+ * the same inode checked). */
+static int open_log_ro(const char *path, struct stat *sb)
+{
+	int pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		cli_die(EX_ERROR, "%s: %s", cli_esc(path), strerror(errno));
+	if (fstat(pfd, sb) < 0)
+		cli_die(EX_ERROR, "%s: %s", cli_esc(path), strerror(errno));
+	if (!S_ISREG(sb->st_mode))
+		cli_die(EX_ERROR, "%s: not a regular file", cli_esc(path));
+	char pp[64];
+	snprintf(pp, sizeof(pp), "/proc/self/fd/%d", pfd);
+	int fd = open(pp, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		cli_die(EX_ERROR, "%s: %s", cli_esc(path), strerror(errno));
+	struct stat now;
+	if (fstat(fd, &now) < 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)
+		cli_die(EX_ERROR, "%s: replaced while it was opened", cli_esc(path));
+	close(pfd);
+	return fd;
+}
+
 /* The holder of an flock on the log, from /proc/locks (0 = none seen). */
 static long lock_holder(const struct stat *sb)
 {
@@ -287,16 +316,12 @@ struct dump {
 /* Open the log read-only and print what it is and who holds it. */
 static void dump_open(struct dump *x)
 {
-	x->d.fd = open(x->d.path, O_RDONLY | O_CLOEXEC);
-	if (x->d.fd < 0)
-		cli_die(EX_ERROR, "%s: %s", x->d.path, strerror(errno));
 	struct stat ls;
-	if (fstat(x->d.fd, &ls) < 0 || !S_ISREG(ls.st_mode))
-		cli_die(EX_ERROR, "%s: not a regular file", x->d.path);
+	x->d.fd = open_log_ro(x->d.path, &ls);
 	x->d.size = (uint64_t)ls.st_size;
 	char canon[PATH_MAX];
 	if (!realpath(x->d.path, canon))
-		cli_die(EX_ERROR, "%s: %s", x->d.path, strerror(errno));
+		cli_die(EX_ERROR, "%s: %s", cli_esc(x->d.path), strerror(errno));
 	snprintf(x->d.dir, sizeof(x->d.dir), "%s", canon);
 	char *sl = strrchr(x->d.dir, '/');
 	if (sl == x->d.dir)
@@ -320,7 +345,7 @@ static void dump_open(struct dump *x)
 		else
 			json_null(&x->j, "in_use_pid");
 	} else {
-		printf("log         %s, %llu bytes\n", x->d.path, (unsigned long long)x->d.size);
+		printf("log         %s, %llu bytes\n", cli_esc(x->d.path), (unsigned long long)x->d.size);
 		if (holder > 0)
 			printf("in use      yes, by pid %ld: a moment's view, read without the store's lock\n",
 			       holder);
@@ -339,14 +364,14 @@ static bool dump_superblocks(struct dump *x)
 		char slot[SB_SLOT];
 		int k = rd(&x->d, (uint64_t)i * SB_SLOT, slot, SB_SLOT);
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
 		if (k)
 			memcpy(&s[i], slot, sizeof(s[i]));
 	}
 	const char *why[2] = {sb_problem(&s[0], x->d.size), sb_problem(&s[1], x->d.size)};
 	int cur = codec_sb_current(&s[0], !why[0], &s[1], !why[1]);
 	if (cur == -1 && memcmp(s[0].magic, SB_MAGIC, 8) && memcmp(s[1].magic, SB_MAGIC, 8))
-		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", x->d.path);
+		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", cli_esc(x->d.path));
 	if (x->o.json)
 		json_arr(&x->j, "superblocks");
 	for (int i = 0; i < 2; i++) {
@@ -433,7 +458,7 @@ static void dump_catalogs(struct dump *x)
 	for (int i = 0; i < 2; i++) {
 		int k = rd(&x->d, x->d.sb.cat_off + (uint64_t)i * x->d.sb.cat_size, x->cat[i], x->d.sb.cat_size);
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
 		memcpy(&x->ch[i], x->cat[i], sizeof(x->ch[i]));
 		if (!k)
 			cwhy[i] = "beyond the end of the file";
@@ -543,7 +568,7 @@ static void dump_files(struct dump *x)
 			json_str(&x->j, "state", state);
 			json_end_obj(&x->j);
 		} else {
-			printf("  f%-4u %s%s  [%s]\n", e.id, rec,
+			printf("  f%-4u %s%s  [%s]\n", e.id, cli_esc(rec),
 			       e.flags & CAT_F_RELATIVE ? " (relative to the log's directory)" : "", state);
 		}
 	}
@@ -585,7 +610,7 @@ static void dump_records(struct dump *x)
 			snprintf(x->endwhy, sizeof(x->endwhy), "%s", w);
 		}
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
 		if (k == 0) {
 			x->end_pos = p;
 			break;
@@ -675,7 +700,7 @@ static void dump_verdict(struct dump *x)
 			static char msg[2 * PATH_MAX + 256];
 			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s: recovery replays nothing "
 						   "(ATOMIO_EIDENTITY; see atomio recover --force-paths)",
-				 x->fe[i].id, x->fe[i].path, x->fe[i].state);
+				 x->fe[i].id, cli_esc(x->fe[i].path), x->fe[i].state);
 			needs = msg;
 			x->rc = EX_FOUND;
 		}
