@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "internal.h"
@@ -188,6 +189,33 @@ static int same_file(int fd, const struct afile *f, struct stat *sb)
 	return fid_same(&f->idn, &now);
 }
 
+/* Recovery holds a descriptor for every data file its records name, from the
+ * identity check to the final fsync (docs/API.md, atomio_open: the bound).
+ * Out of descriptors: say how many it needs against which limit. */
+static void nofile_err(struct rcv *rc, const char *path, int err)
+{
+	uint32_t need = 0;
+	for (uint32_t id = 0; id < rc->hi; id++)
+		need += (rc->needed[id / 8] >> (id % 8)) & 1;
+	struct rlimit rl = {0, 0};
+	if (err == -EMFILE && sys_getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		st_err(rc->st, "%s: opening data file %s: %s: recovery holds a descriptor for each of "
+			       "the %u data files with live records, and the process's open-file limit "
+			       "(RLIMIT_NOFILE, soft) is %llu: raise it (ulimit -n; atomio recover raises "
+			       "it to the hard limit itself); nothing replayed",
+		       rc->st->log_path, path, strerror(-err), need, (unsigned long long)rl.rlim_cur);
+	else if (err == -EMFILE)
+		st_err(rc->st, "%s: opening data file %s: %s: recovery holds a descriptor for each of "
+			       "the %u data files with live records, beyond the process's open-file "
+			       "limit (RLIMIT_NOFILE): raise it (ulimit -n); nothing replayed",
+		       rc->st->log_path, path, strerror(-err), need);
+	else
+		st_err(rc->st, "%s: opening data file %s: %s (the system's open-file table is full; "
+			       "recovery holds a descriptor for each of the %u data files with live "
+			       "records); nothing replayed",
+		       rc->st->log_path, path, strerror(-err), need);
+}
+
 static int open_checked(struct rcv *rc, struct afile *f)
 {
 	atomio *st = rc->st;
@@ -211,6 +239,10 @@ static int open_checked(struct rcv *rc, struct afile *f)
 		       st->log_path, path, pfd == -ENOENT ? "no such file"
 				   : "a directory on its path was replaced");
 		return ATOMIO_EIDENTITY;
+	}
+	if (pfd == -EMFILE || pfd == -ENFILE) {
+		nofile_err(rc, path, pfd);
+		return pfd;
 	}
 	if (pfd < 0) {
 		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
@@ -253,6 +285,11 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	int fd = proc_reopen(pfd, O_RDWR | O_CLOEXEC | O_NOCTTY);
 	if (fd == -ENOENT)
 		fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd == -EMFILE || fd == -ENFILE) {
+		atomio_sys->close(pfd);
+		nofile_err(rc, path, fd);
+		return fd;
+	}
 	if (fd < 0) {
 		atomio_sys->close(pfd);
 		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",

@@ -14,6 +14,7 @@
 #include <liburing.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -133,6 +134,11 @@ static off_t lx_lseek(int fd, off_t off, int whence)
 	return r < 0 ? -errno : r;
 }
 
+static int lx_getrlimit(int resource, struct rlimit *rl)
+{
+	return getrlimit(resource, rl) < 0 ? -errno : 0;
+}
+
 const struct atomio_sysops atomio_sys_linux = {
 	.name = "linux",
 	.open = lx_open,
@@ -159,6 +165,7 @@ const struct atomio_sysops atomio_sys_linux = {
 	.write = lx_write,
 	.fadvise = lx_fadvise,
 	.lseek = lx_lseek,
+	.getrlimit = lx_getrlimit,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -275,6 +282,11 @@ ssize_t sys_write(int fd, const void *buf, size_t len)
 int sys_fadvise(int fd, off_t off, off_t len, int advice)
 {
 	return atomio_sys->fadvise ? atomio_sys->fadvise(fd, off, len, advice) : -ENOSYS;
+}
+
+int sys_getrlimit(int resource, struct rlimit *rl)
+{
+	return atomio_sys->getrlimit ? atomio_sys->getrlimit(resource, rl) : -ENOSYS;
 }
 
 int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off)
