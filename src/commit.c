@@ -410,10 +410,14 @@ static int fast_stage_locked(atomio *st, struct batch *b)
 		return REQUEUED;
 	}
 	b->issued = f != NULL;
-	if (r < 0)
-		st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
-	else
+	if (r < 0 && f) {
+		char path[PATH_MAX];
+		st_err(st, "atomic write to data file %s: %s",
+		       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
+		       strerror(-r));
+	} else if (r == 0) {
 		atomic_fetch_add(&st->stats.fast_writes, 1);
+	}
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
 		st_fail_locked(st, r);
@@ -455,6 +459,33 @@ static int log_stage_locked(atomio *st, struct batch *b)
 	return r;
 }
 
+/* A batch's home writes failed: name the files they went to (the engine
+ * reports the first error, not which write had it). */
+static void home_err(atomio *st, atomio_tx *first, uint32_t n, int err)
+{
+	char names[2 * PATH_MAX + 64] = "";
+	size_t used = 0;
+	uint32_t shown = 0, last = UINT32_MAX, i = 0;
+	for (atomio_tx *t = first; i < n; t = t->qnext, i++)
+		for (uint32_t j = 0; j < t->nsegs && shown < 3; j++) {
+			uint32_t id = t->segs[j].file;
+			if (id == last)
+				continue;
+			last = id;
+			struct afile *f = atomic_load(&st->files[id]);
+			char path[PATH_MAX];
+			if (!f)
+				continue;
+			int k = snprintf(names + used, sizeof(names) - used, "%s%s", shown ? ", " : "",
+					 file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path);
+			if (k < 0 || (size_t)k >= sizeof(names) - used)
+				break;
+			used += (size_t)k;
+			shown++;
+		}
+	st_err(st, "writing home data to %s%s: %s", names, shown == 3 ? ", ..." : "", strerror(-err));
+}
+
 /* Stage 4: the home writes, once every earlier batch is home (commit
  * order).  Called and returns with the lock held, dropped while writing.
  * Returns the batch's result. */
@@ -474,7 +505,7 @@ static int home_stage_locked(atomio *st, struct batch *b, int r)
 	if (r == 0 && !b->fast) {
 		r = engine_home(st, b->first, b->n);
 		if (r < 0)
-			st_err(st, "writing home data: %s", strerror(-r));
+			home_err(st, b->first, b->n, r);
 	}
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)

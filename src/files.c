@@ -440,16 +440,19 @@ static int open_data(const char *canon, int flags, mode_t mode, bool *created)
 static int sync_registered(atomio *st, int fd, const char *canon)
 {
 	int r = sys_fsync_full(fd);
-	if (r == 0) {
-		char *dir = dir_of(canon);
-		if (!dir)
-			r = -ENOMEM;
-		else
-			r = sys_fsync_dir(dir);
-		free(dir);
-	}
-	if (r < 0)
+	if (r < 0) {
 		st_err(st, "syncing %s before registering it: %s", canon, strerror(-r));
+		return r;
+	}
+	char *dir = dir_of(canon);
+	r = dir ? sys_fsync_dir(dir) : -ENOMEM;
+	if (r == -EMFILE || r == -ENFILE)
+		st_err(st, "registering %s: no descriptor left to open its directory %s for the "
+			   "sync that makes the file durable: %s", canon, dir, strerror(-r));
+	else if (r < 0)
+		st_err(st, "syncing the directory of %s before registering it: %s", canon,
+		       strerror(-r));
+	free(dir);
 	return r;
 }
 
@@ -581,6 +584,17 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 	__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
 }
 
+/* Registration failed after this call created the file: remove it again, so
+ * that a failed atomio_file_open leaves nothing behind -- but only if the path
+ * still names the inode created (never another file put there meanwhile). */
+static void unlink_created(int fd, const char *canon)
+{
+	struct stat a, b;
+	if (atomio_sys->fstat(fd, &a) == 0 && atomio_sys->lstat(canon, &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		(void)atomio_sys->unlink(canon);
+}
+
 int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 {
 	if (!st || !path || !*path || (open_flags & ~ALLOWED_OPEN_FLAGS))
@@ -633,6 +647,8 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 			fd = -1; /* the store's now */
 		}
 	}
+	if (fd >= 0 && r < 0 && created)
+		unlink_created(fd, canon);
 	if (fd >= 0)
 		atomio_sys->close(fd);
 	pthread_mutex_unlock(&st->cat_lock);

@@ -224,8 +224,7 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	if (r == 0)
 		r = file_resolve_path(st, f, path, sizeof(path));
 	if (r < 0) {
-		st_err(st, "%s: recorded path '%s' of file %u breaks the path rules", st->log_path,
-		       f->path, f->id);
+		st_err(st, "%s: recorded path '%s' breaks the path rules", st->log_path, f->path);
 		return ATOMIO_EBADPATH;
 	}
 	/* First look without opening: O_PATH opens no FIFO, device or socket
@@ -373,8 +372,12 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 			done += n;
 		}
 		if (r < 0) {
-			st_err(st, "%s: replaying record seq %llu into file %u: %s", st->log_path,
-			       (unsigned long long)rec->h.seq, d->file, strerror(-r));
+			const struct afile *f = atomic_load(&st->files[d->file]);
+			char path[PATH_MAX];
+			st_err(st, "%s: replaying record seq %llu into %s: %s", st->log_path,
+			       (unsigned long long)rec->h.seq,
+			       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
+			       strerror(-r));
 			return r;
 		}
 	}
@@ -422,8 +425,11 @@ int recover(atomio *st)
 		 * filesystem or a crafted record can. */
 		uint64_t lim = file_max_size(rc.fds[id]);
 		if (rc.maxend[id] > lim) {
-			st_err(st, "%s: a record writes file %u up to byte %llu, beyond the %llu its "
-				   "filesystem allows; nothing replayed", st->log_path, id,
+			char path[PATH_MAX];
+			const struct afile *f = atomic_load(&st->files[id]);
+			st_err(st, "%s: a record writes %s up to byte %llu, beyond the %llu its "
+				   "filesystem allows; nothing replayed", st->log_path,
+			       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
 			       (unsigned long long)rc.maxend[id], (unsigned long long)lim);
 			r = ATOMIO_ECORRUPT;
 			goto out;
@@ -447,7 +453,11 @@ int recover(atomio *st)
 			r = sys_fsync_full(rc.fds[id]);
 			atomic_fetch_add(&st->stats.data_syncs, 1);
 			if (r < 0) {
-				st_err(st, "%s: syncing replayed file %u: %s", st->log_path, id,
+				char path[PATH_MAX];
+				const struct afile *f = atomic_load(&st->files[id]);
+				st_err(st, "%s: syncing replayed file %s: %s", st->log_path,
+				       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path
+											  : f->path,
 				       strerror(-r));
 				goto out;
 			}

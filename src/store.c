@@ -191,6 +191,9 @@ int atomio_close(atomio *st)
 		pthread_mutex_unlock(&st->lock);
 		/* A failed store is left for recovery: checkpointing it could
 		 * declare durable what a failed fsync dropped.  Say so. */
+		if (failed)
+			st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
+				   "reopening it recovers", st->log_path, atomio_strerror(failed));
 		r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
 		role_release(st);
 	}
