@@ -221,11 +221,19 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	atomio *st = rc->st;
 	char path[PATH_MAX];
 	int r = file_check_path(f->path, f->cat_flags);
-	if (r == 0)
-		r = file_resolve_path(st, f, path, sizeof(path));
 	if (r < 0) {
 		st_err(st, "%s: recorded path '%s' breaks the path rules", st->log_path, f->path);
 		return ATOMIO_EBADPATH;
+	}
+	r = file_resolve_path(st, f, path, sizeof(path));
+	if (r < 0) {
+		/* A sound relative path under a log directory that moved deeper:
+		 * the problem is length, not the rules. */
+		size_t n = strlen(st->log_dir) + 1 + strlen(f->path);
+		st_err(st, "%s: data file '%s' resolves, under the log's directory, to a path of %zu "
+			   "bytes, longer than PATH_MAX (%d) allows to open; nothing replayed; move the "
+			   "store to a shorter directory", st->log_path, f->path, n, PATH_MAX - 1);
+		return -ENAMETOOLONG;
 	}
 	/* First look without opening: O_PATH opens no FIFO, device or socket
 	 * planted at the path (a device's open can act: a tape rewinds, a
