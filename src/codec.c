@@ -55,6 +55,8 @@ int codec_csum_read(uint64_t seed, uint64_t len, size_t csum_off, codec_read_fn 
 
 /* --- superblock ------------------------------------------------------------- */
 
+const char codec_sb_short[] = "the file is shorter than its geometry (truncated?)";
+
 int codec_sb_check(const struct sb_disk *sb, uint64_t file_size, const char **why)
 {
 	const char *w = NULL;
@@ -79,9 +81,12 @@ int codec_sb_check(const struct sb_disk *sb, uint64_t file_size, const char **wh
 		w = "impossible catalog geometry";
 	} else if (sb->area_off < sb->cat_off + 2 * sb->cat_size || sb->area_off % b ||
 		   sb->area_size % b || sb->area_size < MIN_LOG_BLOCKS * b ||
-		   sb->area_size > (1ull << 48) || sb->area_off > file_size ||
-		   sb->area_size > file_size - sb->area_off) { /* no wrap */
-		w = "record area outside the file";
+		   sb->area_size > (1ull << 48) || sb->area_off > (1ull << 48)) {
+		w = "impossible record area geometry";
+	} else if (sb->area_off + sb->area_size > file_size) {
+		/* a sound superblock of a file cut short (truncated, or a
+		 * partial copy): say so, not "corrupt" */
+		w = codec_sb_short;
 	} else if (sb->head_off >= sb->area_size || sb->head_off % 8) {
 		w = "head outside the record area";
 	} else if (sb->generation >= MAX_GENERATION) {

@@ -43,6 +43,9 @@ int codec_csum_read(uint64_t seed, uint64_t len, size_t csum_off, codec_read_fn 
  * ATOMIO_ENOTLOG (no magic), ATOMIO_EVERSION (byte order or version) or
  * ATOMIO_ECORRUPT; *why (may be NULL) says what is wrong. */
 int codec_sb_check(const struct sb_disk *sb, uint64_t file_size, const char **why);
+/* The reason codec_sb_check gives for a sound superblock whose record area
+ * ends past the end of the file (compare the pointer). */
+extern const char codec_sb_short[];
 void codec_sb_seal(struct sb_disk *sb);
 /* Which slot is current, given which are valid: 0 or 1 (the higher
  * generation), -1 none valid, -2 both valid but of two stores. */

@@ -143,11 +143,24 @@ int log_load_sb(atomio *st)
 		memset(buf, 0, 2 * SB_SLOT);
 	bool two;
 	r = sb_pick(buf, (uint64_t)fs.st_size, &st->sb, &two);
-	free(buf);
+	const struct sb_disk *sane = NULL; /* a slot sound but for the file's size */
+	for (int i = 0; i < 2 && r < 0 && !two; i++) {
+		const char *why;
+		const struct sb_disk *s = (const void *)(buf + i * SB_SLOT);
+		if (codec_sb_check(s, (uint64_t)fs.st_size, &why) == ATOMIO_ECORRUPT && why == codec_sb_short)
+			sane = s;
+	}
 	if (two)
 		st_err(st, "%s: superblock slots belong to two different stores", st->log_path);
+	else if (sane)
+		st_err(st, "%s: the file is %llu bytes, shorter than its geometry says (record area of "
+			   "%llu bytes at %llu: %llu bytes): truncated or cut short; nothing replayed",
+		       st->log_path, (unsigned long long)fs.st_size, (unsigned long long)sane->area_size,
+		       (unsigned long long)sane->area_off,
+		       (unsigned long long)(sane->area_off + sane->area_size));
 	else if (r < 0)
 		st_err(st, "%s: %s", st->log_path, atomio_strerror(r));
+	free(buf);
 	if (r < 0)
 		return r;
 	st->store_id = st->sb.store_id;

@@ -415,7 +415,14 @@ static bool dump_superblocks(struct dump *x)
 	x->rc = EX_OK;
 	if (cur == -2)
 		x->fatal = "both superblock slots are valid but belong to two different stores";
-	else if (cur < 0)
+	else if (cur < 0 && (why[0] == codec_sb_short || why[1] == codec_sb_short)) {
+		static char m[256];
+		const struct sb_disk *b = &s[why[0] == codec_sb_short ? 0 : 1];
+		snprintf(m, sizeof(m), "the file is %llu bytes, shorter than its geometry says (%llu "
+				       "bytes): truncated or cut short",
+			 (unsigned long long)x->d.size, (unsigned long long)(b->area_off + b->area_size));
+		x->fatal = m;
+	} else if (cur < 0)
 		x->fatal = "no valid superblock: the log cannot be recovered";
 	if (x->fatal) {
 		if (x->o.json) {
