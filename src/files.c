@@ -200,6 +200,10 @@ int cat_load(atomio *st)
 		st_err(st, "%s: no valid file catalog", st->log_path);
 		return ATOMIO_ECORRUPT;
 	}
+	/* The other copy written once (our magic) but failing its checks: it
+	 * may have been the newer one, holding the newest registrations;
+	 * recovery names it if a record needs a file this copy lacks. */
+	st->cat_damaged = !ok[1 - pick] && h[1 - pick].magic == CAT_MAGIC ? 2 - pick : 0;
 	/* Only the chosen copy's used bytes are held, and its checksum is
 	 * checked again on exactly the bytes parsed below. */
 	char *buf = malloc(h[pick].used);

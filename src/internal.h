@@ -204,6 +204,7 @@ struct atomio {
 	 * file, so that loops over the files in use stop there */
 	_Atomic uint32_t files_hi;
 	uint64_t cat_gen;
+	int cat_damaged;      /* 0, or 1 + the catalog copy that failed its checks at open */
 	pthread_mutex_t cat_lock; /* serialises registrations */
 
 	/* tx pool: recently ended txs are not reused at once, so that a use

@@ -128,6 +128,15 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 		const struct seg_disk *d = &rec->segs[i];
 		const char *why = codec_seg_problem(d, rec->h.raw_len,
 						    d->file < rc->hi && atomic_load(&st->files[d->file]));
+		if (why && st->cat_damaged &&
+		    !(d->file < rc->hi && atomic_load(&st->files[d->file]))) {
+			st_err(st, "%s: catalog copy %d fails its checksum (damaged, or torn), and the "
+				   "other copy, generation %llu, lacks file id %u that record seq %llu "
+				   "names: the damaged copy was the newer one; nothing replayed",
+			       st->log_path, st->cat_damaged - 1, (unsigned long long)st->cat_gen,
+			       d->file, (unsigned long long)rec->h.seq);
+			return ATOMIO_ECORRUPT;
+		}
 		if (why) {
 			st_err(st, "%s: record seq %llu range %u %s", st->log_path,
 			       (unsigned long long)rec->h.seq, i, why);

@@ -311,6 +311,7 @@ struct dump {
 	char endwhy[600];      /* why the valid tail ends there */
 	uint64_t end_pos;
 	const char *bad_rec;   /* a checksummed record recovery refuses */
+	int cat_damaged;       /* -1, or the catalog copy with our magic that fails its checks */
 };
 
 /* Open the log read-only and print what it is and who holds it. */
@@ -476,6 +477,8 @@ static void dump_catalogs(struct dump *x)
 	}
 	const bool cok[2] = {!cwhy[0], !cwhy[1]};
 	x->ccur = codec_cat_current(x->ch, cok);
+	x->cat_damaged = x->ccur >= 0 && !cok[1 - x->ccur] && x->ch[1 - x->ccur].magic == CAT_MAGIC
+				 ? 1 - x->ccur : -1;
 	if (x->o.json)
 		json_arr(&x->j, "catalogs");
 	for (int i = 0; i < 2; i++) {
@@ -623,6 +626,7 @@ static void dump_records(struct dump *x)
 			break;
 		}
 		x->bad_rec = seg_problem(&x->d, &r, &bad_seg);
+		uint32_t bad_file = x->bad_rec ? r.segs[bad_seg].file : 0;
 		if (r.lz4_bad) {
 			x->bad_rec = "holds LZ4 data that does not decompress to its raw length";
 			bad_seg = 0;
@@ -678,6 +682,12 @@ static void dump_records(struct dump *x)
 			snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu range %u %s: recovery refuses the "
 							 "whole log (ATOMIO_ECORRUPT), replaying nothing",
 				 (unsigned long long)r.h.seq, bad_seg, x->bad_rec);
+			if (x->cat_damaged >= 0 && !strcmp(x->bad_rec, "names a file the store never registered"))
+				snprintf(x->endwhy, sizeof(x->endwhy), "catalog copy %d fails its checksum "
+								 "(damaged, or torn), and the other copy lacks "
+								 "file id %u that record seq %llu names: recovery "
+								 "refuses the whole log (ATOMIO_ECORRUPT)",
+					 x->cat_damaged, bad_file, (unsigned long long)r.h.seq);
 			if (r.lz4_bad)
 				snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu %s: recovery refuses the "
 								 "whole log (ATOMIO_ECORRUPT), replaying nothing",
