@@ -269,6 +269,7 @@ uint32_t sysfs_queue_u32(dev_t dev, const char *name);
 
 /* logfile.c */
 int log_create(atomio *st, const char *path, uint64_t log_size);
+void log_sweep_tmp(atomio *st, const char *path);
 int log_open_fd(atomio *st, const char *path);
 int log_load_sb(atomio *st);
 int log_read(atomio *st, uint64_t off, void *buf, size_t len);

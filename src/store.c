@@ -86,6 +86,9 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (!st->log_path || !st->files)
 		goto fail;
 
+	/* Temporary files of this log left by creators that were killed
+	 * (logfile.c): gone before anything else looks at the directory. */
+	log_sweep_tmp(st, log_path);
 	int fd = log_open_fd(st, log_path);
 	if (fd == -ENOENT && (opts->flags & ATOMIO_CREATE)) {
 		r = log_create(st, log_path, opts->log_size);

@@ -5,6 +5,7 @@
  */
 #include "sys.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -139,6 +140,21 @@ static int lx_getrlimit(int resource, struct rlimit *rl)
 	return getrlimit(resource, rl) < 0 ? -errno : 0;
 }
 
+static int lx_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	struct dirent *e;
+	errno = 0;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && fn(arg, e->d_name))
+			break;
+	int r = e || !errno ? 0 : -errno;
+	closedir(d);
+	return r;
+}
+
 const struct atomio_sysops atomio_sys_linux = {
 	.name = "linux",
 	.open = lx_open,
@@ -166,6 +182,7 @@ const struct atomio_sysops atomio_sys_linux = {
 	.fadvise = lx_fadvise,
 	.lseek = lx_lseek,
 	.getrlimit = lx_getrlimit,
+	.listdir = lx_listdir,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -282,6 +299,11 @@ ssize_t sys_write(int fd, const void *buf, size_t len)
 int sys_fadvise(int fd, off_t off, off_t len, int advice)
 {
 	return atomio_sys->fadvise ? atomio_sys->fadvise(fd, off, len, advice) : -ENOSYS;
+}
+
+int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg)
+{
+	return atomio_sys->listdir ? atomio_sys->listdir(dir, fn, arg) : -ENOSYS;
 }
 
 int sys_getrlimit(int resource, struct rlimit *rl)
