@@ -213,7 +213,11 @@ struct atomio_stats {
 	uint64_t bytes_checkpointed; /* distinct 4 KiB blocks of home writes that checkpoints
 					made durable, in bytes (what the page cache had to write) */
 	uint64_t dirty_bytes;      /* distinct home bytes written since the last checkpoint began */
-	uint64_t reserved[2];
+	uint64_t records_beyond_tail; /* recovery at this open: valid records of the log's
+					 epoch found after the point where the valid log
+					 ended, not replayed (a torn write in flight, or
+					 damage: the error buffer says where) */
+	uint64_t reserved[1];
 };
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps);

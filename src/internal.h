@@ -205,6 +205,7 @@ struct atomio {
 	_Atomic uint32_t files_hi;
 	uint64_t cat_gen;
 	int cat_damaged;      /* 0, or 1 + the catalog copy that failed its checks at open */
+	int sb_damaged;       /* 0, or 1 + the superblock slot that was written but is invalid */
 	pthread_mutex_t cat_lock; /* serialises registrations */
 
 	/* tx pool: recently ended txs are not reused at once, so that a use
@@ -248,7 +249,7 @@ struct atomio {
 	struct {
 		_Atomic uint64_t commits, bytes_logged, bytes_home, log_syncs, data_syncs,
 			checkpoints, groups_recovered, batches, log_full_waits, fast_writes,
-			bytes_raw, records_compressed, bytes_checkpointed;
+			bytes_raw, records_compressed, bytes_checkpointed, records_beyond_tail;
 	} stats;
 };
 

@@ -147,6 +147,16 @@ int log_load_sb(atomio *st)
 		memset(buf, 0, 2 * SB_SLOT);
 	bool two;
 	r = sb_pick(buf, (uint64_t)fs.st_size, &st->sb, &two);
+	/* One slot valid, the other written once (not all zeros) but invalid:
+	 * the damaged one may have been the newer; recovery looks at the
+	 * records (recover.c). */
+	st->sb_damaged = 0;
+	for (int i = 0; i < 2 && r == 0; i++) {
+		const struct sb_disk *s = (const void *)(buf + i * SB_SLOT);
+		static const char zero[SB_SIZE];
+		if (codec_sb_check(s, (uint64_t)fs.st_size, NULL) && memcmp(s, zero, SB_SIZE))
+			st->sb_damaged = i + 1;
+	}
 	const struct sb_disk *sane = NULL; /* a slot sound but for the file's size */
 	for (int i = 0; i < 2 && r < 0 && !two; i++) {
 		const char *why;

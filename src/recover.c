@@ -53,6 +53,11 @@ static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
 	return log_read(rc->st, rc->st->area_off + pos, buf, len);
 }
 
+static int area_read_fn(void *ctx, uint64_t pos, void *buf, size_t len)
+{
+	return area_read(ctx, pos, buf, len);
+}
+
 /* codec_csum_read's reader for the record at rd->pos */
 struct rec_reader {
 	struct rcv *rc;
@@ -155,19 +160,22 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 /* Walk the valid prefix; for each record call fn (pass 1: check, pass 3:
  * apply).  Returns the number of records, and the seq after the last. */
 static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uint64_t *count,
-		uint64_t *seq_end)
+		uint64_t *seq_end, uint64_t *stop)
 {
 	atomio *st = rc->st;
 	uint64_t pos = st->sb.head_off, seq = st->sb.head_seq, n = 0;
 	for (;;) {
 		struct rec rec;
+		const uint64_t at = pos;
 		int r = read_record(rc, pos, seq, &rec);
 		if (r == 0 && pos % st->block == 0 && pos != 0)
 			r = read_record(rc, pos = 0, seq, &rec); /* a writer's wrap */
 		if (r < 0)
 			return r;
-		if (r == 0)
+		if (r == 0) {
+			*stop = at;
 			break;
+		}
 		r = fn(rc, &rec);
 		free(rec.segs);
 		if (r < 0)
@@ -403,6 +411,30 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 
 static int check_record(struct rcv *rc, const struct rec *rec) { return check_segs(rc, rec, true); }
 
+/* Every checksummed record in the area (codec_area_scan). */
+static int scan(struct rcv *rc, struct codec_found **f, size_t *n)
+{
+	return codec_area_scan(rc->st->store_id, rc->st->sb.version, rc->st->area_size, area_read_fn, rc,
+			       rc->buf, CHUNK, f, n);
+}
+
+/* Does the walk's stop point hold a record of this epoch that was due, or a
+ * later one (not zeros, not a record of an earlier open or lap)? */
+static bool stop_suspect(struct rcv *rc, uint64_t stop, uint64_t seq_end)
+{
+	atomio *st = rc->st;
+	for (int k = 0; k < 2; k++) {
+		uint64_t pos = k ? 0 : stop;
+		struct rec_hdr_disk h;
+		if (k && (stop % st->block || stop == 0))
+			break;
+		if (codec_rec_fits(pos, st->area_size) && area_read(rc, pos, &h, sizeof(h)) == 0 &&
+		    h.magic == REC_MAGIC && h.epoch == rc->epoch && h.seq >= seq_end)
+			return true;
+	}
+	return false;
+}
+
 int recover(atomio *st)
 {
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
@@ -426,10 +458,68 @@ int recover(atomio *st)
 	rc.log_dev = ls.st_dev;
 	rc.log_ino = ls.st_ino;
 
-	uint64_t count = 0, seq_end = st->sb.head_seq;
-	r = walk(&rc, check_record, &count, &seq_end);
+	/* A damaged superblock slot: the records say whether it was the newer
+	 * one (codec_sb_fallback); never reuse an epoch. */
+	struct codec_found *found = NULL;
+	size_t nfound = 0;
+	bool scanned = false;
+	if (st->sb_damaged) {
+		r = scan(&rc, &found, &nfound);
+		if (r < 0)
+			goto out;
+		scanned = true;
+		uint64_t ep, hs;
+		int k = codec_sb_fallback(&st->sb, found, nfound, &ep, &hs);
+		if (k < 0) {
+			st_err(st, "%s: superblock slot %d is damaged, and slot %d (epoch %llu) cannot reach "
+				   "newer records in the log; refusing rather than lose acknowledged "
+				   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
+			       2 - st->sb_damaged, (unsigned long long)st->sb.epoch);
+			r = ATOMIO_ECORRUPT;
+			goto out;
+		}
+		if (k == 1) {
+			/* It was the superblock the last open wrote: recover
+			 * exactly what it pointed at (head 0, that epoch). */
+			st->sb.epoch = rc.epoch = ep;
+			st->sb.head_off = 0;
+			st->sb.head_seq = hs;
+		}
+	}
+	uint64_t count = 0, seq_end = st->sb.head_seq, stop = st->sb.head_off;
+	r = walk(&rc, check_record, &count, &seq_end, &stop);
 	if (r < 0)
 		goto out;
+	/* Valid records of this epoch after the stop point: a torn write that
+	 * was in flight at a crash leaves them (later writes completed, never
+	 * acknowledged), and so does damage to an acknowledged record.
+	 * Recovery cannot tell the two apart, keeps the torn-tail rule, and
+	 * says so (error buffer, atomio_stats().records_beyond_tail).  Looked
+	 * for when the stop point holds a record of this epoch that was due
+	 * (torn or damaged), or a superblock slot was damaged. */
+	if (!scanned && stop_suspect(&rc, stop, seq_end)) {
+		r = scan(&rc, &found, &nfound);
+		if (r < 0)
+			goto out;
+		scanned = true;
+	}
+	uint64_t lo, hi_seq, beyond = scanned ? codec_count_beyond(found, nfound, rc.epoch, seq_end, &lo, &hi_seq) : 0;
+	if (beyond && st->sb_damaged) {
+		st_err(st, "%s: superblock slot %d is damaged, and %llu valid records (seq %llu..%llu) "
+			   "lie beyond what slot %d reaches; refusing rather than lose acknowledged "
+			   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
+		       (unsigned long long)beyond, (unsigned long long)lo, (unsigned long long)hi_seq,
+		       2 - st->sb_damaged);
+		r = ATOMIO_ECORRUPT;
+		goto out;
+	}
+	if (beyond)
+		st_err(st, "%s: the valid log ends at area offset %llu (seq %llu due), but %llu valid "
+			   "records of this epoch follow (seq %llu..%llu): not replayed; if they were "
+			   "acknowledged, the log is damaged (a torn write in flight at a crash leaves "
+			   "the same)", st->log_path, (unsigned long long)stop, (unsigned long long)seq_end,
+		       (unsigned long long)beyond, (unsigned long long)lo, (unsigned long long)hi_seq);
+	atomic_store(&st->stats.records_beyond_tail, beyond);
 	for (uint32_t id = 0; id < hi && count; id++) {
 		if (!(rc.needed[id / 8] & (1u << (id % 8))))
 			continue;
@@ -453,8 +543,8 @@ int recover(atomio *st)
 		}
 	}
 	if (count) {
-		uint64_t c2, s2;
-		r = walk(&rc, apply_record, &c2, &s2);
+		uint64_t c2, s2, st2;
+		r = walk(&rc, apply_record, &c2, &s2, &st2);
 		if (r < 0)
 			goto out;
 		if (c2 != count || s2 != seq_end) {
@@ -498,5 +588,6 @@ out:
 	free(rc.maxend);
 	free(rc.buf);
 	free(rc.raw);
+	free(found);
 	return r;
 }

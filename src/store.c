@@ -261,6 +261,7 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	s->bytes_raw = atomic_load(&st->stats.bytes_raw);
 	s->records_compressed = atomic_load(&st->stats.records_compressed);
 	s->bytes_checkpointed = atomic_load(&st->stats.bytes_checkpointed);
+	s->records_beyond_tail = atomic_load(&st->stats.records_beyond_tail);
 	pthread_mutex_lock(&st->lock);
 	s->dirty_bytes = st->dirty.used * 4096;
 	pthread_mutex_unlock(&st->lock);

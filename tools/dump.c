@@ -125,6 +125,14 @@ static const char *sb_problem(const struct sb_disk *s, uint64_t file_size)
 	return codec_sb_check(s, file_size, &why) ? why : NULL;
 }
 
+/* codec_area_scan's reader: area offsets of the log. */
+static int area_rd(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	struct dlog *d = ctx;
+	int k = rd(d, d->sb.area_off + off, buf, len);
+	return k < 0 ? k : k ? 0 : -EIO;
+}
+
 static void put_time(char *b, size_t n, uint64_t ns)
 {
 	time_t t = (time_t)(ns / 1000000000ull);
@@ -312,7 +320,23 @@ struct dump {
 	uint64_t end_pos;
 	const char *bad_rec;   /* a checksummed record recovery refuses */
 	int cat_damaged;       /* -1, or the catalog copy with our magic that fails its checks */
+	int sb_damaged;        /* 0, or 1 + the slot written once but invalid */
+	struct codec_found *found; /* every checksummed record in the area, once scanned */
+	size_t nfound;
+	bool scanned;
+	uint64_t beyond, blo, bhi; /* valid records of this epoch after the valid tail */
 };
+
+static void scan_area(struct dump *x)
+{
+	if (x->scanned)
+		return;
+	int r = codec_area_scan(x->d.store_id, x->d.sb.version, x->d.sb.area_size, area_rd, &x->d, x->d.buf,
+				CHUNK, &x->found, &x->nfound);
+	if (r < 0)
+		cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-r));
+	x->scanned = true;
+}
 
 /* Open the log read-only and print what it is and who holds it. */
 static void dump_open(struct dump *x)
@@ -442,6 +466,45 @@ static bool dump_superblocks(struct dump *x)
 	x->d.sb = s[cur];
 	x->d.sb_ok = true;
 	x->d.store_id = x->d.sb.store_id;
+	static const char zero[SB_SIZE];
+	if (why[1 - cur] && memcmp(&s[1 - cur], zero, SB_SIZE)) {
+		/* As recovery: the records say whether the damaged slot was
+		 * the newer one (codec_sb_fallback). */
+		x->sb_damaged = 2 - cur;
+		scan_area(x);
+		uint64_t ep, hs;
+		int k = codec_sb_fallback(&x->d.sb, x->found, x->nfound, &ep, &hs);
+		if (k < 0) {
+			static char m[256];
+			snprintf(m, sizeof(m), "superblock slot %d is damaged, and slot %d cannot reach newer "
+					       "records in the log: recovery refuses (ATOMIO_ECORRUPT)",
+				 1 - cur, cur);
+			x->fatal = m;
+			if (x->o.json) {
+				json_obj(&x->j, "recovery");
+				json_bool(&x->j, "would_succeed", false);
+				json_str(&x->j, "problem", x->fatal);
+				json_end_obj(&x->j);
+				json_end_obj(&x->j);
+				json_finish(&x->j);
+			} else {
+				printf("recovery    would fail: %s\n", x->fatal);
+			}
+			x->rc = EX_FOUND;
+			return false;
+		}
+		if (k == 1) {
+			x->d.sb.epoch = ep;
+			x->d.sb.head_off = 0;
+			x->d.sb.head_seq = hs;
+		}
+		if (!x->o.json)
+			printf("damage      superblock slot %d is damaged; %s\n", 1 - cur,
+			       k == 1 ? "records of a later epoch show it was the newer one: recovery "
+					"replays them from area offset 0"
+				      : "the records show it was the older one");
+		x->rc = EX_FOUND;
+	}
 	if (!x->o.json) {
 		char t[64];
 		put_time(t, sizeof(t), x->d.sb.ctime_ns);
@@ -705,6 +768,32 @@ static void dump_records(struct dump *x)
 	}
 	if (x->o.json)
 		json_end_arr(&x->j);
+	/* As recovery: valid records of this epoch after the tail (a torn
+	 * write in flight, or damage)? */
+	if (x->fatal || x->bad_rec)
+		return;
+	bool suspect = x->scanned;
+	for (int k = 0; k < 2 && !suspect; k++) {
+		uint64_t pos = k ? 0 : x->end_pos;
+		struct rec_hdr_disk h;
+		if (k && (x->end_pos % x->d.sb.block || x->end_pos == 0))
+			break;
+		suspect = codec_rec_fits(pos, x->d.sb.area_size) && area_rd(&x->d, pos, &h, sizeof(h)) == 0 &&
+			  h.magic == REC_MAGIC && h.epoch == x->d.sb.epoch && h.seq >= x->seq;
+	}
+	if (!suspect)
+		return;
+	scan_area(x);
+	x->beyond = codec_count_beyond(x->found, x->nfound, x->d.sb.epoch, x->seq, &x->blo, &x->bhi);
+	if (x->beyond && x->sb_damaged) {
+		static char m[256];
+		snprintf(m, sizeof(m), "superblock slot %d is damaged, and %llu valid records lie beyond "
+				       "what the other slot reaches: recovery refuses (ATOMIO_ECORRUPT)",
+			 x->sb_damaged - 1, (unsigned long long)x->beyond);
+		x->fatal = m;
+	}
+	if (x->beyond)
+		x->rc = EX_FOUND;
 }
 
 /* Would recovery succeed?  Then free what the dump held. */
@@ -731,6 +820,7 @@ static void dump_verdict(struct dump *x)
 		json_bool(&x->j, "would_succeed", !x->fatal && !needs);
 		json_uint(&x->j, "groups", x->fatal ? 0 : x->n);
 		json_uint(&x->j, "data_bytes", x->data);
+		json_uint(&x->j, "records_beyond_tail", x->beyond);
 		json_str(&x->j, "problem", x->fatal ? x->fatal : needs);
 		json_end_obj(&x->j);
 		json_end_obj(&x->j);
@@ -741,6 +831,12 @@ static void dump_verdict(struct dump *x)
 		if (!x->bad_rec)
 			printf("valid tail  ends at area offset %llu (next seq %llu): %s\n",
 			       (unsigned long long)x->end_pos, (unsigned long long)x->seq, x->endwhy);
+		if (x->beyond && !x->fatal)
+			printf("damage?     %llu valid records of this epoch follow the valid tail (seq "
+			       "%llu..%llu): recovery does not replay them; if they were acknowledged, "
+			       "the log is damaged (a torn write in flight at a crash leaves the same)\n",
+			       (unsigned long long)x->beyond, (unsigned long long)x->blo,
+			       (unsigned long long)x->bhi);
 		if (x->fatal)
 			printf("recovery    would fail: %s\n", x->fatal);
 		else if (needs)
@@ -749,6 +845,7 @@ static void dump_verdict(struct dump *x)
 			printf("recovery    would replay %llu group%s (%llu data bytes)\n", (unsigned long long)x->n,
 			       x->n == 1 ? "" : "s", (unsigned long long)x->data);
 	}
+	free(x->found);
 	free(x->touched);
 	free(x->fe);
 	free(x->cat[0]);
