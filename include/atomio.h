@@ -107,12 +107,16 @@ struct atomio_options {
 #define ATOMIO_ECORRUPT (-7003) /* log damaged: no valid superblock or catalog, or a
 				   checksummed record whose content is impossible */
 #define ATOMIO_EFAILED (-7004)  /* an earlier I/O error left the store's state unknown;
-				   close and reopen it to recover */
+				   close and reopen it to recover (a commit refused with it
+				   wrote nothing) */
 #define ATOMIO_EIDENTITY (-7005) /* a data file is no longer the file registered
 				    (replaced, renamed over, symlink, not a regular file) */
 #define ATOMIO_EBADPATH (-7006) /* a path recorded in the log breaks the path rules */
 #define ATOMIO_EUNSAFE (-7007)  /* the log is writable by other users */
-#define ATOMIO_ELAST 7007
+#define ATOMIO_EUNKNOWN (-7008) /* the store failed while or after this group's record
+				   was written: it may be durable; reopening applies it
+				   whole or not at all */
+#define ATOMIO_ELAST 7008
 
 /* --- store ---------------------------------------------------------------- */
 
@@ -209,7 +213,11 @@ struct atomio_stats {
 	uint64_t bytes_checkpointed; /* distinct 4 KiB blocks of home writes that checkpoints
 					made durable, in bytes (what the page cache had to write) */
 	uint64_t dirty_bytes;      /* distinct home bytes written since the last checkpoint began */
-	uint64_t reserved[2];
+	uint64_t records_beyond_tail; /* recovery at this open: valid records of the log's
+					 epoch found after the point where the valid log
+					 ended, not replayed (a torn write in flight, or
+					 damage: the error buffer says where) */
+	uint64_t reserved[1];
 };
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps);

@@ -291,7 +291,10 @@ static int sync_files(atomio *st)
 			/* The kernel may have dropped the dirty pages with the
 			 * error; a retried fsync could then "succeed".  Keep the
 			 * log, refuse further work; recovery replays it. */
-			st_err(st, "syncing data file %u: %s", id, strerror(-r));
+			char path[PATH_MAX];
+			st_err(st, "syncing data file %s: %s",
+			       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
+			       strerror(-r));
 			return r;
 		}
 		drop_cache(st, f);

@@ -55,6 +55,8 @@ int codec_csum_read(uint64_t seed, uint64_t len, size_t csum_off, codec_read_fn 
 
 /* --- superblock ------------------------------------------------------------- */
 
+const char codec_sb_short[] = "the file is shorter than its geometry (truncated?)";
+
 int codec_sb_check(const struct sb_disk *sb, uint64_t file_size, const char **why)
 {
 	const char *w = NULL;
@@ -79,9 +81,12 @@ int codec_sb_check(const struct sb_disk *sb, uint64_t file_size, const char **wh
 		w = "impossible catalog geometry";
 	} else if (sb->area_off < sb->cat_off + 2 * sb->cat_size || sb->area_off % b ||
 		   sb->area_size % b || sb->area_size < MIN_LOG_BLOCKS * b ||
-		   sb->area_size > (1ull << 48) || sb->area_off > file_size ||
-		   sb->area_size > file_size - sb->area_off) { /* no wrap */
-		w = "record area outside the file";
+		   sb->area_size > (1ull << 48) || sb->area_off > (1ull << 48)) {
+		w = "impossible record area geometry";
+	} else if (sb->area_off + sb->area_size > file_size) {
+		/* a sound superblock of a file cut short (truncated, or a
+		 * partial copy): say so, not "corrupt" */
+		w = codec_sb_short;
 	} else if (sb->head_off >= sb->area_size || sb->head_off % 8) {
 		w = "head outside the record area";
 	} else if (sb->generation >= MAX_GENERATION) {
@@ -198,6 +203,113 @@ enum rec_verdict codec_rec_check(const struct rec_hdr_disk *h, uint64_t pos, con
 	    h->rec_len != rec_len_for(h->nsegs, h->data_len) || h->rec_len > x->area_size - pos)
 		return REC_BAD_FIELDS;
 	return REC_OK;
+}
+
+struct at_pos {
+	codec_read_fn rd;
+	void *ctx;
+	uint64_t base;
+};
+
+static int read_at(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	struct at_pos *a = ctx;
+	return a->rd(a->ctx, a->base + off, buf, len);
+}
+
+int codec_area_scan(uint64_t store_id, uint32_t version, uint64_t area_size, codec_read_fn rd,
+		    void *ctx, char *buf, size_t bufsz, struct codec_found **out, size_t *n)
+{
+	size_t cap = 64, cnt = 0;
+	struct codec_found *f = malloc(cap * sizeof(*f));
+	char *cbuf = malloc(64 * 1024);
+	int r = f && cbuf ? 0 : -ENOMEM;
+	uint64_t skip = 0; /* inside a valid record found: no record starts here */
+	for (uint64_t w = 0; r == 0 && w < area_size; w += bufsz) {
+		size_t wl = area_size - w < bufsz ? (size_t)(area_size - w) : bufsz;
+		r = rd(ctx, w, buf, wl);
+		for (size_t o = 0; r == 0 && o + 4 <= wl; o += 8) {
+			uint64_t pos = w + o;
+			uint32_t magic;
+			memcpy(&magic, buf + o, 4);
+			if (pos < skip || magic != REC_MAGIC)
+				continue;
+			struct rec_hdr_disk h;
+			if (o + sizeof(h) <= wl)
+				memcpy(&h, buf + o, sizeof(h));
+			else if (!codec_rec_fits(pos, area_size) || (r = rd(ctx, pos, &h, sizeof(h))) < 0)
+				continue;
+			struct rec_expect x = {.seq = h.seq, .epoch = h.epoch, .area_size = area_size,
+					       .version = version};
+			if (codec_rec_check(&h, pos, &x) != REC_OK)
+				continue;
+			struct at_pos a = {rd, ctx, pos};
+			uint64_t sum;
+			r = codec_csum_read(store_id, h.rec_len, offsetof(struct rec_hdr_disk, csum), read_at,
+					    &a, cbuf, 64 * 1024, &sum);
+			if (r < 0 || sum != h.csum)
+				continue;
+			if (cnt == cap) {
+				struct codec_found *g = realloc(f, 2 * cap * sizeof(*f));
+				if (!g) {
+					r = -ENOMEM;
+					break;
+				}
+				f = g;
+				cap *= 2;
+			}
+			f[cnt++] = (struct codec_found){.pos = pos, .seq = h.seq, .epoch = h.epoch};
+			skip = pos + h.rec_len;
+		}
+	}
+	free(cbuf);
+	if (r < 0) {
+		free(f);
+		return r;
+	}
+	*out = f;
+	*n = cnt;
+	return 0;
+}
+
+int codec_sb_fallback(const struct sb_disk *sb, const struct codec_found *f, size_t n,
+		      uint64_t *epoch, uint64_t *head_seq)
+{
+	uint64_t max = sb->epoch;
+	for (size_t i = 0; i < n; i++)
+		if (f[i].epoch > max)
+			max = f[i].epoch;
+	if (max == sb->epoch)
+		return 0;
+	/* Only an open writes a new epoch, and it writes the superblock first
+	 * (head 0); had a checkpoint followed in that epoch, sb would be of
+	 * that epoch.  So: one epoch more, its records from offset 0. */
+	if (max != sb->epoch + 1)
+		return ATOMIO_ECORRUPT;
+	for (size_t i = 0; i < n; i++)
+		if (f[i].epoch == max && f[i].pos == 0) {
+			*epoch = max;
+			*head_seq = f[i].seq;
+			return 1;
+		}
+	return ATOMIO_ECORRUPT;
+}
+
+uint64_t codec_count_beyond(const struct codec_found *f, size_t n, uint64_t epoch, uint64_t seq_end,
+			    uint64_t *lo, uint64_t *hi)
+{
+	uint64_t c = 0;
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (size_t i = 0; i < n; i++)
+		if (f[i].epoch == epoch && f[i].seq >= seq_end) {
+			c++;
+			if (f[i].seq < *lo)
+				*lo = f[i].seq;
+			if (f[i].seq > *hi)
+				*hi = f[i].seq;
+		}
+	return c;
 }
 
 bool codec_rec_lz4_ok(const char *rec, const struct rec_hdr_disk *h, char *raw)

@@ -43,6 +43,9 @@ int codec_csum_read(uint64_t seed, uint64_t len, size_t csum_off, codec_read_fn 
  * ATOMIO_ENOTLOG (no magic), ATOMIO_EVERSION (byte order or version) or
  * ATOMIO_ECORRUPT; *why (may be NULL) says what is wrong. */
 int codec_sb_check(const struct sb_disk *sb, uint64_t file_size, const char **why);
+/* The reason codec_sb_check gives for a sound superblock whose record area
+ * ends past the end of the file (compare the pointer). */
+extern const char codec_sb_short[];
 void codec_sb_seal(struct sb_disk *sb);
 /* Which slot is current, given which are valid: 0 or 1 (the higher
  * generation), -1 none valid, -2 both valid but of two stores. */
@@ -99,6 +102,35 @@ bool codec_rec_lz4_ok(const char *rec, const struct rec_hdr_disk *h, char *raw);
 const char *codec_seg_problem(const struct seg_disk *d, uint64_t raw_len, bool file_known);
 /* Area offset of the record after the one at pos. */
 uint64_t codec_rec_next(const struct rec_hdr_disk *h, uint64_t pos, uint32_t block);
+
+/* --- whole-area scan (damage that the valid-prefix walk cannot see) ---------
+
+ * The walk from the head stops at the first offset with no valid record.  A
+ * damaged superblock slot or a damaged record in the middle can hide valid,
+ * acknowledged records behind that point.  These look at every checksummed
+ * record of the store anywhere in the area, whatever its epoch and seq. */
+struct codec_found {
+	uint64_t pos, seq, epoch;
+};
+/* Every record in the area [0, area_size) -- read through rd at area
+ * offsets -- whose header is sound and whose checksum (seed store_id) is
+ * right: *out (malloc'd, *n of them, in area order).  buf: bufsz bytes, a
+ * multiple of 8, at least 64 KiB.  0, -ENOMEM or rd's error. */
+int codec_area_scan(uint64_t store_id, uint32_t version, uint64_t area_size, codec_read_fn rd,
+		    void *ctx, char *buf, size_t bufsz, struct codec_found **out, size_t *n);
+/* The current superblock sb is the only valid slot, and the other slot was
+ * written once (our magic) but is damaged.  Was the damaged one newer?
+ * Records of a later epoch than sb's say so: the damaged slot was the
+ * superblock an open wrote (epoch sb->epoch + 1, head 0) before them.  0: no
+ * such records, sb stands; 1: exactly that case, with *head_seq the seq of
+ * that epoch's record at area offset 0 (recover from there, epoch + 1);
+ * ATOMIO_ECORRUPT: later records that this cannot account for. */
+int codec_sb_fallback(const struct sb_disk *sb, const struct codec_found *f, size_t n,
+		      uint64_t *epoch, uint64_t *head_seq);
+/* How many found records of epoch lie at or beyond seq_end (the valid log's
+ * end): valid records after the stop point.  *lo, *hi: their seq range. */
+uint64_t codec_count_beyond(const struct codec_found *f, size_t n, uint64_t epoch, uint64_t seq_end,
+			    uint64_t *lo, uint64_t *hi);
 
 /* The record of one group, in memory: its ranges, and its data stored
  * compressed (cdata, clen bytes) or raw (data_len bytes from the ranges). */

@@ -274,6 +274,10 @@ struct batch {
 	uint64_t end_seq, end_off; /* where a checkpoint may cut once it is home */
 	uint64_t k;        /* its number: home stages run in this order */
 	unsigned slot;     /* its log write slot */
+	/* Its record (or fast-path) write was issued: from then on a failure
+	 * leaves its groups' fate to recovery (ATOMIO_EUNKNOWN), never "not
+	 * written". */
+	bool issued;
 };
 
 #define REQUEUED 1 /* fast_stage: the kernel refused; the group is queued again */
@@ -405,10 +409,15 @@ static int fast_stage_locked(atomio *st, struct batch *b)
 		st->q_head = first;
 		return REQUEUED;
 	}
-	if (r < 0)
-		st_err(st, "atomic write to data file %u: %s", s->file, strerror(-r));
-	else
+	b->issued = f != NULL;
+	if (r < 0 && f) {
+		char path[PATH_MAX];
+		st_err(st, "atomic write to data file %s: %s",
+		       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
+		       strerror(-r));
+	} else if (r == 0) {
 		atomic_fetch_add(&st->stats.fast_writes, 1);
+	}
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
 		st_fail_locked(st, r);
@@ -435,6 +444,7 @@ static int log_stage_locked(atomio *st, struct batch *b)
 		st->slot_busy |= 1u << b->slot;
 		wake_next_locked(st);
 		pthread_mutex_unlock(&st->lock);
+		b->issued = true;
 		r = write_batch(st, ls, b->bytes, b->off);
 		pthread_mutex_lock(&st->lock);
 		st->log_inflight--;
@@ -449,6 +459,33 @@ static int log_stage_locked(atomio *st, struct batch *b)
 	return r;
 }
 
+/* A batch's home writes failed: name the files they went to (the engine
+ * reports the first error, not which write had it). */
+static void home_err(atomio *st, atomio_tx *first, uint32_t n, int err)
+{
+	char names[2 * PATH_MAX + 64] = "";
+	size_t used = 0;
+	uint32_t shown = 0, last = UINT32_MAX, i = 0;
+	for (atomio_tx *t = first; i < n; t = t->qnext, i++)
+		for (uint32_t j = 0; j < t->nsegs && shown < 3; j++) {
+			uint32_t id = t->segs[j].file;
+			if (id == last)
+				continue;
+			last = id;
+			struct afile *f = atomic_load(&st->files[id]);
+			char path[PATH_MAX];
+			if (!f)
+				continue;
+			int k = snprintf(names + used, sizeof(names) - used, "%s%s", shown ? ", " : "",
+					 file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path);
+			if (k < 0 || (size_t)k >= sizeof(names) - used)
+				break;
+			used += (size_t)k;
+			shown++;
+		}
+	st_err(st, "writing home data to %s%s: %s", names, shown == 3 ? ", ..." : "", strerror(-err));
+}
+
 /* Stage 4: the home writes, once every earlier batch is home (commit
  * order).  Called and returns with the lock held, dropped while writing.
  * Returns the batch's result. */
@@ -457,16 +494,18 @@ static int home_stage_locked(atomio *st, struct batch *b, int r)
 	while (st->home_next != b->k)
 		pthread_cond_wait(&st->home_cv, &st->lock);
 	if (r == 0 && st->failed) {
-		/* An earlier batch's home writes failed: this batch is durable
-		 * in the log but must not be applied out of order; reopening
-		 * replays it. */
-		r = ATOMIO_EFAILED;
+		/* The store failed while this batch's write was in flight (an
+		 * earlier batch's log or home write, a background checkpoint's
+		 * sync): this batch is durable in the log but must not be
+		 * applied out of order.  Reopening replays it -- unless an
+		 * earlier record it follows is torn: recovery decides. */
+		r = ATOMIO_EUNKNOWN;
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (r == 0 && !b->fast) {
 		r = engine_home(st, b->first, b->n);
 		if (r < 0)
-			st_err(st, "writing home data: %s", strerror(-r));
+			home_err(st, b->first, b->n, r);
 	}
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
@@ -513,9 +552,15 @@ void lead_locked(atomio *st)
 		if (!wait_for_room_locked(st, &b))
 			return;
 		take_batch_locked(st, &b);
+		b.issued = false;
 		r = b.fast ? fast_stage_locked(st, &b) : log_stage_locked(st, &b);
 	} while (r == REQUEUED);
 	r = home_stage_locked(st, &b, r);
+	/* What the owners are told: 0, or "not written" (nothing of the batch
+	 * reached the log: the error itself), or "unknown" once its write was
+	 * issued; the cause is in the error buffer and in st->failed. */
+	if (r < 0 && b.issued)
+		r = ATOMIO_EUNKNOWN;
 	finish_batch_locked(st, &b, r);
 }
 

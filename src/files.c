@@ -200,6 +200,10 @@ int cat_load(atomio *st)
 		st_err(st, "%s: no valid file catalog", st->log_path);
 		return ATOMIO_ECORRUPT;
 	}
+	/* The other copy written once (our magic) but failing its checks: it
+	 * may have been the newer one, holding the newest registrations;
+	 * recovery names it if a record needs a file this copy lacks. */
+	st->cat_damaged = !ok[1 - pick] && h[1 - pick].magic == CAT_MAGIC ? 2 - pick : 0;
 	/* Only the chosen copy's used bytes are held, and its checksum is
 	 * checked again on exactly the bytes parsed below. */
 	char *buf = malloc(h[pick].used);
@@ -386,6 +390,20 @@ static struct afile *cat_find(atomio *st, const char *path, uint16_t flags)
 	return NULL;
 }
 
+/* The file open in this session that is the inode idn names (a hard link
+ * or another spelling of a registered path), or NULL.  Identity is device +
+ * inode: one file, one id, so one fast-path guard (fastpath.c) sees every
+ * record that covers its bytes. */
+static struct afile *open_find_inode(atomio *st, const struct fid *idn)
+{
+	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
+		struct afile *f = atomic_load(&st->files[id]);
+		if (f && f->fd >= 0 && f->idn.dev == idn->dev && f->idn.ino == idn->ino)
+			return f;
+	}
+	return NULL;
+}
+
 static uint32_t cat_free_id(atomio *st)
 {
 	const uint32_t top = atomic_load(&st->files_hi);
@@ -426,16 +444,19 @@ static int open_data(const char *canon, int flags, mode_t mode, bool *created)
 static int sync_registered(atomio *st, int fd, const char *canon)
 {
 	int r = sys_fsync_full(fd);
-	if (r == 0) {
-		char *dir = dir_of(canon);
-		if (!dir)
-			r = -ENOMEM;
-		else
-			r = sys_fsync_dir(dir);
-		free(dir);
-	}
-	if (r < 0)
+	if (r < 0) {
 		st_err(st, "syncing %s before registering it: %s", canon, strerror(-r));
+		return r;
+	}
+	char *dir = dir_of(canon);
+	r = dir ? sys_fsync_dir(dir) : -ENOMEM;
+	if (r == -EMFILE || r == -ENFILE)
+		st_err(st, "registering %s: no descriptor left to open its directory %s for the "
+			   "sync that makes the file durable: %s", canon, dir, strerror(-r));
+	else if (r < 0)
+		st_err(st, "syncing the directory of %s before registering it: %s", canon,
+		       strerror(-r));
+	free(dir);
 	return r;
 }
 
@@ -567,6 +588,17 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 	__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
 }
 
+/* Registration failed after this call created the file: remove it again, so
+ * that a failed atomio_file_open leaves nothing behind -- but only if the path
+ * still names the inode created (never another file put there meanwhile). */
+static void unlink_created(int fd, const char *canon)
+{
+	struct stat a, b;
+	if (atomio_sys->fstat(fd, &a) == 0 && atomio_sys->lstat(canon, &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		(void)atomio_sys->unlink(canon);
+}
+
 int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 {
 	if (!st || !path || !*path || (open_flags & ~ALLOWED_OPEN_FLAGS))
@@ -594,9 +626,18 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	}
 	bool direct = open_flags & O_DIRECT;
 	struct afile *f = r == 0 ? cat_find(st, stored, cflags) : NULL;
+	bool by_inode = false;
+	if (r == 0 && (!f || f->fd < 0)) {
+		/* Not open by this path; open under another (a hard link)? */
+		struct afile *g = open_find_inode(st, &idn);
+		if (g) {
+			f = g;
+			by_inode = true;
+		}
+	}
 	if (f && f->fd >= 0) {
 		/* Already open in this session: one id per file. */
-		if (!fid_same(&f->idn, &idn)) {
+		if (!by_inode && !fid_same(&f->idn, &idn)) {
 			st_err(st, "%s: replaced while open in the store", canon);
 			r = ATOMIO_EIDENTITY;
 		} else if (f->direct != direct) {
@@ -610,6 +651,8 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 			fd = -1; /* the store's now */
 		}
 	}
+	if (fd >= 0 && r < 0 && created)
+		unlink_created(fd, canon);
 	if (fd >= 0)
 		atomio_sys->close(fd);
 	pthread_mutex_unlock(&st->cat_lock);

@@ -135,6 +135,23 @@
  *   data does not decompress to exactly raw_len bytes, is corruption
  *   (ATOMIO_ECORRUPT): recovery replays nothing at all in that case.
  *
+ *   Valid records after the end: when the record at the end offset (or at
+ *   offset 0 after a wrap) is one of this epoch that was due or later (torn
+ *   or damaged, not zeros or stale), recovery looks at every checksummed
+ *   record in the area.  Valid records of this epoch with seq >= the end's
+ *   are not replayed (a torn write that was in flight at a crash leaves them,
+ *   never acknowledged; damage to an acknowledged record leaves the same),
+ *   but reported: the error buffer and atomio_stats().records_beyond_tail.
+ *
+ *   One superblock slot damaged (invalid, not all zeros) and the other valid:
+ *   recovery looks at every checksummed record in the area.  None of a later
+ *   epoch than the valid slot's: the valid slot stands.  Records of exactly
+ *   one epoch more, one of them at area offset 0: the damaged slot was the
+ *   superblock the last open wrote (head 0), and recovery replays that
+ *   epoch's records from offset 0.  Anything else, or valid records of the
+ *   slot's epoch beyond its valid log: ATOMIO_ECORRUPT, naming the slot.
+ *   The epoch written after recovery is always above every epoch seen.
+ *
  *   Why a stale record can never be taken for a live one: a record from
  *   another store fails the seeded checksum; one from an earlier lap of this
  *   epoch carries a lower seq than any expected one; one from an earlier

@@ -204,6 +204,8 @@ struct atomio {
 	 * file, so that loops over the files in use stop there */
 	_Atomic uint32_t files_hi;
 	uint64_t cat_gen;
+	int cat_damaged;      /* 0, or 1 + the catalog copy that failed its checks at open */
+	int sb_damaged;       /* 0, or 1 + the superblock slot that was written but is invalid */
 	pthread_mutex_t cat_lock; /* serialises registrations */
 
 	/* tx pool: recently ended txs are not reused at once, so that a use
@@ -247,7 +249,7 @@ struct atomio {
 	struct {
 		_Atomic uint64_t commits, bytes_logged, bytes_home, log_syncs, data_syncs,
 			checkpoints, groups_recovered, batches, log_full_waits, fast_writes,
-			bytes_raw, records_compressed, bytes_checkpointed;
+			bytes_raw, records_compressed, bytes_checkpointed, records_beyond_tail;
 	} stats;
 };
 
@@ -268,6 +270,7 @@ uint32_t sysfs_queue_u32(dev_t dev, const char *name);
 
 /* logfile.c */
 int log_create(atomio *st, const char *path, uint64_t log_size);
+void log_sweep_tmp(atomio *st, const char *path);
 int log_open_fd(atomio *st, const char *path);
 int log_load_sb(atomio *st);
 int log_read(atomio *st, uint64_t off, void *buf, size_t len);

@@ -12,6 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/file.h>
+
+#include <xxhash.h>
+
 #include "internal.h"
 
 /* --- log block size ------------------------------------------------------ */
@@ -143,11 +147,34 @@ int log_load_sb(atomio *st)
 		memset(buf, 0, 2 * SB_SLOT);
 	bool two;
 	r = sb_pick(buf, (uint64_t)fs.st_size, &st->sb, &two);
-	free(buf);
+	/* One slot valid, the other written once (not all zeros) but invalid:
+	 * the damaged one may have been the newer; recovery looks at the
+	 * records (recover.c). */
+	st->sb_damaged = 0;
+	for (int i = 0; i < 2 && r == 0; i++) {
+		const struct sb_disk *s = (const void *)(buf + i * SB_SLOT);
+		static const char zero[SB_SIZE];
+		if (codec_sb_check(s, (uint64_t)fs.st_size, NULL) && memcmp(s, zero, SB_SIZE))
+			st->sb_damaged = i + 1;
+	}
+	const struct sb_disk *sane = NULL; /* a slot sound but for the file's size */
+	for (int i = 0; i < 2 && r < 0 && !two; i++) {
+		const char *why;
+		const struct sb_disk *s = (const void *)(buf + i * SB_SLOT);
+		if (codec_sb_check(s, (uint64_t)fs.st_size, &why) == ATOMIO_ECORRUPT && why == codec_sb_short)
+			sane = s;
+	}
 	if (two)
 		st_err(st, "%s: superblock slots belong to two different stores", st->log_path);
+	else if (sane)
+		st_err(st, "%s: the file is %llu bytes, shorter than its geometry says (record area of "
+			   "%llu bytes at %llu: %llu bytes): truncated or cut short; nothing replayed",
+		       st->log_path, (unsigned long long)fs.st_size, (unsigned long long)sane->area_size,
+		       (unsigned long long)sane->area_off,
+		       (unsigned long long)(sane->area_off + sane->area_size));
 	else if (r < 0)
 		st_err(st, "%s: %s", st->log_path, atomio_strerror(r));
+	free(buf);
 	if (r < 0)
 		return r;
 	st->store_id = st->sb.store_id;
@@ -185,6 +212,113 @@ int atomio_log_mark(int log_fd, struct atomio_log_mark *mark)
 
 /* --- creation ---------------------------------------------------------------- */
 
+/* A new log is built under a temporary name in its directory (format.h,
+ * create): ".atomio-tmp-", 16 hex digits naming the log (a hash of its file
+ * name), "-", 16 random hex digits.  45 bytes whatever the log's name, so it
+ * fits NAME_MAX when the log's own name does; and a file of that form is
+ * known to be this log's temporary file.  Its creator holds an exclusive
+ * flock on it until it is renamed into place or removed: a process killed
+ * meanwhile leaves a file nobody locks, which the next atomio_open of the
+ * log removes (log_sweep_tmp). */
+#define TMP_PREFIX ".atomio-tmp-"
+#define TMP_TAG_LEN (sizeof(TMP_PREFIX) - 1 + 16 + 1) /* prefix, log tag, '-' */
+
+static void tmp_tag(const char *path, char *out, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	snprintf(out, n, TMP_PREFIX "%016llx-", (unsigned long long)XXH3_64bits(base, strlen(base)));
+}
+
+struct sweep {
+	atomio *st;
+	const char *dir;
+	char tag[TMP_TAG_LEN + 1];
+};
+
+static int sweep_one(void *arg, const char *name)
+{
+	struct sweep *w = arg;
+	if (strncmp(name, w->tag, TMP_TAG_LEN) || strlen(name) != TMP_TAG_LEN + 16)
+		return 0; /* not a temporary file of this log */
+	char p[PATH_MAX];
+	int n = snprintf(p, sizeof(p), "%s/%s", w->dir, name);
+	if (n < 0 || (size_t)n >= sizeof(p))
+		return 0;
+	/* O_PATH first: whatever is planted under the name is never opened
+	 * for real unless it is a regular file. */
+	int pfd = atomio_sys->open(p, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return 0;
+	struct stat a, b;
+	int fd = atomio_sys->fstat(pfd, &a) == 0 && S_ISREG(a.st_mode)
+			 ? proc_reopen(pfd, O_RDONLY | O_CLOEXEC)
+			 : -1;
+	atomio_sys->close(pfd);
+	if (fd < 0)
+		return 0;
+	/* Locked: its creator lives (or the flock is held across a fork);
+	 * leave it.  Unlocked: the creator is gone -- remove the name if it
+	 * still is this inode. */
+	if (atomio_sys->flock(fd, LOCK_EX | LOCK_NB) == 0 && atomio_sys->fstat(fd, &a) == 0 &&
+	    atomio_sys->lstat(p, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		(void)atomio_sys->unlink(p);
+	atomio_sys->close(fd);
+	return 0;
+}
+
+void log_sweep_tmp(atomio *st, const char *path)
+{
+	struct sweep w = {.st = st};
+	char *dir = dir_of(path);
+	if (!dir)
+		return;
+	w.dir = dir;
+	tmp_tag(path, w.tag, sizeof(w.tag));
+	(void)sys_listdir(dir, sweep_one, &w); /* best effort: a stale file costs space only */
+	free(dir);
+}
+
+/* Create the temporary file, locked (see above).  fd, or a negative errno. */
+static int tmp_create(atomio *st, const char *path, char *tmp, size_t tmpsz)
+{
+	char *dir = dir_of(path);
+	if (!dir)
+		return -ENOMEM;
+	char tag[TMP_TAG_LEN + 1];
+	tmp_tag(path, tag, sizeof(tag));
+	int fd = -EEXIST;
+	for (int tries = 0; tries < 8 && (fd == -EEXIST || fd == -EAGAIN); tries++) {
+		uint64_t rnd;
+		int r = atomio_sys->getrandom(&rnd, sizeof(rnd));
+		if (r < 0) {
+			fd = r;
+			break;
+		}
+		int n = snprintf(tmp, tmpsz, "%s/%s%016llx", dir, tag, (unsigned long long)rnd);
+		if (n < 0 || (size_t)n >= tmpsz) {
+			fd = -ENAMETOOLONG;
+			break;
+		}
+		/* 0600: whoever can write the log can choose what recovery writes. */
+		fd = atomio_sys->open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			continue;
+		/* Between the create and the lock a sweep may have taken the
+		 * file for a dead creator's and removed it: check, else anew. */
+		struct stat a, b;
+		if (atomio_sys->flock(fd, LOCK_EX | LOCK_NB) < 0 || atomio_sys->fstat(fd, &a) < 0 ||
+		    atomio_sys->lstat(tmp, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+			atomio_sys->close(fd);
+			fd = -EAGAIN;
+		}
+	}
+	if (fd < 0)
+		st_err(st, "creating %s: %s", tmp, strerror(-fd));
+	free(dir);
+	return fd;
+}
+
 int log_create(atomio *st, const char *path, uint64_t log_size)
 {
 	uint64_t rnd[2];
@@ -192,7 +326,8 @@ int log_create(atomio *st, const char *path, uint64_t log_size)
 	if (r < 0)
 		return r;
 	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 32);
+	size_t tmpsz = plen + TMP_TAG_LEN + 32;
+	char *tmp = malloc(tmpsz);
 	char *dir = dir_of(path);
 	char *zero = aligned_alloc_zero(4096, 1 << 20);
 	int fd = -1;
@@ -200,12 +335,9 @@ int log_create(atomio *st, const char *path, uint64_t log_size)
 		r = -ENOMEM;
 		goto out;
 	}
-	snprintf(tmp, plen + 32, "%s.tmp-%016llx", path, (unsigned long long)rnd[1]);
-	/* 0600: whoever can write the log can choose what recovery writes. */
-	fd = atomio_sys->open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = tmp_create(st, path, tmp, tmpsz);
 	if (fd < 0) {
 		r = fd;
-		st_err(st, "creating %s: %s", tmp, strerror(-r));
 		goto out;
 	}
 	uint32_t block = pick_block(fd, true);

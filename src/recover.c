@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "internal.h"
@@ -50,6 +51,11 @@ struct rcv {
 static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
 {
 	return log_read(rc->st, rc->st->area_off + pos, buf, len);
+}
+
+static int area_read_fn(void *ctx, uint64_t pos, void *buf, size_t len)
+{
+	return area_read(ctx, pos, buf, len);
 }
 
 /* codec_csum_read's reader for the record at rd->pos */
@@ -127,6 +133,15 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 		const struct seg_disk *d = &rec->segs[i];
 		const char *why = codec_seg_problem(d, rec->h.raw_len,
 						    d->file < rc->hi && atomic_load(&st->files[d->file]));
+		if (why && st->cat_damaged &&
+		    !(d->file < rc->hi && atomic_load(&st->files[d->file]))) {
+			st_err(st, "%s: catalog copy %d fails its checksum (damaged, or torn), and the "
+				   "other copy, generation %llu, lacks file id %u that record seq %llu "
+				   "names: the damaged copy was the newer one; nothing replayed",
+			       st->log_path, st->cat_damaged - 1, (unsigned long long)st->cat_gen,
+			       d->file, (unsigned long long)rec->h.seq);
+			return ATOMIO_ECORRUPT;
+		}
 		if (why) {
 			st_err(st, "%s: record seq %llu range %u %s", st->log_path,
 			       (unsigned long long)rec->h.seq, i, why);
@@ -145,19 +160,22 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 /* Walk the valid prefix; for each record call fn (pass 1: check, pass 3:
  * apply).  Returns the number of records, and the seq after the last. */
 static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uint64_t *count,
-		uint64_t *seq_end)
+		uint64_t *seq_end, uint64_t *stop)
 {
 	atomio *st = rc->st;
 	uint64_t pos = st->sb.head_off, seq = st->sb.head_seq, n = 0;
 	for (;;) {
 		struct rec rec;
+		const uint64_t at = pos;
 		int r = read_record(rc, pos, seq, &rec);
 		if (r == 0 && pos % st->block == 0 && pos != 0)
 			r = read_record(rc, pos = 0, seq, &rec); /* a writer's wrap */
 		if (r < 0)
 			return r;
-		if (r == 0)
+		if (r == 0) {
+			*stop = at;
 			break;
+		}
 		r = fn(rc, &rec);
 		free(rec.segs);
 		if (r < 0)
@@ -188,17 +206,51 @@ static int same_file(int fd, const struct afile *f, struct stat *sb)
 	return fid_same(&f->idn, &now);
 }
 
+/* Recovery holds a descriptor for every data file its records name, from the
+ * identity check to the final fsync (docs/API.md, atomio_open: the bound).
+ * Out of descriptors: say how many it needs against which limit. */
+static void nofile_err(struct rcv *rc, const char *path, int err)
+{
+	uint32_t need = 0;
+	for (uint32_t id = 0; id < rc->hi; id++)
+		need += (rc->needed[id / 8] >> (id % 8)) & 1;
+	struct rlimit rl = {0, 0};
+	if (err == -EMFILE && sys_getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		st_err(rc->st, "%s: opening data file %s: %s: recovery holds a descriptor for each of "
+			       "the %u data files with live records, and the process's open-file limit "
+			       "(RLIMIT_NOFILE, soft) is %llu: raise it (ulimit -n; atomio recover raises "
+			       "it to the hard limit itself); nothing replayed",
+		       rc->st->log_path, path, strerror(-err), need, (unsigned long long)rl.rlim_cur);
+	else if (err == -EMFILE)
+		st_err(rc->st, "%s: opening data file %s: %s: recovery holds a descriptor for each of "
+			       "the %u data files with live records, beyond the process's open-file "
+			       "limit (RLIMIT_NOFILE): raise it (ulimit -n); nothing replayed",
+		       rc->st->log_path, path, strerror(-err), need);
+	else
+		st_err(rc->st, "%s: opening data file %s: %s (the system's open-file table is full; "
+			       "recovery holds a descriptor for each of the %u data files with live "
+			       "records); nothing replayed",
+		       rc->st->log_path, path, strerror(-err), need);
+}
+
 static int open_checked(struct rcv *rc, struct afile *f)
 {
 	atomio *st = rc->st;
 	char path[PATH_MAX];
 	int r = file_check_path(f->path, f->cat_flags);
-	if (r == 0)
-		r = file_resolve_path(st, f, path, sizeof(path));
 	if (r < 0) {
-		st_err(st, "%s: recorded path '%s' of file %u breaks the path rules", st->log_path,
-		       f->path, f->id);
+		st_err(st, "%s: recorded path '%s' breaks the path rules", st->log_path, f->path);
 		return ATOMIO_EBADPATH;
+	}
+	r = file_resolve_path(st, f, path, sizeof(path));
+	if (r < 0) {
+		/* A sound relative path under a log directory that moved deeper:
+		 * the problem is length, not the rules. */
+		size_t n = strlen(st->log_dir) + 1 + strlen(f->path);
+		st_err(st, "%s: data file '%s' resolves, under the log's directory, to a path of %zu "
+			   "bytes, longer than PATH_MAX (%d) allows to open; nothing replayed; move the "
+			   "store to a shorter directory", st->log_path, f->path, n, PATH_MAX - 1);
+		return -ENAMETOOLONG;
 	}
 	/* First look without opening: O_PATH opens no FIFO, device or socket
 	 * planted at the path (a device's open can act: a tape rewinds, a
@@ -211,6 +263,10 @@ static int open_checked(struct rcv *rc, struct afile *f)
 		       st->log_path, path, pfd == -ENOENT ? "no such file"
 				   : "a directory on its path was replaced");
 		return ATOMIO_EIDENTITY;
+	}
+	if (pfd == -EMFILE || pfd == -ENFILE) {
+		nofile_err(rc, path, pfd);
+		return pfd;
 	}
 	if (pfd < 0) {
 		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
@@ -253,6 +309,11 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	int fd = proc_reopen(pfd, O_RDWR | O_CLOEXEC | O_NOCTTY);
 	if (fd == -ENOENT)
 		fd = atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd == -EMFILE || fd == -ENFILE) {
+		atomio_sys->close(pfd);
+		nofile_err(rc, path, fd);
+		return fd;
+	}
 	if (fd < 0) {
 		atomio_sys->close(pfd);
 		st_err(st, "%s: cannot open data file %s for recovery: %s; nothing replayed",
@@ -336,8 +397,12 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 			done += n;
 		}
 		if (r < 0) {
-			st_err(st, "%s: replaying record seq %llu into file %u: %s", st->log_path,
-			       (unsigned long long)rec->h.seq, d->file, strerror(-r));
+			const struct afile *f = atomic_load(&st->files[d->file]);
+			char path[PATH_MAX];
+			st_err(st, "%s: replaying record seq %llu into %s: %s", st->log_path,
+			       (unsigned long long)rec->h.seq,
+			       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
+			       strerror(-r));
 			return r;
 		}
 	}
@@ -345,6 +410,30 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 }
 
 static int check_record(struct rcv *rc, const struct rec *rec) { return check_segs(rc, rec, true); }
+
+/* Every checksummed record in the area (codec_area_scan). */
+static int scan(struct rcv *rc, struct codec_found **f, size_t *n)
+{
+	return codec_area_scan(rc->st->store_id, rc->st->sb.version, rc->st->area_size, area_read_fn, rc,
+			       rc->buf, CHUNK, f, n);
+}
+
+/* Does the walk's stop point hold a record of this epoch that was due, or a
+ * later one (not zeros, not a record of an earlier open or lap)? */
+static bool stop_suspect(struct rcv *rc, uint64_t stop, uint64_t seq_end)
+{
+	atomio *st = rc->st;
+	for (int k = 0; k < 2; k++) {
+		uint64_t pos = k ? 0 : stop;
+		struct rec_hdr_disk h;
+		if (k && (stop % st->block || stop == 0))
+			break;
+		if (codec_rec_fits(pos, st->area_size) && area_read(rc, pos, &h, sizeof(h)) == 0 &&
+		    h.magic == REC_MAGIC && h.epoch == rc->epoch && h.seq >= seq_end)
+			return true;
+	}
+	return false;
+}
 
 int recover(atomio *st)
 {
@@ -369,10 +458,68 @@ int recover(atomio *st)
 	rc.log_dev = ls.st_dev;
 	rc.log_ino = ls.st_ino;
 
-	uint64_t count = 0, seq_end = st->sb.head_seq;
-	r = walk(&rc, check_record, &count, &seq_end);
+	/* A damaged superblock slot: the records say whether it was the newer
+	 * one (codec_sb_fallback); never reuse an epoch. */
+	struct codec_found *found = NULL;
+	size_t nfound = 0;
+	bool scanned = false;
+	if (st->sb_damaged) {
+		r = scan(&rc, &found, &nfound);
+		if (r < 0)
+			goto out;
+		scanned = true;
+		uint64_t ep, hs;
+		int k = codec_sb_fallback(&st->sb, found, nfound, &ep, &hs);
+		if (k < 0) {
+			st_err(st, "%s: superblock slot %d is damaged, and slot %d (epoch %llu) cannot reach "
+				   "newer records in the log; refusing rather than lose acknowledged "
+				   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
+			       2 - st->sb_damaged, (unsigned long long)st->sb.epoch);
+			r = ATOMIO_ECORRUPT;
+			goto out;
+		}
+		if (k == 1) {
+			/* It was the superblock the last open wrote: recover
+			 * exactly what it pointed at (head 0, that epoch). */
+			st->sb.epoch = rc.epoch = ep;
+			st->sb.head_off = 0;
+			st->sb.head_seq = hs;
+		}
+	}
+	uint64_t count = 0, seq_end = st->sb.head_seq, stop = st->sb.head_off;
+	r = walk(&rc, check_record, &count, &seq_end, &stop);
 	if (r < 0)
 		goto out;
+	/* Valid records of this epoch after the stop point: a torn write that
+	 * was in flight at a crash leaves them (later writes completed, never
+	 * acknowledged), and so does damage to an acknowledged record.
+	 * Recovery cannot tell the two apart, keeps the torn-tail rule, and
+	 * says so (error buffer, atomio_stats().records_beyond_tail).  Looked
+	 * for when the stop point holds a record of this epoch that was due
+	 * (torn or damaged), or a superblock slot was damaged. */
+	if (!scanned && stop_suspect(&rc, stop, seq_end)) {
+		r = scan(&rc, &found, &nfound);
+		if (r < 0)
+			goto out;
+		scanned = true;
+	}
+	uint64_t lo, hi_seq, beyond = scanned ? codec_count_beyond(found, nfound, rc.epoch, seq_end, &lo, &hi_seq) : 0;
+	if (beyond && st->sb_damaged) {
+		st_err(st, "%s: superblock slot %d is damaged, and %llu valid records (seq %llu..%llu) "
+			   "lie beyond what slot %d reaches; refusing rather than lose acknowledged "
+			   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
+		       (unsigned long long)beyond, (unsigned long long)lo, (unsigned long long)hi_seq,
+		       2 - st->sb_damaged);
+		r = ATOMIO_ECORRUPT;
+		goto out;
+	}
+	if (beyond)
+		st_err(st, "%s: the valid log ends at area offset %llu (seq %llu due), but %llu valid "
+			   "records of this epoch follow (seq %llu..%llu): not replayed; if they were "
+			   "acknowledged, the log is damaged (a torn write in flight at a crash leaves "
+			   "the same)", st->log_path, (unsigned long long)stop, (unsigned long long)seq_end,
+		       (unsigned long long)beyond, (unsigned long long)lo, (unsigned long long)hi_seq);
+	atomic_store(&st->stats.records_beyond_tail, beyond);
 	for (uint32_t id = 0; id < hi && count; id++) {
 		if (!(rc.needed[id / 8] & (1u << (id % 8))))
 			continue;
@@ -385,16 +532,19 @@ int recover(atomio *st)
 		 * filesystem or a crafted record can. */
 		uint64_t lim = file_max_size(rc.fds[id]);
 		if (rc.maxend[id] > lim) {
-			st_err(st, "%s: a record writes file %u up to byte %llu, beyond the %llu its "
-				   "filesystem allows; nothing replayed", st->log_path, id,
+			char path[PATH_MAX];
+			const struct afile *f = atomic_load(&st->files[id]);
+			st_err(st, "%s: a record writes %s up to byte %llu, beyond the %llu its "
+				   "filesystem allows; nothing replayed", st->log_path,
+			       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
 			       (unsigned long long)rc.maxend[id], (unsigned long long)lim);
 			r = ATOMIO_ECORRUPT;
 			goto out;
 		}
 	}
 	if (count) {
-		uint64_t c2, s2;
-		r = walk(&rc, apply_record, &c2, &s2);
+		uint64_t c2, s2, st2;
+		r = walk(&rc, apply_record, &c2, &s2, &st2);
 		if (r < 0)
 			goto out;
 		if (c2 != count || s2 != seq_end) {
@@ -410,7 +560,11 @@ int recover(atomio *st)
 			r = sys_fsync_full(rc.fds[id]);
 			atomic_fetch_add(&st->stats.data_syncs, 1);
 			if (r < 0) {
-				st_err(st, "%s: syncing replayed file %u: %s", st->log_path, id,
+				char path[PATH_MAX];
+				const struct afile *f = atomic_load(&st->files[id]);
+				st_err(st, "%s: syncing replayed file %s: %s", st->log_path,
+				       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path
+											  : f->path,
 				       strerror(-r));
 				goto out;
 			}
@@ -434,5 +588,6 @@ out:
 	free(rc.maxend);
 	free(rc.buf);
 	free(rc.raw);
+	free(found);
 	return r;
 }

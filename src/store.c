@@ -86,6 +86,9 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (!st->log_path || !st->files)
 		goto fail;
 
+	/* Temporary files of this log left by creators that were killed
+	 * (logfile.c): gone before anything else looks at the directory. */
+	log_sweep_tmp(st, log_path);
 	int fd = log_open_fd(st, log_path);
 	if (fd == -ENOENT && (opts->flags & ATOMIO_CREATE)) {
 		r = log_create(st, log_path, opts->log_size);
@@ -191,6 +194,9 @@ int atomio_close(atomio *st)
 		pthread_mutex_unlock(&st->lock);
 		/* A failed store is left for recovery: checkpointing it could
 		 * declare durable what a failed fsync dropped.  Say so. */
+		if (failed)
+			st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
+				   "reopening it recovers", st->log_path, atomio_strerror(failed));
 		r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
 		role_release(st);
 	}
@@ -255,6 +261,7 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	s->bytes_raw = atomic_load(&st->stats.bytes_raw);
 	s->records_compressed = atomic_load(&st->stats.records_compressed);
 	s->bytes_checkpointed = atomic_load(&st->stats.bytes_checkpointed);
+	s->records_beyond_tail = atomic_load(&st->stats.records_beyond_tail);
 	pthread_mutex_lock(&st->lock);
 	s->dirty_bytes = st->dirty.used * 4096;
 	pthread_mutex_unlock(&st->lock);

@@ -5,6 +5,7 @@
  */
 #include "sys.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +15,7 @@
 #include <liburing.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -133,6 +135,26 @@ static off_t lx_lseek(int fd, off_t off, int whence)
 	return r < 0 ? -errno : r;
 }
 
+static int lx_getrlimit(int resource, struct rlimit *rl)
+{
+	return getrlimit(resource, rl) < 0 ? -errno : 0;
+}
+
+static int lx_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	struct dirent *e;
+	errno = 0;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && fn(arg, e->d_name))
+			break;
+	int r = e || !errno ? 0 : -errno;
+	closedir(d);
+	return r;
+}
+
 const struct atomio_sysops atomio_sys_linux = {
 	.name = "linux",
 	.open = lx_open,
@@ -159,6 +181,8 @@ const struct atomio_sysops atomio_sys_linux = {
 	.write = lx_write,
 	.fadvise = lx_fadvise,
 	.lseek = lx_lseek,
+	.getrlimit = lx_getrlimit,
+	.listdir = lx_listdir,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -275,6 +299,16 @@ ssize_t sys_write(int fd, const void *buf, size_t len)
 int sys_fadvise(int fd, off_t off, off_t len, int advice)
 {
 	return atomio_sys->fadvise ? atomio_sys->fadvise(fd, off, len, advice) : -ENOSYS;
+}
+
+int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg)
+{
+	return atomio_sys->listdir ? atomio_sys->listdir(dir, fn, arg) : -ENOSYS;
+}
+
+int sys_getrlimit(int resource, struct rlimit *rl)
+{
+	return atomio_sys->getrlimit ? atomio_sys->getrlimit(resource, rl) : -ENOSYS;
 }
 
 int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off)

@@ -77,6 +77,7 @@ _Static_assert(sizeof(struct atomio_statx) == 0x100, "statx layout");
 #endif
 
 struct statfs;
+struct rlimit;
 struct io_uring; /* liburing's ring; sys.c and engine.c include <liburing.h> */
 
 struct atomio_sysops {
@@ -130,6 +131,16 @@ struct atomio_sysops {
 	 * past the filesystem's limit fails with EINVAL).  May be NULL in a
 	 * test backend: the limit is then taken to be 2^62. */
 	off_t (*lseek)(int fd, off_t off, int whence);
+
+	/* getrlimit(2); used only to word a message (recovery out of
+	 * descriptors).  May be NULL in a test backend. */
+	int (*getrlimit)(int resource, struct rlimit *rl);
+
+	/* The names in a directory (readdir(3), without "." and ".."): fn is
+	 * called for each, stopping early when it returns nonzero.  0 or a
+	 * negative errno.  Used to find the log's stale temporary files; NULL
+	 * in a test backend: none are swept. */
+	int (*listdir)(const char *dir, int (*fn)(void *arg, const char *name), void *arg);
 };
 
 /* The table in use; the default is atomio_sys_linux. */
@@ -157,6 +168,8 @@ int sys_eventfd(unsigned initval);
 ssize_t sys_read(int fd, void *buf, size_t len);
 ssize_t sys_write(int fd, const void *buf, size_t len);
 int sys_fadvise(int fd, off_t off, off_t len, int advice);
+int sys_getrlimit(int resource, struct rlimit *rl);
+int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg);
 
 /* Write the whole buffer at off, durable when it returns: RWF_DSYNC, or where
  * the kernel or filesystem refuses it (EOPNOTSUPP: Linux before 4.7, some

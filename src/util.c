@@ -106,6 +106,9 @@ const char *atomio_strerror(int err)
 		return "Path recorded in the log breaks atomio's path rules";
 	case ATOMIO_EUNSAFE:
 		return "atomio log is writable by other users";
+	case ATOMIO_EUNKNOWN:
+		return "Store failed during this commit; whether the group is durable is decided "
+		       "when the store is reopened";
 	}
 	if (err < 0 && err > -4096)
 		return strerror(-err);

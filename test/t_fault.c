@@ -214,8 +214,11 @@ static void workload(int w, struct res *res)
 			refused_after++;
 		} else {
 			res->errors++;
-			res->poisoned = true; /* outcome unknown: this group may be in the log */
-			res->attempted++;
+			res->poisoned = true;
+			/* ATOMIO_EUNKNOWN: this group may be in the log; any
+			 * other error means nothing of it was written */
+			if (r == ATOMIO_EUNKNOWN)
+				res->attempted++;
 		}
 		if (g == 2) {
 			API(r, atomio_checkpoint(st), "atomio_checkpoint");
@@ -251,7 +254,8 @@ static void workload(int w, struct res *res)
 		CHECK(r < 0);
 		res->errors++;
 		res->poisoned = true;
-		res->attempted++;
+		if (r == ATOMIO_EUNKNOWN)
+			res->attempted++; /* else not written: never applied */
 	}
 	struct atomio_stats as;
 	last_compressed = atomio_stats(st, &as) == 0 ? as.records_compressed : 0;

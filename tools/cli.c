@@ -185,22 +185,94 @@ void json_init(struct json *j, FILE *f)
 	j->pretty = true;
 }
 
+/* One UTF-8 sequence at p: its length (1..4) and code point, or 0 when the
+ * bytes are not valid UTF-8 (overlong, surrogate, beyond U+10FFFF, cut). */
+static int utf8_next(const unsigned char *p, uint32_t *cp)
+{
+	if (p[0] < 0x80) {
+		*cp = p[0];
+		return 1;
+	}
+	int n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+	if (!n || p[0] > 0xf4)
+		return 0;
+	uint32_t c = p[0] & (0x7f >> n);
+	for (int i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (p[i] & 0x3f);
+	}
+	static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+	if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+		return 0;
+	*cp = c;
+	return n;
+}
+
+/* Characters that must not reach a terminal raw from a file name: controls
+ * (C0, DEL, C1), line and paragraph separators, and the bidirectional
+ * overrides, embeddings, isolates and marks that reorder what follows. */
+static bool cp_unsafe(uint32_t c)
+{
+	return c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == 0x61c || c == 0x200e ||
+	       c == 0x200f || (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) ||
+	       c == 0xfeff;
+}
+
+const char *cli_esc(const char *s)
+{
+	/* each input byte becomes at most 4 output bytes ("\\xNN"); a code
+	 * point of 2..4 bytes at most 6 ("\\u202e") */
+	static char bufs[4][4 * 2 * 4096 + 1];
+	static unsigned k;
+	char *o = bufs[k++ % 4], *e = o + sizeof(bufs[0]) - 8;
+	char *out = o;
+	for (const unsigned char *p = (const unsigned char *)s; *p && o < e;) {
+		uint32_t c;
+		int n = utf8_next(p, &c);
+		if (n == 1 && c == '\\')
+			o += sprintf(o, "\\\\");
+		else if (n == 1 && c == '\n')
+			o += sprintf(o, "\\n");
+		else if (n == 1 && c == '\t')
+			o += sprintf(o, "\\t");
+		else if (!n || (n == 1 && cp_unsafe(c)))
+			o += sprintf(o, "\\x%02x", *p);
+		else if (cp_unsafe(c))
+			o += sprintf(o, "\\u%04x", (unsigned)c);
+		else
+			o += sprintf(o, "%.*s", n, (const char *)p);
+		p += n ? n : 1;
+	}
+	*o = 0;
+	return out;
+}
+
 static void jstring(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		uint32_t c;
+		int n = utf8_next(p, &c);
+		if (!n) {
+			/* not UTF-8: JSON cannot carry the byte; name it */
+			fprintf(f, "\\\\x%02x", *p);
+			p++;
+			continue;
+		}
+		switch (c) {
 		case '"': fputs("\\\"", f); break;
 		case '\\': fputs("\\\\", f); break;
 		case '\n': fputs("\\n", f); break;
 		case '\r': fputs("\\r", f); break;
 		case '\t': fputs("\\t", f); break;
 		default:
-			if (*p < 0x20)
-				fprintf(f, "\\u%04x", *p);
+			if (cp_unsafe(c))
+				fprintf(f, "\\u%04x", (unsigned)c);
 			else
-				fputc(*p, f);
+				fwrite(p, 1, (size_t)n, f);
 		}
+		p += n;
 	}
 	fputc('"', f);
 }

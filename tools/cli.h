@@ -48,6 +48,12 @@ unsigned cli_list(const char *opt, const char *s, uint64_t *out, unsigned max, b
  * in one line.  Call with the getopt return value '?' or ':'. */
 _Noreturn void cli_bad_option(char **argv, int c);
 
+/* A file name or other untrusted text, printable: controls, bidirectional
+ * overrides and bytes that are not UTF-8 become \xNN / \uNNNN escapes, a
+ * backslash "\\".  Returns one of four static buffers (use at most four per
+ * printf), cut at 8 KiB of input. */
+const char *cli_esc(const char *s);
+
 /* Human formatting into a caller buffer (returns buf). */
 const char *fmt_bytes(char *buf, size_t n, uint64_t v); /* 16 KiB, 1.5 MiB, 4096 B */
 

@@ -64,6 +64,35 @@ static int rd(struct dlog *d, uint64_t off, void *buf, size_t len)
 	return 1;
 }
 
+/* Open the log read-only, as the library opens it: look first with O_PATH,
+ * which opens no FIFO (an open that would block for ever) and no device (an
+ * open that can act) found at the path or at the end of a symlink there; then
+ * open the inode just looked at through /proc/self/fd, so that the path
+ * cannot be swapped in between (without /proc: the path, never blocking, and
+ * the same inode checked). */
+static int open_log_ro(const char *path, struct stat *sb)
+{
+	int pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		cli_die(EX_ERROR, "%s: %s", cli_esc(path), strerror(errno));
+	if (fstat(pfd, sb) < 0)
+		cli_die(EX_ERROR, "%s: %s", cli_esc(path), strerror(errno));
+	if (!S_ISREG(sb->st_mode))
+		cli_die(EX_ERROR, "%s: not a regular file", cli_esc(path));
+	char pp[64];
+	snprintf(pp, sizeof(pp), "/proc/self/fd/%d", pfd);
+	int fd = open(pp, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		cli_die(EX_ERROR, "%s: %s", cli_esc(path), strerror(errno));
+	struct stat now;
+	if (fstat(fd, &now) < 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)
+		cli_die(EX_ERROR, "%s: replaced while it was opened", cli_esc(path));
+	close(pfd);
+	return fd;
+}
+
 /* The holder of an flock on the log, from /proc/locks (0 = none seen). */
 static long lock_holder(const struct stat *sb)
 {
@@ -94,6 +123,14 @@ static const char *sb_problem(const struct sb_disk *s, uint64_t file_size)
 {
 	const char *why;
 	return codec_sb_check(s, file_size, &why) ? why : NULL;
+}
+
+/* codec_area_scan's reader: area offsets of the log. */
+static int area_rd(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	struct dlog *d = ctx;
+	int k = rd(d, d->sb.area_off + off, buf, len);
+	return k < 0 ? k : k ? 0 : -EIO;
 }
 
 static void put_time(char *b, size_t n, uint64_t ns)
@@ -282,21 +319,34 @@ struct dump {
 	char endwhy[600];      /* why the valid tail ends there */
 	uint64_t end_pos;
 	const char *bad_rec;   /* a checksummed record recovery refuses */
+	int cat_damaged;       /* -1, or the catalog copy with our magic that fails its checks */
+	int sb_damaged;        /* 0, or 1 + the slot written once but invalid */
+	struct codec_found *found; /* every checksummed record in the area, once scanned */
+	size_t nfound;
+	bool scanned;
+	uint64_t beyond, blo, bhi; /* valid records of this epoch after the valid tail */
 };
+
+static void scan_area(struct dump *x)
+{
+	if (x->scanned)
+		return;
+	int r = codec_area_scan(x->d.store_id, x->d.sb.version, x->d.sb.area_size, area_rd, &x->d, x->d.buf,
+				CHUNK, &x->found, &x->nfound);
+	if (r < 0)
+		cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-r));
+	x->scanned = true;
+}
 
 /* Open the log read-only and print what it is and who holds it. */
 static void dump_open(struct dump *x)
 {
-	x->d.fd = open(x->d.path, O_RDONLY | O_CLOEXEC);
-	if (x->d.fd < 0)
-		cli_die(EX_ERROR, "%s: %s", x->d.path, strerror(errno));
 	struct stat ls;
-	if (fstat(x->d.fd, &ls) < 0 || !S_ISREG(ls.st_mode))
-		cli_die(EX_ERROR, "%s: not a regular file", x->d.path);
+	x->d.fd = open_log_ro(x->d.path, &ls);
 	x->d.size = (uint64_t)ls.st_size;
 	char canon[PATH_MAX];
 	if (!realpath(x->d.path, canon))
-		cli_die(EX_ERROR, "%s: %s", x->d.path, strerror(errno));
+		cli_die(EX_ERROR, "%s: %s", cli_esc(x->d.path), strerror(errno));
 	snprintf(x->d.dir, sizeof(x->d.dir), "%s", canon);
 	char *sl = strrchr(x->d.dir, '/');
 	if (sl == x->d.dir)
@@ -320,7 +370,7 @@ static void dump_open(struct dump *x)
 		else
 			json_null(&x->j, "in_use_pid");
 	} else {
-		printf("log         %s, %llu bytes\n", x->d.path, (unsigned long long)x->d.size);
+		printf("log         %s, %llu bytes\n", cli_esc(x->d.path), (unsigned long long)x->d.size);
 		if (holder > 0)
 			printf("in use      yes, by pid %ld: a moment's view, read without the store's lock\n",
 			       holder);
@@ -339,14 +389,14 @@ static bool dump_superblocks(struct dump *x)
 		char slot[SB_SLOT];
 		int k = rd(&x->d, (uint64_t)i * SB_SLOT, slot, SB_SLOT);
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
 		if (k)
 			memcpy(&s[i], slot, sizeof(s[i]));
 	}
 	const char *why[2] = {sb_problem(&s[0], x->d.size), sb_problem(&s[1], x->d.size)};
 	int cur = codec_sb_current(&s[0], !why[0], &s[1], !why[1]);
 	if (cur == -1 && memcmp(s[0].magic, SB_MAGIC, 8) && memcmp(s[1].magic, SB_MAGIC, 8))
-		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", x->d.path);
+		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", cli_esc(x->d.path));
 	if (x->o.json)
 		json_arr(&x->j, "superblocks");
 	for (int i = 0; i < 2; i++) {
@@ -390,7 +440,14 @@ static bool dump_superblocks(struct dump *x)
 	x->rc = EX_OK;
 	if (cur == -2)
 		x->fatal = "both superblock slots are valid but belong to two different stores";
-	else if (cur < 0)
+	else if (cur < 0 && (why[0] == codec_sb_short || why[1] == codec_sb_short)) {
+		static char m[256];
+		const struct sb_disk *b = &s[why[0] == codec_sb_short ? 0 : 1];
+		snprintf(m, sizeof(m), "the file is %llu bytes, shorter than its geometry says (%llu "
+				       "bytes): truncated or cut short",
+			 (unsigned long long)x->d.size, (unsigned long long)(b->area_off + b->area_size));
+		x->fatal = m;
+	} else if (cur < 0)
 		x->fatal = "no valid superblock: the log cannot be recovered";
 	if (x->fatal) {
 		if (x->o.json) {
@@ -409,6 +466,45 @@ static bool dump_superblocks(struct dump *x)
 	x->d.sb = s[cur];
 	x->d.sb_ok = true;
 	x->d.store_id = x->d.sb.store_id;
+	static const char zero[SB_SIZE];
+	if (why[1 - cur] && memcmp(&s[1 - cur], zero, SB_SIZE)) {
+		/* As recovery: the records say whether the damaged slot was
+		 * the newer one (codec_sb_fallback). */
+		x->sb_damaged = 2 - cur;
+		scan_area(x);
+		uint64_t ep, hs;
+		int k = codec_sb_fallback(&x->d.sb, x->found, x->nfound, &ep, &hs);
+		if (k < 0) {
+			static char m[256];
+			snprintf(m, sizeof(m), "superblock slot %d is damaged, and slot %d cannot reach newer "
+					       "records in the log: recovery refuses (ATOMIO_ECORRUPT)",
+				 1 - cur, cur);
+			x->fatal = m;
+			if (x->o.json) {
+				json_obj(&x->j, "recovery");
+				json_bool(&x->j, "would_succeed", false);
+				json_str(&x->j, "problem", x->fatal);
+				json_end_obj(&x->j);
+				json_end_obj(&x->j);
+				json_finish(&x->j);
+			} else {
+				printf("recovery    would fail: %s\n", x->fatal);
+			}
+			x->rc = EX_FOUND;
+			return false;
+		}
+		if (k == 1) {
+			x->d.sb.epoch = ep;
+			x->d.sb.head_off = 0;
+			x->d.sb.head_seq = hs;
+		}
+		if (!x->o.json)
+			printf("damage      superblock slot %d is damaged; %s\n", 1 - cur,
+			       k == 1 ? "records of a later epoch show it was the newer one: recovery "
+					"replays them from area offset 0"
+				      : "the records show it was the older one");
+		x->rc = EX_FOUND;
+	}
 	if (!x->o.json) {
 		char t[64];
 		put_time(t, sizeof(t), x->d.sb.ctime_ns);
@@ -433,7 +529,7 @@ static void dump_catalogs(struct dump *x)
 	for (int i = 0; i < 2; i++) {
 		int k = rd(&x->d, x->d.sb.cat_off + (uint64_t)i * x->d.sb.cat_size, x->cat[i], x->d.sb.cat_size);
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
 		memcpy(&x->ch[i], x->cat[i], sizeof(x->ch[i]));
 		if (!k)
 			cwhy[i] = "beyond the end of the file";
@@ -444,6 +540,8 @@ static void dump_catalogs(struct dump *x)
 	}
 	const bool cok[2] = {!cwhy[0], !cwhy[1]};
 	x->ccur = codec_cat_current(x->ch, cok);
+	x->cat_damaged = x->ccur >= 0 && !cok[1 - x->ccur] && x->ch[1 - x->ccur].magic == CAT_MAGIC
+				 ? 1 - x->ccur : -1;
 	if (x->o.json)
 		json_arr(&x->j, "catalogs");
 	for (int i = 0; i < 2; i++) {
@@ -543,7 +641,7 @@ static void dump_files(struct dump *x)
 			json_str(&x->j, "state", state);
 			json_end_obj(&x->j);
 		} else {
-			printf("  f%-4u %s%s  [%s]\n", e.id, rec,
+			printf("  f%-4u %s%s  [%s]\n", e.id, cli_esc(rec),
 			       e.flags & CAT_F_RELATIVE ? " (relative to the log's directory)" : "", state);
 		}
 	}
@@ -585,12 +683,13 @@ static void dump_records(struct dump *x)
 			snprintf(x->endwhy, sizeof(x->endwhy), "%s", w);
 		}
 		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", x->d.path, strerror(-k));
+			cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
 		if (k == 0) {
 			x->end_pos = p;
 			break;
 		}
 		x->bad_rec = seg_problem(&x->d, &r, &bad_seg);
+		uint32_t bad_file = x->bad_rec ? r.segs[bad_seg].file : 0;
 		if (r.lz4_bad) {
 			x->bad_rec = "holds LZ4 data that does not decompress to its raw length";
 			bad_seg = 0;
@@ -646,6 +745,12 @@ static void dump_records(struct dump *x)
 			snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu range %u %s: recovery refuses the "
 							 "whole log (ATOMIO_ECORRUPT), replaying nothing",
 				 (unsigned long long)r.h.seq, bad_seg, x->bad_rec);
+			if (x->cat_damaged >= 0 && !strcmp(x->bad_rec, "names a file the store never registered"))
+				snprintf(x->endwhy, sizeof(x->endwhy), "catalog copy %d fails its checksum "
+								 "(damaged, or torn), and the other copy lacks "
+								 "file id %u that record seq %llu names: recovery "
+								 "refuses the whole log (ATOMIO_ECORRUPT)",
+					 x->cat_damaged, bad_file, (unsigned long long)r.h.seq);
 			if (r.lz4_bad)
 				snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu %s: recovery refuses the "
 								 "whole log (ATOMIO_ECORRUPT), replaying nothing",
@@ -663,6 +768,32 @@ static void dump_records(struct dump *x)
 	}
 	if (x->o.json)
 		json_end_arr(&x->j);
+	/* As recovery: valid records of this epoch after the tail (a torn
+	 * write in flight, or damage)? */
+	if (x->fatal || x->bad_rec)
+		return;
+	bool suspect = x->scanned;
+	for (int k = 0; k < 2 && !suspect; k++) {
+		uint64_t pos = k ? 0 : x->end_pos;
+		struct rec_hdr_disk h;
+		if (k && (x->end_pos % x->d.sb.block || x->end_pos == 0))
+			break;
+		suspect = codec_rec_fits(pos, x->d.sb.area_size) && area_rd(&x->d, pos, &h, sizeof(h)) == 0 &&
+			  h.magic == REC_MAGIC && h.epoch == x->d.sb.epoch && h.seq >= x->seq;
+	}
+	if (!suspect)
+		return;
+	scan_area(x);
+	x->beyond = codec_count_beyond(x->found, x->nfound, x->d.sb.epoch, x->seq, &x->blo, &x->bhi);
+	if (x->beyond && x->sb_damaged) {
+		static char m[256];
+		snprintf(m, sizeof(m), "superblock slot %d is damaged, and %llu valid records lie beyond "
+				       "what the other slot reaches: recovery refuses (ATOMIO_ECORRUPT)",
+			 x->sb_damaged - 1, (unsigned long long)x->beyond);
+		x->fatal = m;
+	}
+	if (x->beyond)
+		x->rc = EX_FOUND;
 }
 
 /* Would recovery succeed?  Then free what the dump held. */
@@ -675,7 +806,7 @@ static void dump_verdict(struct dump *x)
 			static char msg[2 * PATH_MAX + 256];
 			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s: recovery replays nothing "
 						   "(ATOMIO_EIDENTITY; see atomio recover --force-paths)",
-				 x->fe[i].id, x->fe[i].path, x->fe[i].state);
+				 x->fe[i].id, cli_esc(x->fe[i].path), x->fe[i].state);
 			needs = msg;
 			x->rc = EX_FOUND;
 		}
@@ -689,6 +820,7 @@ static void dump_verdict(struct dump *x)
 		json_bool(&x->j, "would_succeed", !x->fatal && !needs);
 		json_uint(&x->j, "groups", x->fatal ? 0 : x->n);
 		json_uint(&x->j, "data_bytes", x->data);
+		json_uint(&x->j, "records_beyond_tail", x->beyond);
 		json_str(&x->j, "problem", x->fatal ? x->fatal : needs);
 		json_end_obj(&x->j);
 		json_end_obj(&x->j);
@@ -699,6 +831,12 @@ static void dump_verdict(struct dump *x)
 		if (!x->bad_rec)
 			printf("valid tail  ends at area offset %llu (next seq %llu): %s\n",
 			       (unsigned long long)x->end_pos, (unsigned long long)x->seq, x->endwhy);
+		if (x->beyond && !x->fatal)
+			printf("damage?     %llu valid records of this epoch follow the valid tail (seq "
+			       "%llu..%llu): recovery does not replay them; if they were acknowledged, "
+			       "the log is damaged (a torn write in flight at a crash leaves the same)\n",
+			       (unsigned long long)x->beyond, (unsigned long long)x->blo,
+			       (unsigned long long)x->bhi);
 		if (x->fatal)
 			printf("recovery    would fail: %s\n", x->fatal);
 		else if (needs)
@@ -707,6 +845,7 @@ static void dump_verdict(struct dump *x)
 			printf("recovery    would replay %llu group%s (%llu data bytes)\n", (unsigned long long)x->n,
 			       x->n == 1 ? "" : "s", (unsigned long long)x->data);
 	}
+	free(x->found);
 	free(x->touched);
 	free(x->fe);
 	free(x->cat[0]);

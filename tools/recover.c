@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "atomio.h"
 #include "cli.h"
@@ -50,20 +51,30 @@ int cmd_recover(int argc, char **argv)
 	if (optind != argc - 1)
 		cli_usage(optind >= argc ? "which LOG?" : "one LOG only");
 	const char *log = argv[optind];
+	/* Recovery holds one descriptor per data file with live records (and
+	 * the store one or two per registered file): take all the process may
+	 * have, not the soft limit's default of 1024. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			cli_warn("cannot raise the open-file limit to %llu: %s",
+				 (unsigned long long)rl.rlim_max, strerror(errno));
+	}
 	char err[1024] = "";
 	struct atomio_options o = {.flags = flags, .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
 	int r = atomio_open(log, &o, &st);
 	if (r == -EBUSY)
 		cli_die(EX_ERROR, "%s: the store is open in another process; recover it there, or stop that "
-				  "process first", log);
+				  "process first", cli_esc(log));
 	if (r == -ENOENT)
-		cli_die(EX_ERROR, "%s: no such log", log);
+		cli_die(EX_ERROR, "%s: no such log", cli_esc(log));
 	if (r == ATOMIO_EIDENTITY && !(flags & ATOMIO_FORCE_PATHS) && !strstr(err, "--force-paths"))
 		cli_die(EX_ERROR, "%s (check the file, then: atomio recover --force-paths %s)",
-			err[0] ? err : atomio_strerror(r), log);
+			err[0] ? cli_esc(err) : atomio_strerror(r), cli_esc(log));
 	if (r < 0)
-		cli_die(EX_ERROR, "%s", err[0] ? err : atomio_strerror(r));
+		cli_die(EX_ERROR, "%s", err[0] ? cli_esc(err) : atomio_strerror(r));
 	struct atomio_stats s;
 	atomio_stats(st, &s);
 	/* Recovery already made the replayed data durable and emptied the log;
@@ -71,13 +82,20 @@ int cmd_recover(int argc, char **argv)
 	r = atomio_checkpoint(st);
 	int rc = atomio_close(st);
 	if (r < 0 || rc < 0)
-		cli_die(EX_ERROR, "%s: checkpoint: %s", log, err[0] ? err : atomio_strerror(r < 0 ? r : rc));
-	if (json)
-		printf("{\"log\": \"%s\", \"recovered_groups\": %llu, \"data_syncs\": %llu}\n", log,
-		       (unsigned long long)s.groups_recovered, (unsigned long long)s.data_syncs);
-	else
+		cli_die(EX_ERROR, "%s: checkpoint: %s", cli_esc(log),
+			err[0] ? cli_esc(err) : atomio_strerror(r < 0 ? r : rc));
+	if (json) {
+		struct json j;
+		json_init(&j, stdout);
+		json_obj(&j, NULL);
+		json_str(&j, "log", log);
+		json_uint(&j, "recovered_groups", s.groups_recovered);
+		json_uint(&j, "data_syncs", s.data_syncs);
+		json_end_obj(&j);
+		json_finish(&j);
+	} else
 		printf("%s: replayed %llu committed group%s; the data files are durable and the log is "
-		       "empty\n", log, (unsigned long long)s.groups_recovered,
+		       "empty\n", cli_esc(log), (unsigned long long)s.groups_recovered,
 		       s.groups_recovered == 1 ? "" : "s");
 	return EX_OK;
 }
