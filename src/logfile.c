@@ -287,6 +287,7 @@ static int tmp_create(atomio *st, const char *path, char *tmp, size_t tmpsz)
 		return -ENOMEM;
 	char tag[TMP_TAG_LEN + 1];
 	tmp_tag(path, tag, sizeof(tag));
+	snprintf(tmp, tmpsz, "%s/%s...", dir, tag); /* named in a message even if no name is made */
 	int fd = -EEXIST;
 	for (int tries = 0; tries < 8 && (fd == -EEXIST || fd == -EAGAIN); tries++) {
 		uint64_t rnd;
