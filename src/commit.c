@@ -197,7 +197,7 @@ static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t 
 {
 	uint64_t len = align_up(bytes, st->block);
 	/* The commit point: one sequential write made durable before it
-	 * returns (engine.c).  No separate commit block: the checksum tells a
+	 * returns (engine.h).  No separate commit block: the checksum tells a
 	 * whole record from a torn one.  Writes in flight together cover
 	 * disjoint whole blocks, so a torn one cannot damage another; if one
 	 * is torn and a later one is whole, recovery stops at the torn one and

@@ -3,7 +3,7 @@
  * code that moves a batch's bytes to the files: one table of operations per
  * backend.  engine_plain.c does each write with one system call;
  * engine_uring.c queues them on io_uring rings and falls back to the plain
- * operations wherever a ring cannot serve.  engine.c picks the backend at
+ * operations wherever a ring cannot serve.  engine_pick.c picks the backend at
  * open (and says why, at the top of that file).
  *
  * Every operation has the durability its comment promises whatever the
@@ -33,7 +33,7 @@ struct engine_ops {
 extern const struct engine_ops engine_plain, engine_uring;
 
 /* engine_uring.c: set up the rings ATOMIO_ENGINE_URING or ATOMIO_DIRECT_HOME
- * ask for (engine.c says when); true when any ring serves. */
+ * ask for (engine_pick.c says when); true when any ring serves. */
 bool engine_uring_open(atomio *st, uint32_t flags, bool home);
 
 /* engine_plain.c, for every backend: one home range the plain way; mark the

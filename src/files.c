@@ -319,7 +319,7 @@ static int cat_write(atomio *st)
 
 /* --- descriptors ------------------------------------------------------------------ */
 
-/* Set f->hfd for the data file open as fd (engine.c, HOME WRITES OF O_DIRECT
+/* Set f->hfd for the data file open as fd (engine_pick.c, HOME WRITES OF O_DIRECT
  * FILES).  The twin is the same open inode reopened through /proc/self/fd
  * (so a rename of the path meanwhile cannot give us another file); without
  * /proc, or if the reopened file is not the same inode, the file's home

@@ -84,7 +84,7 @@ struct afile {
 	uint32_t dio_mem_align;     /* for O_DIRECT files */
 	uint32_t dio_off_align;
 	/* Descriptor for home writes: fd itself, or for an O_DIRECT file a
-	 * buffered twin of it (engine.c explains why), or -1 when closed. */
+	 * buffered twin of it (engine_pick.c explains why), or -1 when closed. */
 	int hfd;
 	bool direct_home;           /* home writes go through fd with O_DIRECT */
 	struct fcaps caps;
@@ -214,7 +214,7 @@ struct atomio {
 	struct atomio_tx *pool_head, *pool_tail;
 	unsigned pool_len;
 
-	/* engine (engine.c, engine.h) */
+	/* engine (engine_pick.c, engine.h) */
 	const struct engine_ops *eng; /* the backend */
 	unsigned engine;     /* ATOMIO_ENGINE_PLAIN or ATOMIO_ENGINE_URING (reported) */
 	struct io_uring *ring_home; /* the home stage's (slots[] have the log's) */
@@ -295,7 +295,7 @@ bool fast_eligible_locked(atomio *st, const atomio_tx *tx);
 void guard_add_role(atomio *st, const atomio_tx *tx, uint64_t live_seq);
 void guard_clear_all_role(atomio *st);
 
-/* engine.c (the backends' interface is engine.h) */
+/* engine_pick.c (the backends' interface is engine.h) */
 int engine_open(atomio *st, uint32_t flags);
 void engine_close(atomio *st);
 

@@ -78,7 +78,7 @@ _Static_assert(sizeof(struct atomio_statx) == 0x100, "statx layout");
 
 struct statfs;
 struct rlimit;
-struct io_uring; /* liburing's ring; sys.c and engine.c include <liburing.h> */
+struct io_uring; /* liburing's ring; sys.c and engine_uring.c include <liburing.h> */
 
 struct atomio_sysops {
 	const char *name;

@@ -29,7 +29,7 @@ for A in $BINS; do
 	# atomio (one thread, one data file): one log write per commit and one
 	# data sync per checkpoint (at least one per slice); the process wrote
 	# the log, the home pages and a 4 KiB superblock per checkpoint -- home
-	# pages through the page cache (also for an O_DIRECT file, engine.c), so
+	# pages through the page cache (also for an O_DIRECT file, src/engine_pick.c), so
 	# a page written twice between checkpoints reaches the device once
 	jqv '.runs[] | select(.mode=="atomio") | .home_bytes == .user_bytes and .log_bytes > .user_bytes
 	     and .checkpoints >= (.rep_ops | length) and .syncs == .ops + .checkpoints

@@ -1,5 +1,5 @@
 /*
- * engine.c: how a batch's bytes reach the files, and which backend
+ * engine_pick.c: how a batch's bytes reach the files, and which backend
  * (engine.h) a store uses.  Two backends do the same writes, with the same
  * durability, through the ops table:
  *
