@@ -19,7 +19,7 @@ $(BUILD)/fuzz/fuzz_recover: fuzz/fuzz_recover.c $(LIB_SRCS) $(wildcard src/*.h) 
 	$(FUZZ_CC) $(BASE_CFLAGS) -Itest $(FUZZ_FLAGS) -o $@ fuzz/fuzz_recover.c $(LIB_SRCS) $(LIBS)
 
 $(BUILD)/fuzz/mkcorpus: fuzz/mkcorpus.c $(TEST_HDRS) $(BUILD)/libatomio.a | $(BUILD)/fuzz
-	$(CC) $(BASE_CFLAGS) -Itest $(CFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
 
 .PHONY: fuzz fuzz-corpus
 fuzz: deps
