@@ -20,7 +20,7 @@ BUILD := build
 
 # libatomio.so.$(VERSION) is the real file, libatomio.so.$(SOMAJOR) its
 # soname (what programs load), libatomio.so the link for -latomio.
-VERSION := 0.1.0
+VERSION := $(shell sed -n 's/^\#define ATOMIO_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$$/\2/p' include/atomio.h | paste -sd.)
 SOMAJOR := 0
 SONAME := libatomio.so.$(SOMAJOR)
 
