@@ -41,10 +41,13 @@ ALL_EXTRA += $(BUILD)/bench-preload
 bench-preload: $(PRELOAD_SO) $(BUILD)/bench-preload
 	scripts/bench-preload.sh
 
-# `make install` also installs the library and its man page.
-.PHONY: install-preload
+# `make install` also installs the library and its man page; `make uninstall` removes them.
+.PHONY: install-preload uninstall-preload
 install: install-preload
+uninstall: uninstall-preload
 install-preload: $(PRELOAD_SO)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man7
-	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 man/atomio_preload.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(MANDIR)/man7
+	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(LIBDIR)/
+	install -m 644 man/atomio_preload.7 $(DESTDIR)$(MANDIR)/man7/
+uninstall-preload:
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(PRELOAD_SO)) $(DESTDIR)$(MANDIR)/man7/atomio_preload.7

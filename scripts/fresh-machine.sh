@@ -65,7 +65,7 @@ done <"$dir/commands"
 if [ "${FRESH_DEBS:-1}" != 0 ]; then
 	t=$(now)
 	in_root 'cd /root/atomio && export DEBIAN_FRONTEND=noninteractive &&
-		apt-get install -y -qq --no-install-recommends dpkg-dev debhelper fakeroot >/dev/null &&
+		apt-get install -y -qq --no-install-recommends build-essential dpkg-dev debhelper fakeroot >/dev/null &&
 		dpkg-buildpackage -b -us -uc && cd .. && ls *.deb &&
 		apt-get install -y -qq ./libatomio0_*.deb ./libatomio-dev_*.deb ./atomio_*.deb ./libsqlite3-mod-atomio_*.deb ./libatomio-sqlite-dev_*.deb &&
 		printf "#include <atomio.h>\n#include <stdio.h>\nint main(void) { puts(atomio_strerror(ATOMIO_ECORRUPT)); return 0; }\n" >/tmp/p.c &&
