@@ -12,12 +12,12 @@ PRELOAD_CFLAGS := $(BASE_CFLAGS) -Ipreload -Isqlite -Wno-missing-prototypes -fvi
 $(BUILD)/preload:
 	mkdir -p $@
 $(BUILD)/preload/%.o: preload/%.c preload/preload.h preload/trace.h $(wildcard src/*.h) include/atomio.h | $(BUILD)/preload
-	$(CC) $(PRELOAD_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(PRELOAD_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
 # Group mode keeps its pending group in the SQLite VFS's structure.
 $(BUILD)/preload/pend.o: sqlite/pend.c sqlite/pend.h | $(BUILD)/preload
-	$(CC) $(PRELOAD_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(PRELOAD_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
 $(PRELOAD_SO): $(PRELOAD_OBJS) $(LIB_OBJS) preload/libatomio_preload.map
-	$(CC) -shared -Wl,--version-script=preload/libatomio_preload.map -o $@ $(PRELOAD_OBJS) $(LIB_OBJS) $(LIBS) -ldl
+	$(CC) -shared $(CFLAGS) $(LDFLAGS) -Wl,-soname,libatomio_preload.so -Wl,--version-script=preload/libatomio_preload.map -o $@ $(PRELOAD_OBJS) $(LIB_OBJS) $(LIBS) -ldl
 
 ALL_EXTRA += $(PRELOAD_SO)
 
