@@ -42,12 +42,15 @@ bench-preload: $(PRELOAD_SO) $(BUILD)/bench-preload
 	scripts/bench-preload.sh
 
 # `make install` also installs the library and its man page; `make uninstall` removes them.
+# PRELOADDIR: where LD_PRELOAD finds it (the Debian package keeps it out of
+# the linker's directories, in LIBDIR/atomio: it is no library to link).
+PRELOADDIR ?= $(LIBDIR)
 .PHONY: install-preload uninstall-preload
 install: install-preload
 uninstall: uninstall-preload
 install-preload: $(PRELOAD_SO)
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(MANDIR)/man7
-	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(LIBDIR)/
+	install -d $(DESTDIR)$(PRELOADDIR) $(DESTDIR)$(MANDIR)/man7
+	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(PRELOADDIR)/
 	install -m 644 man/atomio_preload.7 $(DESTDIR)$(MANDIR)/man7/
 uninstall-preload:
-	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(PRELOAD_SO)) $(DESTDIR)$(MANDIR)/man7/atomio_preload.7
+	rm -f $(DESTDIR)$(PRELOADDIR)/$(notdir $(PRELOAD_SO)) $(DESTDIR)$(MANDIR)/man7/atomio_preload.7
