@@ -33,6 +33,7 @@ extern "C" {
 
 #define ATOMIO_VERSION_MAJOR 0
 #define ATOMIO_VERSION_MINOR 1
+#define ATOMIO_VERSION_PATCH 0
 
 typedef struct atomio atomio;       /* a store: one log + its registered data files */
 typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") */

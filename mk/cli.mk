@@ -5,17 +5,20 @@ CLI_SRCS := $(wildcard tools/*.c)
 CLI_HDRS := $(wildcard tools/*.h)
 
 $(BUILD)/atomio: $(CLI_SRCS) $(CLI_HDRS) $(BUILD)/libatomio.a | $(BUILD)
-	$(CC) $(BASE_CFLAGS) -Itools $(CFLAGS) -o $@ $(CLI_SRCS) $(BUILD)/libatomio.a $(LIBS) -lm
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itools $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_SRCS) $(BUILD)/libatomio.a $(LIBS) -lm
 $(BUILD)/san/atomio: $(CLI_SRCS) $(CLI_HDRS) $(BUILD)/san/libatomio.a | $(BUILD)/san/test
-	$(CC) $(BASE_CFLAGS) -Itools $(SAN_FLAGS) -o $@ $(CLI_SRCS) $(BUILD)/san/libatomio.a $(LIBS) -lm
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itools $(SAN_FLAGS) $(LDFLAGS) -o $@ $(CLI_SRCS) $(BUILD)/san/libatomio.a $(LIBS) -lm
 
 ALL_EXTRA += $(BUILD)/atomio
 CHECK_DEPS += $(BUILD)/atomio $(BUILD)/san/atomio
 
 # `make install` also installs the command and its man page.
-.PHONY: install-cli
+.PHONY: install-cli uninstall-cli
 install: install-cli
+uninstall: uninstall-cli
 install-cli: $(BUILD)/atomio
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 755 $(BUILD)/atomio $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 man/atomio.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(BUILD)/atomio $(DESTDIR)$(BINDIR)/
+	install -m 644 man/atomio.1 $(DESTDIR)$(MANDIR)/man1/
+uninstall-cli:
+	rm -f $(DESTDIR)$(BINDIR)/atomio $(DESTDIR)$(MANDIR)/man1/atomio.1

@@ -17,9 +17,9 @@ $(BUILD)/mutants:
 $(BUILD)/mutants/%.c: test/crash/mutate.sh $(LIB_SRCS) | $(BUILD)/mutants
 	test/crash/mutate.sh $* > $@.tmp && mv $@.tmp $@
 $(BUILD)/mutants/%.o: $(BUILD)/mutants/%.c $(wildcard src/*.h) include/atomio.h
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(BUILD)/mutants/t_crash-%: test/t_crash.c $(TEST_SUPPORT) $(TEST_HDRS) $(BUILD)/mutants/%.o $(BUILD)/libatomio.a
-	$(CC) $(BASE_CFLAGS) -Itest $(CFLAGS) -DATOMIO_DEBUG -o $@ test/t_crash.c $(TEST_SUPPORT) $(BUILD)/mutants/$*.o $(BUILD)/libatomio.a $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ test/t_crash.c $(TEST_SUPPORT) $(BUILD)/mutants/$*.o $(BUILD)/libatomio.a $(LIBS)
 .PRECIOUS: $(BUILD)/mutants/%.c $(BUILD)/mutants/%.o
 
 .PHONY: crash-long

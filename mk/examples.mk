@@ -3,7 +3,7 @@
 ALL_EXTRA += $(BUILD)/bench-engine
 
 $(BUILD)/bench-engine: examples/bench-engine.c $(BUILD)/libatomio.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
 
 # Side by side, medians of REPS: `make bench-engine [BENCH_DIR=/var/tmp] [BENCH_ARGS=...]`
 BENCH_DIR ?= /var/tmp
@@ -15,7 +15,7 @@ bench-engine: $(BUILD)/bench-engine
 ALL_EXTRA += $(BUILD)/bench-compress
 
 $(BUILD)/bench-compress: examples/bench-compress.c | $(BUILD)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< -llz4 -lzstd
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -llz4 -lzstd
 
 # LZ4 against zstd on the benchmark's pages: `make bench-compress`
 .PHONY: bench-compress

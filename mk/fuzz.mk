@@ -3,7 +3,7 @@
 #   make fuzz FUZZ_SECONDS=N   run the fuzzer N seconds (corpus kept in build/fuzz/corpus)
 #   make fuzz-corpus           rewrite the checked-in seeds in fuzz/corpus
 # `make check` builds the target when clang is installed and test/t_fuzz.sh
-# runs it for a bounded time (FUZZ_CHECK_SECONDS, default 20); without clang
+# runs it for a bounded number of inputs (FUZZ_CHECK_RUNS, default 3000); without clang
 # that test is skipped.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 600
@@ -19,7 +19,7 @@ $(BUILD)/fuzz/fuzz_recover: fuzz/fuzz_recover.c $(LIB_SRCS) $(wildcard src/*.h) 
 	$(FUZZ_CC) $(BASE_CFLAGS) -Itest $(FUZZ_FLAGS) -o $@ fuzz/fuzz_recover.c $(LIB_SRCS) $(LIBS)
 
 $(BUILD)/fuzz/mkcorpus: fuzz/mkcorpus.c $(TEST_HDRS) $(BUILD)/libatomio.a | $(BUILD)/fuzz
-	$(CC) $(BASE_CFLAGS) -Itest $(CFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
 
 .PHONY: fuzz fuzz-corpus
 fuzz: deps

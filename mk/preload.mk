@@ -12,12 +12,12 @@ PRELOAD_CFLAGS := $(BASE_CFLAGS) -Ipreload -Isqlite -Wno-missing-prototypes -fvi
 $(BUILD)/preload:
 	mkdir -p $@
 $(BUILD)/preload/%.o: preload/%.c preload/preload.h preload/trace.h $(wildcard src/*.h) include/atomio.h | $(BUILD)/preload
-	$(CC) $(PRELOAD_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(PRELOAD_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
 # Group mode keeps its pending group in the SQLite VFS's structure.
 $(BUILD)/preload/pend.o: sqlite/pend.c sqlite/pend.h | $(BUILD)/preload
-	$(CC) $(PRELOAD_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(PRELOAD_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
 $(PRELOAD_SO): $(PRELOAD_OBJS) $(LIB_OBJS) preload/libatomio_preload.map
-	$(CC) -shared -Wl,--version-script=preload/libatomio_preload.map -o $@ $(PRELOAD_OBJS) $(LIB_OBJS) $(LIBS) -ldl
+	$(CC) -shared $(CFLAGS) $(LDFLAGS) -Wl,-soname,libatomio_preload.so -Wl,--version-script=preload/libatomio_preload.map -o $@ $(PRELOAD_OBJS) $(LIB_OBJS) $(LIBS) -ldl
 
 ALL_EXTRA += $(PRELOAD_SO)
 
@@ -41,10 +41,16 @@ ALL_EXTRA += $(BUILD)/bench-preload
 bench-preload: $(PRELOAD_SO) $(BUILD)/bench-preload
 	scripts/bench-preload.sh
 
-# `make install` also installs the library and its man page.
-.PHONY: install-preload
+# `make install` also installs the library and its man page; `make uninstall` removes them.
+# PRELOADDIR: where LD_PRELOAD finds it (the Debian package keeps it out of
+# the linker's directories, in LIBDIR/atomio: it is no library to link).
+PRELOADDIR ?= $(LIBDIR)
+.PHONY: install-preload uninstall-preload
 install: install-preload
+uninstall: uninstall-preload
 install-preload: $(PRELOAD_SO)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man7
-	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 man/atomio_preload.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+	install -d $(DESTDIR)$(PRELOADDIR) $(DESTDIR)$(MANDIR)/man7
+	install -m 755 $(PRELOAD_SO) $(DESTDIR)$(PRELOADDIR)/
+	install -m 644 man/atomio_preload.7 $(DESTDIR)$(MANDIR)/man7/
+uninstall-preload:
+	rm -f $(DESTDIR)$(PRELOADDIR)/$(notdir $(PRELOAD_SO)) $(DESTDIR)$(MANDIR)/man7/atomio_preload.7

@@ -24,28 +24,28 @@ $(BUILD)/sqlite/ext $(BUILD)/sqlite/lib $(BUILD)/san/sqlite:
 	mkdir -p $@
 
 $(BUILD)/sqlite/ext/%.o: sqlite/%.c $(SQ_HDRS) | $(BUILD)/sqlite/ext
-	$(CC) $(SQ_CFLAGS) $(CFLAGS) -fPIC -DATOMIO_SQLITE_EXTENSION -c -o $@ $<
+	$(CC) $(SQ_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -DATOMIO_SQLITE_EXTENSION -c -o $@ $<
 $(BUILD)/sqlite/lib/%.o: sqlite/%.c $(SQ_HDRS) | $(BUILD)/sqlite/lib
-	$(CC) $(SQ_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(SQ_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
 $(BUILD)/san/sqlite/%.o: sqlite/%.c $(SQ_HDRS) | $(BUILD)/san/sqlite
-	$(CC) $(SQ_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
+	$(CC) $(SQ_CFLAGS) $(CPPFLAGS) $(SAN_FLAGS) -c -o $@ $<
 
 # The extension carries libatomio inside (hidden), so it loads into any
 # SQLite process with nothing else installed but libxxhash.
 $(BUILD)/atomio_sqlite.so: $(SQ_EXT_OBJS) $(LIB_OBJS) sqlite/libatomio_sqlite.map
-	$(CC) -shared -Wl,--version-script=sqlite/libatomio_sqlite.map -o $@ $(SQ_EXT_OBJS) $(LIB_OBJS) $(LIBS)
+	$(CC) -shared $(CFLAGS) $(LDFLAGS) -Wl,--version-script=sqlite/libatomio_sqlite.map -o $@ $(SQ_EXT_OBJS) $(LIB_OBJS) $(LIBS)
 $(BUILD)/libatomio_sqlite.a: $(SQ_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/san/libatomio_sqlite.a: $(SQ_SAN_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/sqlite/t_%: test/sqlite/t_%.c $(SQ_TEST_HDRS) $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a | $(BUILD)/sqlite/lib
-	$(CC) $(BASE_CFLAGS) -Itest $(CFLAGS) -DATOMIO_DEBUG -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 $(BUILD)/san/sqlite/t_%: test/sqlite/t_%.c $(SQ_TEST_HDRS) $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a | $(BUILD)/san/sqlite
-	$(CC) $(BASE_CFLAGS) -Itest $(SAN_FLAGS) -o $@ $< $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a $(SQ_LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a $(SQ_LIBS)
 
 $(BUILD)/bench-sqlite: examples/bench-sqlite.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 
 .PHONY: bench-sqlite
 bench-sqlite: deps
@@ -58,3 +58,19 @@ bench-sqlite: deps
 .PHONY: check-sqlite-batch
 check-sqlite-batch: deps
 	scripts/sqlite-batch-atomic.sh
+
+# `make install`: the extension (where Debian keeps SQLite's loadable
+# modules), the header, the static library and atomio_sqlite.pc.
+SQ_EXTDIR ?= $(LIBDIR)/sqlite3
+.PHONY: install-sqlite uninstall-sqlite
+install: install-sqlite
+uninstall: uninstall-sqlite
+install-sqlite: $(BUILD)/atomio_sqlite.so $(BUILD)/libatomio_sqlite.a
+	install -d $(DESTDIR)$(SQ_EXTDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(BUILD)/atomio_sqlite.so $(DESTDIR)$(SQ_EXTDIR)/
+	install -m 644 include/atomio_sqlite.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/libatomio_sqlite.a $(DESTDIR)$(LIBDIR)/
+	$(PC_SUBST) atomio_sqlite.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/atomio_sqlite.pc
+uninstall-sqlite:
+	rm -f $(DESTDIR)$(SQ_EXTDIR)/atomio_sqlite.so $(DESTDIR)$(INCLUDEDIR)/atomio_sqlite.h \
+		$(DESTDIR)$(LIBDIR)/libatomio_sqlite.a $(DESTDIR)$(PKGCONFIGDIR)/atomio_sqlite.pc

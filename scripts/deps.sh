@@ -1,24 +1,34 @@
 #!/bin/sh
-# Install the Debian packages atomio's build and tests need, if any is
-# missing.  Called by `make deps` (and so by `make demo` and `make check`).
-# Add a package here, not in the Makefile or the CI script.
+# Install the Debian packages a part of atomio needs, if any is missing:
+#   scripts/deps.sh demo    the library, the atomio command, `make demo`
+#   scripts/deps.sh check   that, plus what `make check` and `make fuzz` need
+# Called by ./make.sh (which needs nothing but sh and apt) and by the make
+# targets deps-demo / deps.  Add a package here, not in the Makefile or CI.
+# Runs apt-get as root, or through sudo.
 set -eu
-PKGS="gcc make libc6-dev libxxhash-dev"
-# compressed log records (issue 7): LZ4
-PKGS="$PKGS liblz4-dev"
-# make bench-compress: zstd, to compare
-PKGS="$PKGS libzstd-dev"
-# the engine: io_uring through liburing
-PKGS="$PKGS liburing-dev"
+group=${1:-check}
+# the library and the command: compiler, make, xxHash (checksums), LZ4
+# (compressed records), liburing (the io_uring engine)
+DEMO="gcc make libc6-dev libxxhash-dev liblz4-dev liburing-dev"
+CHECK="$DEMO"
 # the atomio command's tests: jq reads its JSON; xfsprogs makes the XFS loop image
-PKGS="$PKGS jq xfsprogs"
-# fuzzing: clang with its libFuzzer runtime
-PKGS="$PKGS clang libclang-rt-14-dev"
-# the SQLite VFS and its tests
-PKGS="$PKGS sqlite3 libsqlite3-dev"
+CHECK="$CHECK jq xfsprogs"
+# the SQLite VFS and its tests (sqlite3: the shell the README's line uses)
+CHECK="$CHECK sqlite3 libsqlite3-dev"
+# make bench-compress (built by `make`): zstd, to compare
+CHECK="$CHECK libzstd-dev"
+# t_install.sh: programs linked from pkg-config; t_man.sh renders the man pages
+CHECK="$CHECK pkg-config man-db"
+# fuzzing (t_fuzz.sh, make fuzz): clang with its libFuzzer runtime
+CHECK="$CHECK clang libclang-rt-14-dev"
 # the fio ioengine's tests and make bench-fio (the engine builds against
 # Debian's source of this fio, fetched by scripts/fio-source.sh)
-PKGS="$PKGS fio"
+CHECK="$CHECK fio"
+case $group in
+demo) PKGS=$DEMO ;;
+check) PKGS=$CHECK ;;
+*) echo "usage: scripts/deps.sh demo|check" >&2; exit 2 ;;
+esac
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -34,6 +44,8 @@ else
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# A fresh machine may have no package lists yet; a failed update (offline)
+# still lets apt-get install try with the lists there are.
 $SUDO apt-get update -qq || true
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -172,8 +172,15 @@ int log_load_sb(atomio *st)
 		       st->log_path, (unsigned long long)fs.st_size, (unsigned long long)sane->area_size,
 		       (unsigned long long)sane->area_off,
 		       (unsigned long long)(sane->area_off + sane->area_size));
-	else if (r < 0)
-		st_err(st, "%s: %s", st->log_path, atomio_strerror(r));
+	else if (r < 0) {
+		/* Name each slot's cause, as atomio dump does: the code alone
+		 * ("atomio log is corrupt") does not say what to look at. */
+		const char *w0 = NULL, *w1 = NULL;
+		codec_sb_check((const void *)buf, (uint64_t)fs.st_size, &w0);
+		codec_sb_check((const void *)(buf + SB_SLOT), (uint64_t)fs.st_size, &w1);
+		st_err(st, "%s: %s: no valid superblock (slot 0: %s; slot 1: %s)", st->log_path, atomio_strerror(r),
+		       w0 ? w0 : "valid", w1 ? w1 : "valid");
+	}
 	free(buf);
 	if (r < 0)
 		return r;

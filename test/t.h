@@ -30,6 +30,22 @@
 #define T_SCALE(n) (n)
 #endif
 
+/* The seed of a randomized test: $ATOMIO_SEED when set, else the test's
+ * fixed default, so that `make check` runs the same cases every time and a
+ * failure replays with the seed it printed.  t_seed prints it. */
+static inline uint64_t t_seed_env(uint64_t dflt)
+{
+	const char *e = getenv("ATOMIO_SEED");
+	return e && *e ? strtoull(e, NULL, 0) : dflt;
+}
+static inline uint64_t t_seed(uint64_t dflt)
+{
+	uint64_t s = t_seed_env(dflt);
+	printf("seed %" PRIu64 " (ATOMIO_SEED=%" PRIu64 " to repeat)\n", s, s);
+	fflush(stdout);
+	return s;
+}
+
 #define CHECK(c)                                                                        \
 	do {                                                                            \
 		if (!(c)) {                                                             \

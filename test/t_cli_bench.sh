@@ -46,6 +46,22 @@ $A bench -q -d 1 -n 1 -s 2M -f 2 -t 1,2 -r 1,3 --buffered -m unsafe,atomio --jso
 jqv '.direct == false and (.runs | length) == 8' "$T/c.json"
 jqv '[.runs[] | .user_bytes == .ops * .page_size * .ranges_per_group] | all' "$T/c.json"
 jqv '[.runs[] | select(.mode=="atomio" and .threads==2 and .ranges_per_group==3)] | length == 1' "$T/c.json"
+# provenance: version, the command line, the seed, when; bytes_per_sec in bytes
+jqv '(.atomio_version | test("^[0-9]+\\.[0-9]+\\.[0-9]+$")) and .argv[0] == "bench" and (.argv | index("--buffered")) != null
+     and .seed == 1 and (.timestamp | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$"))
+     and ([.runs[] | (.bytes_per_sec - .ops_per_sec * .page_size * .ranges_per_group) as $d
+           | ($d * $d) <= (0.001 * .bytes_per_sec) * (0.001 * .bytes_per_sec)] | all)' "$T/c.json"
+# --json -: standard output is the JSON alone (the table on standard error),
+# valid also for a directory whose name is not UTF-8
+D=$(printf '%s/d\377\376x' "$T")
+mkdir "$D" || fail "mkdir"
+$A bench -q -d 0.3 -n 1 -s 1M -m unsafe --seed 7 --json - "$D" >"$T/stdout.json" 2>"$T/stderr" ||
+	fail "bench --json -: $(cat "$T/stderr")"
+jq -e . "$T/stdout.json" >/dev/null || fail "bench --json - stdout is not JSON: $(head -c 300 "$T/stdout.json")"
+jqv '.seed == 7 and (.dir | endswith("/d\\xff\\xfex"))' "$T/stdout.json"
+python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8", errors="strict"))' "$T/stdout.json" 2>/dev/null ||
+	! command -v python3 >/dev/null || fail "bench --json - is not strict UTF-8 JSON"
+grep -q '^unsafe ' "$T/stderr" || fail "bench --json -: no table on stderr: $(cat "$T/stderr")"
 [ "$(grep -cE '^atomio +[0-9]' "$T/out")" -eq 4 ] || fail "expected 4 tables: $(cat "$T/out")"
 one_line_error 2 $A bench --page-size 1000 "$T"
 one_line_error 2 $A bench --modes nosuch "$T"

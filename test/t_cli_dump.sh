@@ -91,6 +91,12 @@ dd if=/dev/zero of="$L" bs=1 seek=4196 count=8 conv=notrunc status=none
 set +e; $A dump "$L" >"$T/out"; rc=$?; set -e
 [ $rc -eq 1 ] || fail "dump without a valid superblock exited $rc, expected 1"
 grep -q "no valid superblock" "$T/out" || fail "$(cat "$T/out")"
+# recover names the cause as dump does, and --json says it in JSON
+one_line_error 3 $A recover "$L"
+grep -q "no valid superblock (slot 0: checksum mismatch" "$T/err" || fail "recover's message: $(cat "$T/err")"
+set +e; $A recover --json "$L" >"$T/r.json" 2>/dev/null; rc=$?; set -e
+[ $rc -eq 3 ] || fail "recover --json of a damaged log exited $rc, expected 3"
+jqv '.code == -7003 and .error == "atomio log is corrupt" and (.message | test("no valid superblock"))' "$T/r.json"
 one_line_error 3 $A dump "$S"
 one_line_error 3 $A recover "$T/nonexistent"
 echo "dump and recover ok"

@@ -175,12 +175,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--rounds"))
 			rounds = atoi(argv[i + 1]);
 	}
-	if (!have_seed && getenv("CRASH_SEED"))
-		seed0 = strtoull(getenv("CRASH_SEED"), NULL, 0), have_seed = true;
 	if (!have_seed)
-		seed0 = (uint64_t)time(NULL) * 1000003u + (uint64_t)getpid();
+		seed0 = t_seed_env(1);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("kill test: seed %" PRIu64 " (CRASH_SEED=%" PRIu64 " to repeat)\n", seed0, seed0);
+	printf("kill test: seed %" PRIu64 " (ATOMIO_SEED=%" PRIu64 " to repeat)\n", seed0, seed0);
 
 	t_dir();
 	CHECK_OK(mkdir(t_path("sub"), 0755));

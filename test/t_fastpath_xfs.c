@@ -211,7 +211,7 @@ static void round_(uint32_t flags, uint64_t seed, int mixed, struct mfile *base)
 
 int main(int argc, char **argv)
 {
-	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL);
+	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : t_seed_env(1);
 	setup();
 	char lp[XP], dp[XP];
 	xpath(lp, "store.log");
@@ -248,7 +248,7 @@ int main(int argc, char **argv)
 	CHECK_OK(atomio_close(st));
 	free(buf);
 
-	printf("seed %llu\n", (unsigned long long)seed0);
+	printf("seed %llu (ATOMIO_SEED=%llu to repeat)\n", (unsigned long long)seed0, (unsigned long long)seed0);
 	int rounds = T_SCALE(8);
 	for (int r = 0; r < rounds; r++) {
 		uint32_t flags = r % 2 ? ATOMIO_ENGINE_URING : ATOMIO_ENGINE_PLAIN;

@@ -99,9 +99,9 @@ static int region_matches(struct mfile *m, int t)
 
 int main(int argc, char **argv)
 {
-	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL);
+	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : t_seed_env(1);
 	int rounds = argc > 2 ? atoi(argv[2]) : T_SCALE(6);
-	printf("seed %llu\n", (unsigned long long)seed0);
+	printf("seed %llu (ATOMIO_SEED=%llu to repeat)\n", (unsigned long long)seed0, (unsigned long long)seed0);
 	t_dir();
 	static const uint32_t modes[] = {0, ATOMIO_ENGINE_PLAIN, ATOMIO_ENGINE_URING | ATOMIO_DIRECT_HOME};
 	for (int round = 0; round < rounds; round++) {

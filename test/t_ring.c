@@ -86,7 +86,8 @@ static uint64_t durable_head_seq(const char *path, uint64_t *head_off)
 
 int main(int argc, char **argv)
 {
-	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
+	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : t_seed_env(1);
+	printf("seed %llu (ATOMIO_SEED=%llu to repeat)\n", (unsigned long long)seed0, (unsigned long long)seed0);
 	int rounds = argc > 2 ? atoi(argv[2]) : T_SCALE(6);
 	t_dir();
 	uint64_t wrapped_heads = 0, bg = 0;

@@ -61,7 +61,8 @@ static void child(uint64_t seed, int ngroups, int fd)
 
 int main(int argc, char **argv)
 {
-	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
+	uint64_t seed0 = argc > 1 ? strtoull(argv[1], NULL, 0) : t_seed_env(1);
+	printf("seed %llu (ATOMIO_SEED=%llu to repeat)\n", (unsigned long long)seed0, (unsigned long long)seed0);
 	int rounds = argc > 2 ? atoi(argv[2]) : 12;
 	t_dir();
 	uint64_t total_cp = 0;

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomio.h"
 #include "bench.h"
 #include "cli.h"
 
@@ -504,16 +505,35 @@ static void print_table(const struct opts *o, const struct config *c)
 	}
 }
 
+/* With --json -, standard output carries the JSON alone: the table goes to
+ * standard error (cmd_bench points stdout there and keeps this for the JSON). */
+static FILE *json_stdout;
+static int bench_argc;
+static char **bench_argv;
+
 static void write_json(const struct opts *o, const char *path, const struct config *cfgs,
 		       unsigned ncfg, const struct mount_info *m, const struct blk_info *b,
 		       double slice_total)
 {
-	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+	FILE *f = strcmp(path, "-") ? fopen(path, "w") : json_stdout;
 	if (!f)
 		cli_die(EX_ERROR, "--json %s: %s", path, strerror(errno));
 	struct json j;
 	json_init(&j, f);
 	json_obj(&j, NULL);
+	/* What reproduces the run: the version, the command line, the seed. */
+	char ver[32], when[32];
+	snprintf(ver, sizeof(ver), "%d.%d.%d", ATOMIO_VERSION_MAJOR, ATOMIO_VERSION_MINOR, ATOMIO_VERSION_PATCH);
+	json_str(&j, "atomio_version", ver);
+	json_arr(&j, "argv");
+	for (int i = 0; i < bench_argc; i++)
+		json_str(&j, NULL, bench_argv[i]);
+	json_end_arr(&j);
+	json_uint(&j, "seed", o->seed);
+	time_t t = time(NULL);
+	struct tm tm;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	json_str(&j, "timestamp", when);
 	json_str(&j, "filesystem", m->found ? m->fstype : "unknown");
 	json_bool(&j, "direct", o->direct);
 	json_str(&j, "device", b->found ? b->name : NULL);
@@ -545,7 +565,8 @@ static void write_json(const struct opts *o, const char *path, const struct conf
 			json_num(&j, "zipf_theta", cf->theta);
 			json_uint(&j, "compressible_pct", cf->comp);
 			json_num(&j, "ops_per_sec", r->ops_median);
-			json_num(&j, "mb_per_sec", r->ops_median * cf->ranges * (double)cf->page / 1e6);
+			/* bytes, not MB or MiB: the table's MB/s is this / 10^6 */
+			json_num(&j, "bytes_per_sec", r->ops_median * cf->ranges * (double)cf->page);
 			json_num(&j, "p50_us", hist_quantile(&r->lat, 0.50) / 1e3);
 			json_num(&j, "p99_us", hist_quantile(&r->lat, 0.99) / 1e3);
 			json_num(&j, "p999_us", hist_quantile(&r->lat, 0.999) / 1e3);
@@ -796,6 +817,14 @@ int cmd_bench(int argc, char **argv)
 	struct opts o;
 	parse(argc, argv, &o);
 	progress_tty = isatty(2);
+	bench_argc = argc;
+	bench_argv = argv;
+	json_stdout = stdout;
+	if (o.json && !strcmp(o.json, "-")) {
+		int fd = dup(STDOUT_FILENO);
+		if (fd < 0 || !(json_stdout = fdopen(fd, "w")) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			cli_die(EX_ERROR, "--json -: %s", strerror(errno));
+	}
 
 	struct stat sb;
 	if (stat(o.dir, &sb) < 0)

@@ -86,6 +86,8 @@ void json_finish(struct json *j);                   /* final newline */
 
 struct mount_info {
 	bool found;
+	bool from_statfs;        /* mountinfo was silent (a chroot): fstype from statfs's
+				  * f_type, source from the device number, no mount point */
 	char fstype[64];
 	char source[1024];
 	char mount_point[1024];
@@ -123,10 +125,14 @@ struct stx_info {
 	uint32_t unit_min, unit_max, unit_max_opt, segments_max;
 	uint32_t blksize;
 	uint16_t mode;
+	bool has_ftype;          /* statfs succeeded */
+	int64_t f_type;          /* its filesystem magic */
 };
 
 int host_statx_info(int dirfd, const char *path, int flags, struct stx_info *out);
-/* The mount a statx result lives on (by mount id, else by device number). */
+/* The mount a statx result lives on (by mount id, else by device number);
+ * where /proc/self/mountinfo does not list it (a chroot), the filesystem
+ * named from statfs's f_type and the device from the device number. */
 void host_mount_for(const struct stx_info *sx, struct mount_info *m);
 /* The block device holding dev (resolving a btrfs-style anonymous device
  * through the mount's source); found = false when there is none (tmpfs). */

@@ -217,9 +217,10 @@ int cmd_probe(int argc, char **argv)
 		json_str(&j, "kind", kind);
 		json_str(&j, "limits_from", limits_from);
 		json_str(&j, "filesystem", m.found ? m.fstype : NULL);
-		json_str(&j, "mount_point", m.found ? m.mount_point : NULL);
+		json_str(&j, "filesystem_from", !m.found ? NULL : m.from_statfs ? "statfs" : "mountinfo");
+		json_str(&j, "mount_point", m.found && !m.from_statfs ? m.mount_point : NULL);
 		json_str(&j, "mount_source", m.found ? m.source : NULL);
-		json_str(&j, "mount_options", m.found ? m.options : NULL);
+		json_str(&j, "mount_options", m.found && !m.from_statfs ? m.options : NULL);
 		if (b.found) {
 			json_obj(&j, "device");
 			json_str(&j, "name", b.name);
@@ -287,7 +288,10 @@ int cmd_probe(int argc, char **argv)
 
 	char a[32], z[32];
 	printf("path           %s (%s; limits from %s)\n", path, kind, limits_from);
-	if (m.found)
+	if (m.found && m.from_statfs)
+		printf("filesystem     %s on %s (from statfs: /proc/self/mountinfo does not list this "
+		       "mount, as in a chroot)\n", m.fstype, m.source);
+	else if (m.found)
 		printf("filesystem     %s from %s, mounted at %s (%s)\n", m.fstype, m.source,
 		       m.mount_point, m.options);
 	if (!b.found) {

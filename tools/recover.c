@@ -5,12 +5,42 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "atomio.h"
 #include "cli.h"
+
+/* A failure: the one line on standard error, as every command's; with
+ * --json also {"log", "error", "code", "message"} on standard output, so a
+ * script reading the JSON learns why. */
+static bool json_out;
+static const char *log_arg;
+static void fail(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void fail(int r, const char *fmt, ...)
+{
+	char msg[1536];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (json_out) {
+		struct json j;
+		json_init(&j, stdout);
+		json_obj(&j, NULL);
+		json_str(&j, "log", log_arg);
+		json_str(&j, "error", atomio_strerror(r));
+		json_int(&j, "code", r);
+		json_str(&j, "message", msg);
+		json_end_obj(&j);
+		json_finish(&j);
+		fflush(stdout);
+	}
+	cli_die(EX_ERROR, "%s", msg);
+}
 
 static void help(void)
 {
@@ -61,20 +91,26 @@ int cmd_recover(int argc, char **argv)
 			cli_warn("cannot raise the open-file limit to %llu: %s",
 				 (unsigned long long)rl.rlim_max, strerror(errno));
 	}
+	json_out = json;
+	log_arg = log;
 	char err[1024] = "";
 	struct atomio_options o = {.flags = flags, .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
 	int r = atomio_open(log, &o, &st);
 	if (r == -EBUSY)
-		cli_die(EX_ERROR, "%s: the store is open in another process; recover it there, or stop that "
-				  "process first", cli_esc(log));
+		fail(r, "%s: the store is open in another process; recover it there, or stop that process first",
+		     cli_esc(log));
 	if (r == -ENOENT)
-		cli_die(EX_ERROR, "%s: no such log", cli_esc(log));
+		fail(r, "%s: no such log", cli_esc(log));
 	if (r == ATOMIO_EIDENTITY && !(flags & ATOMIO_FORCE_PATHS) && !strstr(err, "--force-paths"))
-		cli_die(EX_ERROR, "%s (check the file, then: atomio recover --force-paths %s)",
-			err[0] ? cli_esc(err) : atomio_strerror(r), cli_esc(log));
+		fail(r, "%s (check the file, then: atomio recover --force-paths %s)", err[0] ? cli_esc(err) : atomio_strerror(r),
+		     cli_esc(log));
+	/* The library's message names the cause (the slot, the record, the
+	 * file); its code alone ("atomio log is corrupt") would not. */
+	if (r < 0 && err[0])
+		fail(r, "%s", cli_esc(err));
 	if (r < 0)
-		cli_die(EX_ERROR, "%s", err[0] ? cli_esc(err) : atomio_strerror(r));
+		fail(r, "%s: %s", cli_esc(log), atomio_strerror(r));
 	struct atomio_stats s;
 	atomio_stats(st, &s);
 	/* Recovery already made the replayed data durable and emptied the log;
@@ -82,8 +118,7 @@ int cmd_recover(int argc, char **argv)
 	r = atomio_checkpoint(st);
 	int rc = atomio_close(st);
 	if (r < 0 || rc < 0)
-		cli_die(EX_ERROR, "%s: checkpoint: %s", cli_esc(log),
-			err[0] ? cli_esc(err) : atomio_strerror(r < 0 ? r : rc));
+		fail(r < 0 ? r : rc, "%s: checkpoint: %s", cli_esc(log), err[0] ? cli_esc(err) : atomio_strerror(r < 0 ? r : rc));
 	if (json) {
 		struct json j;
 		json_init(&j, stdout);

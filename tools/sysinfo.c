@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
@@ -49,7 +50,80 @@ int host_statx_info(int dirfd, const char *path, int flags, struct stx_info *out
 	}
 	out->blksize = sx.stx_blksize;
 	out->mode = sx.stx_mode;
+	/* The filesystem's magic, for when mountinfo does not list the mount. */
+	struct statfs fs;
+	int r = -1;
+	if ((flags & AT_EMPTY_PATH) && !*path) {
+		r = fstatfs(dirfd, &fs);
+	} else if (dirfd == AT_FDCWD || path[0] == '/') {
+		r = statfs(path, &fs);
+	} else {
+		int fd = openat(dirfd, path, O_PATH | O_CLOEXEC);
+		if (fd >= 0) {
+			r = fstatfs(fd, &fs);
+			close(fd);
+		}
+	}
+	if (r == 0) {
+		out->has_ftype = true;
+		out->f_type = (int64_t)fs.f_type;
+	}
 	return 0;
+}
+
+/* Filesystem names by statfs magic (linux/magic.h), for the fallback. */
+static const struct {
+	int64_t magic;
+	const char *name;
+} fs_magic[] = {
+	{0xEF53, "ext4"}, /* ext2, ext3 and ext4 share it; told apart below */
+	{0x58465342, "xfs"},
+	{0x9123683E, "btrfs"},
+	{0xF2F52010, "f2fs"},
+	{0xCA451A4E, "bcachefs"},
+	{0x2FC12FC1, "zfs"},
+	{0x01021994, "tmpfs"},
+	{0x858458F6, "ramfs"},
+	{0x794C7630, "overlay"},
+	{0x65735546, "fuse"},
+	{0x6969, "nfs"},
+	{0xFF534D42, "cifs"},
+	{0x01021997, "v9fs"},
+	{0x73717368, "squashfs"},
+	{0x4D44, "vfat"},
+	{0x5346544E, "ntfs"},
+};
+
+/* mountinfo lists only the mounts under the process's root: inside a
+ * chroot the root filesystem itself is absent.  Name it from statfs and
+ * the device number; there is no mount point or options to report. */
+static void mount_from_statfs(const struct stx_info *sx, struct mount_info *m)
+{
+	const char *name = NULL;
+	for (size_t i = 0; i < sizeof(fs_magic) / sizeof(fs_magic[0]); i++)
+		if (fs_magic[i].magic == (sx->f_type & 0xFFFFFFFF))
+			name = fs_magic[i].name;
+	char p[PATH_MAX], real[PATH_MAX] = "";
+	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u", major(sx->dev), minor(sx->dev));
+	bool blk = realpath(p, real) != NULL;
+	const char *dev = blk ? strrchr(real, '/') + 1 : NULL;
+	if (name && !strcmp(name, "ext4") && dev) {
+		/* The ext4 driver registers every filesystem it mounts here
+		 * (ext2 and ext3 included, which it also serves). */
+		snprintf(p, sizeof(p), "/sys/fs/ext4/%s", dev);
+		if (access(p, F_OK) != 0)
+			name = "ext2/ext3";
+	}
+	m->found = true;
+	m->from_statfs = true;
+	if (name)
+		snprintf(m->fstype, sizeof(m->fstype), "%s", name);
+	else
+		snprintf(m->fstype, sizeof(m->fstype), "0x%llx", (unsigned long long)sx->f_type);
+	if (dev)
+		snprintf(m->source, sizeof(m->source), "/dev/%.1000s", dev);
+	else
+		snprintf(m->source, sizeof(m->source), "%u:%u", major(sx->dev), minor(sx->dev));
 }
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo. */
@@ -72,8 +146,11 @@ void host_mount_for(const struct stx_info *sx, struct mount_info *m)
 {
 	memset(m, 0, sizeof(*m));
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
+	if (!f) {
+		if (sx->has_ftype)
+			mount_from_statfs(sx, m);
 		return;
+	}
 	char *line = NULL;
 	size_t cap = 0;
 	while (getline(&line, &cap, f) > 0) {
@@ -104,6 +181,8 @@ void host_mount_for(const struct stx_info *sx, struct mount_info *m)
 	}
 	free(line);
 	fclose(f);
+	if (!m->found && sx->has_ftype)
+		mount_from_statfs(sx, m);
 }
 
 static int read_str(const char *path, char *buf, size_t n)

@@ -153,6 +153,7 @@ static void verify(const char *path, struct model *m, long long last_ack, int *i
 
 int main(void)
 {
+	uint64_t seed = t_seed(1);
 	const char *path = t_path("crash.db");
 	/* 300 kills; on a busy machine stop after 30 s once 150 are done (the
 	 * sanitizer build does a quarter). */
@@ -186,7 +187,7 @@ int main(void)
 		close(p[1]);
 		/* Random moments: in the writer's open and recovery, in its
 		 * transactions, in its commits' log writes and home writes. */
-		uint64_t r = sq_mix((uint64_t)it * 7919 + (uint64_t)getpid());
+		uint64_t r = sq_mix((uint64_t)it * 7919 + seed);
 		long span = getenv("SQ_KILL_MS") ? atol(getenv("SQ_KILL_MS")) * 1000000L : KILL_SPAN_NS;
 		if (span < 1000000L || span > 999000000L)
 			span = KILL_SPAN_NS;

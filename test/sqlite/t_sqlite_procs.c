@@ -45,6 +45,10 @@ static void on_usr1(int sig) { (void)sig; g_stop = 1; }
 
 /* Commit transfers until SIGUSR1 (then close cleanly) or SIGKILL; write one
  * byte to ready_fd after the first commit. */
+/* The transfers' seed ($ATOMIO_SEED or 1) and the number of processes
+ * spawned before this one, so that each writer has its own sequence. */
+static uint64_t g_seed, g_spawned;
+
 static void writer(const char *path, int ready_fd, int pairs)
 {
 	signal(SIGUSR1, on_usr1);
@@ -52,7 +56,7 @@ static void writer(const char *path, int ready_fd, int pairs)
 	sqlite3_busy_timeout(db, 20000);
 	sqlite3_stmt *up;
 	SQ_CHECK(db, sqlite3_prepare_v2(db, "UPDATE acct SET v = v + ?1 WHERE id = ?2", -1, &up, 0));
-	for (uint64_t i = (uint64_t)getpid() << 20; !g_stop; i++) {
+	for (uint64_t i = (g_seed * 1000 + g_spawned) << 20; !g_stop; i++) {
 		if (sq_exec(db, "BEGIN IMMEDIATE") != SQLITE_OK)
 			_exit(5);
 		transfers(db, up, i, pairs);
@@ -136,6 +140,7 @@ static pid_t spawn(void (*fn)(void *), void *arg)
 		fn(arg);
 		_exit(0);
 	}
+	g_spawned++;
 	return pid;
 }
 
@@ -167,6 +172,7 @@ static void check_sum(const char *path)
 
 int main(void)
 {
+	g_seed = t_seed(1);
 	const char *path = t_path("procs.db");
 	g_path = path;
 	sqlite3 *db = sq_open(path, 8 << 20);

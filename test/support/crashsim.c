@@ -602,6 +602,8 @@ static int64_t recover_match(struct ctx *x, struct simfs *img, uint64_t lo, uint
 {
 	if (x->rp && x->rp->stop_at > 0 && now() > x->rp->stop_at)
 		x->stopped = true;
+	if (x->rp && x->rp->stop_states > 0 && x->s.images + x->s.nested_images >= x->rp->stop_states)
+		x->stopped = true;
 	struct simfs *prev = simfs_enter(img);
 	char err[512] = "";
 	struct atomio_options o = {.log_size = x->c.log, .flags = store_flags(&x->c), .errbuf = err,

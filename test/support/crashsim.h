@@ -111,6 +111,7 @@ struct cs_replay {
 	const char *dump;   /* materialise the failing (or replayed) image here */
 	bool verbose;
 	double stop_at;     /* CLOCK_MONOTONIC time after which crash points are no longer checked */
+	uint64_t stop_states; /* or: no more checking once this run has checked this many crash states */
 };
 
 struct cs_stats {
