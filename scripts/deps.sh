@@ -19,6 +19,8 @@ PKGS="$PKGS sqlite3 libsqlite3-dev"
 # the fio ioengine's tests and make bench-fio (the engine builds against
 # Debian's source of this fio, fetched by scripts/fio-source.sh)
 PKGS="$PKGS fio"
+# cutfs, the power-cut filesystem for real programs (issue 16): libfuse3
+PKGS="$PKGS libfuse3-dev fuse3 pkg-config"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
