@@ -7,8 +7,8 @@
 # any earlier crash is in the ledger (and no gap), stop it cleanly and run
 # innochecksum over every page file; then start it again, run the ledger load
 # (mariadb/ledger.lua: oltp_write_only + a ledger row) and, after a seeded
-# number of acknowledged transactions, cut the power (rounds 1..CUTS) or
-# SIGKILL mysqld (the KILLS rounds after them).  The round's last check runs
+# number of acknowledged transactions, cut the power (CUTS rounds) or
+# SIGKILL mysqld (KILLS rounds, spread evenly among them).  The round's last check runs
 # after the loop.  Before each check the page files on the medium as the cut
 # left them are run through innochecksum as well: the torn pages recovery
 # must repair ("torn at the cut").
@@ -60,7 +60,7 @@ my_prepare
 my_stop
 umnt
 cp -a "$B" "$MY_D/pristine"
-echo "crash.sh: mode $MODE, $CUTS cuts then $KILLS kills, seed $SEED, $MY_TABLES tables x $MY_TABLE_SIZE rows, $MY_THREADS threads"
+echo "crash.sh: mode $MODE, $CUTS cuts and $KILLS kills, seed $SEED, $MY_TABLES tables x $MY_TABLE_SIZE rows, $MY_THREADS threads"
 
 fails=0; nostart=0; badtable=0; badpage=0; lost=0; torn_rounds=0; acked_total=0; kept=0; dropped=0
 fail_round() { # REASON
@@ -120,7 +120,8 @@ for r in $(seq 1 "$ROUNDS"); do
 		kill -0 "$SB_PID" 2>/dev/null || break
 		sleep 0.02
 	done
-	if [ "$r" -le "$CUTS" ]; then
+	# the KILLS rounds spread evenly among the cuts
+	if [ $((r * KILLS / ROUNDS)) -eq $(((r - 1) * KILLS / ROUNDS)) ]; then
 		echo cut > "$M/.cutfs"
 		st=$(cat "$M/.cutfs")
 		kept=$((kept + $(echo "$st" | sed -n 's/^kept //p')))

@@ -66,7 +66,7 @@ CNF
 # directory, on the same filesystem, and the InnoDB page files.
 my_env() {
 	if [ "$MY_MODE" = atomio ]; then
-		echo "LD_PRELOAD=$PRELOAD ATOMIO_LOG=$(dirname "$MY_DATA")/atomio.log ATOMIO_FILES=$MY_DATA/ibdata1:$MY_DATA/undo*:$MY_DATA/*/*.ibd"
+		echo "LD_PRELOAD=$PRELOAD ATOMIO_LOG=$(dirname "$MY_DATA")/atomio.log ATOMIO_FILES=$MY_DATA/ibdata1:$MY_DATA/undo*:$MY_DATA/*/*.ibd ATOMIO_STATS=$MY_D/atomio.stats"
 	fi
 }
 
