@@ -101,6 +101,7 @@ check() {
 ROUNDS=$((CUTS + KILLS))
 for r in $(seq 1 "$ROUNDS"); do
 	s=$((SEED * 100000 + r))
+	t0=$(date +%s)
 	want=$(( (s * 2654435761) % 3000 + 100 ))  # acknowledged transactions before the crash
 	mnt "$s"
 	if [ "$r" -gt 1 ] && ! check; then
@@ -142,7 +143,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	# the medium as the crash left it, before any recovery
 	torn=$(MY_MODE=nodw MY_DATA=$B/data my_innochecksum | wc -l)
 	[ "$torn" -gt 0 ] && torn_rounds=$((torn_rounds + 1))
-	echo "round $r: $how after $n acknowledged transactions; page files with torn pages on the medium: $torn"
+	echo "round $r: $how after $n acknowledged transactions; page files with torn pages on the medium: $torn ($(( $(date +%s) - t0 )) s)"
 done
 r=$((ROUNDS + 1))
 mnt "$((SEED * 100000 + r))"
