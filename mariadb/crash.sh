@@ -15,12 +15,14 @@
 # A failed round (mysqld does not start, a table or page is corrupt, an
 # acknowledged transaction is missing) is counted, and the data directory is
 # set back to its prepared copy.  Exit 0 if no round failed.
-#   SEED (default 1), PRELOAD (mode atomio), CUTFS (default build/cutfs),
+#   SEED (default 1), ACKS_MAX (the crash comes after 50..50+ACKS_MAX-1
+#   acknowledged transactions; default 1000), PRELOAD (mode atomio), CUTFS (default build/cutfs),
 #   MY_TABLES, MY_TABLE_SIZE, MY_THREADS, OUT (default /tmp/cutfs).
 set -eu
 MODE=${1:?usage: crash.sh dw|nodw|atomio CUTS [KILLS]}
 CUTS=${2:?}; KILLS=${3:-0}
 SEED=${SEED:-1}
+ACKS_MAX=${ACKS_MAX:-1000}
 CUTFS=${CUTFS:-build/cutfs}
 OUT=${OUT:-/tmp/cutfs}
 [ -x "$CUTFS" ] || { echo "FAIL: $CUTFS is not built" >&2; exit 1; }
@@ -102,7 +104,7 @@ ROUNDS=$((CUTS + KILLS))
 for r in $(seq 1 "$ROUNDS"); do
 	s=$((SEED * 100000 + r))
 	t0=$(date +%s)
-	want=$(( (s * 2654435761) % 3000 + 100 ))  # acknowledged transactions before the crash
+	want=$(( (s * 2654435761) % ACKS_MAX + 50 ))  # acknowledged transactions before the crash
 	mnt "$s"
 	if [ "$r" -gt 1 ] && ! check; then
 		mnt "$s"
