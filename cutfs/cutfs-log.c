@@ -69,7 +69,10 @@ static int open_store(const char *dir, atomio **st, int *file)
 	char log[4096], data[4096], err[256] = "";
 	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(data, sizeof(data), "%s/data", dir);
-	struct atomio_options o = {.log_size = 256u << 10, .flags = ATOMIO_CREATE, .errbuf = err,
+	/* ATOMIO_FORCE_PATHS: a FUSE filesystem has no f_fsid and gets a new
+	 * device number at a mount when another mount took the last one, so
+	 * the identity check would call the (same) data file replaced */
+	struct atomio_options o = {.log_size = 256u << 10, .flags = ATOMIO_CREATE | ATOMIO_FORCE_PATHS, .errbuf = err,
 				   .errbuf_size = sizeof(err)};
 	int r = atomio_open(log, &o, st);
 	if (r < 0) {

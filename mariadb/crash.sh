@@ -26,6 +26,7 @@ ACKS_MAX=${ACKS_MAX:-1000}
 CUTFS=${CUTFS:-build/cutfs}
 OUT=${OUT:-/tmp/cutfs}
 [ -x "$CUTFS" ] || { echo "FAIL: $CUTFS is not built" >&2; exit 1; }
+[ "$MODE" != atomio ] || [ -x "$(dirname "$CUTFS")/atomio" ] || { echo "FAIL: the atomio command is not built" >&2; exit 1; }
 command -v mariadbd >/dev/null && command -v sysbench >/dev/null \
 	|| { echo "SKIP: mariadb-server or sysbench is not installed (make mariadb-deps)" >&2; exit 77; }
 [ -c /dev/fuse ] && command -v fusermount3 >/dev/null || { echo "SKIP: no FUSE" >&2; exit 77; }
@@ -41,7 +42,23 @@ cleanup() {
 	true
 }
 trap cleanup EXIT
-mnt() { "$CUTFS" --mode tear --seed "$1" "$B" "$M" -o allow_other 2>>"$MY_D/cutfs.err"; }
+# A FUSE filesystem has no f_fsid and gets its device number anew at each
+# mount: when another mount took the last one, atomio's identity check (same
+# device or filesystem id, same inode) refuses the data files as replaced.
+# They are not (same backing files): then the store is recovered with
+# --force-paths, as its operator would, and it is counted.
+ATOMIO_CMD=$(dirname "$CUTFS")/atomio
+devs_changed=0; last_dev=""
+mnt() {
+	"$CUTFS" --mode tear --seed "$1" "$B" "$M" -o allow_other 2>>"$MY_D/cutfs.err"
+	dev=$(stat -c %d "$M")
+	if [ "$MODE" = atomio ] && [ -n "$last_dev" ] && [ "$dev" != "$last_dev" ] && [ -f "$M/atomio.log" ]; then
+		devs_changed=$((devs_changed + 1))
+		"$ATOMIO_CMD" recover --force-paths "$M/atomio.log" >>"$MY_D/recover.log" 2>&1 \
+			|| { echo "atomio recover --force-paths failed: $(tail -n 1 "$MY_D/recover.log")"; }
+	fi
+	last_dev=$dev
+}
 # a killed mysqld's files may take a moment to close
 umnt() {
 	for _ in $(seq 1 100); do
@@ -154,5 +171,5 @@ mountpoint -q "$M" && umnt
 echo "crash.sh: mode $MODE: $ROUNDS rounds ($CUTS cuts, $KILLS kills), $acked_total acknowledged transactions checked;" \
 	"$fails failed rounds (mysqld did not start: $nostart, CHECK TABLE: $badtable, innochecksum: $badpage," \
 	"acknowledged transactions lost: $lost); rounds that left torn pages on the medium: $torn_rounds;" \
-	"unsynced sectors at the cuts: $kept kept, $dropped dropped"
+	"unsynced sectors at the cuts: $kept kept, $dropped dropped; remounts with a new device number (mode atomio: atomio recover --force-paths): $devs_changed"
 [ "$fails" -eq 0 ]

@@ -20,7 +20,7 @@ mariadb-deps: deps
 # dw and atomio must pass every round; nodw is expected to fail rounds (torn
 # pages): its count is reported, not judged.
 check-mariadb: mariadb-deps
-	$(MAKE) $(BUILD)/cutfs
+	$(MAKE) $(BUILD)/cutfs $(BUILD)/atomio
 	@$(if $(wildcard $(PRELOAD)),,echo "check-mariadb: $(PRELOAD) is not built: mode atomio left out";)
 	mariadb/crash.sh dw 3 2
 	-mariadb/crash.sh nodw 3 0
@@ -28,7 +28,7 @@ check-mariadb: mariadb-deps
 	PRELOAD=$(wildcard $(PRELOAD)) PAIRS=1 SECS=10 MY_TABLE_SIZE=20000 mariadb/bench.sh
 
 mariadb-crash: mariadb-deps
-	$(MAKE) $(BUILD)/cutfs
+	$(MAKE) $(BUILD)/cutfs $(BUILD)/atomio
 	PRELOAD=$(PRELOAD) mariadb/crash.sh $(MARIADB_MODE) $(CUTS) $(KILLS)
 
 mariadb-bench: mariadb-deps
