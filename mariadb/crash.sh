@@ -12,6 +12,8 @@
 # after the loop.  Before each check the page files on the medium as the cut
 # left them are run through innochecksum as well: the torn pages recovery
 # must repair ("torn at the cut").
+# touch $MY_D/stop ($OUT/crash-MODE/stop) to end the run after the round
+# under way; its crash is checked as usual.
 # A failed round (mysqld does not start, a table or page is corrupt, an
 # acknowledged transaction is missing) is counted, and the data directory is
 # set back to its prepared copy.  Exit 0 if no round failed.
@@ -81,7 +83,7 @@ umnt
 cp -a "$B" "$MY_D/pristine"
 echo "crash.sh: mode $MODE, $CUTS cuts and $KILLS kills, seed $SEED, $MY_TABLES tables x $MY_TABLE_SIZE rows, $MY_THREADS threads"
 
-fails=0; nostart=0; badtable=0; badpage=0; lost=0; torn_rounds=0; acked_total=0; kept=0; dropped=0
+ncut=0; nkill=0; fails=0; nostart=0; badtable=0; badpage=0; lost=0; torn_rounds=0; acked_total=0; kept=0; dropped=0
 fail_round() { # REASON
 	echo "round $r: FAIL: $1"
 	fails=$((fails + 1))
@@ -119,6 +121,8 @@ check() {
 
 ROUNDS=$((CUTS + KILLS))
 for r in $(seq 1 "$ROUNDS"); do
+	# touch $MY_D/stop to end early: the crash of the last round is still checked
+	[ -e "$MY_D/stop" ] && { ROUNDS=$((r - 1)); break; }
 	s=$((SEED * 100000 + r))
 	t0=$(date +%s)
 	want=$(( (s * 2654435761) % ACKS_MAX + 50 ))  # acknowledged transactions before the crash
@@ -146,9 +150,9 @@ for r in $(seq 1 "$ROUNDS"); do
 		st=$(cat "$M/.cutfs")
 		kept=$((kept + $(echo "$st" | sed -n 's/^kept //p')))
 		dropped=$((dropped + $(echo "$st" | sed -n 's/^dropped //p')))
-		how=cut
+		how=cut; ncut=$((ncut + 1))
 	else
-		how=kill
+		how=kill; nkill=$((nkill + 1))
 	fi
 	my_kill
 	kill -9 "$SB_PID" 2>/dev/null || true; wait "$SB_PID" 2>/dev/null || true; SB_PID=""
@@ -168,7 +172,7 @@ r=$((ROUNDS + 1))
 mnt "$((SEED * 100000 + r))"
 check || true
 mountpoint -q "$M" && umnt
-echo "crash.sh: mode $MODE: $ROUNDS rounds ($CUTS cuts, $KILLS kills), $acked_total acknowledged transactions checked;" \
+echo "crash.sh: mode $MODE: $ROUNDS rounds ($ncut cuts, $nkill kills), $acked_total acknowledged transactions checked;" \
 	"$fails failed rounds (mysqld did not start: $nostart, CHECK TABLE: $badtable, innochecksum: $badpage," \
 	"acknowledged transactions lost: $lost); rounds that left torn pages on the medium: $torn_rounds;" \
 	"unsynced sectors at the cuts: $kept kept, $dropped dropped; remounts with a new device number (mode atomio: atomio recover --force-paths): $devs_changed"
