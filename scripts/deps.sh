@@ -24,6 +24,8 @@ CHECK="$CHECK clang libclang-rt-14-dev"
 # the fio ioengine's tests and make bench-fio (the engine builds against
 # Debian's source of this fio, fetched by scripts/fio-source.sh)
 CHECK="$CHECK fio"
+# cutfs, the power-cut filesystem for real programs (issue 16): libfuse3
+CHECK="$CHECK libfuse3-dev fuse3"
 case $group in
 demo) PKGS=$DEMO ;;
 check) PKGS=$CHECK ;;
