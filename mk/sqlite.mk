@@ -58,3 +58,10 @@ bench-sqlite: deps
 .PHONY: check-sqlite-batch
 check-sqlite-batch: deps
 	scripts/sqlite-batch-atomic.sh
+
+# SQLite's own test suite (Debian's source) under the unix VFS and under
+# atomio as the default VFS, compared file by file (issue 17; downloads and
+# compiles SQLite and runs for a long while; not part of check).
+.PHONY: check-sqlite-suite
+check-sqlite-suite: deps
+	scripts/sqlite-suite.sh

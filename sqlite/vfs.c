@@ -113,6 +113,7 @@ typedef struct aconn {
 	int lockfd;
 	int elock;           /* SQLITE_LOCK_* held */
 	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
+	bool nolock;         /* URI nolock=1: SQLite never calls xLock */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
 	size_t maplen;
 	struct pend pend;
@@ -124,6 +125,8 @@ typedef struct aconn {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct adb *g_dbs;
 static struct avfs *g_vfs;
+/* The SQLite in use was built with SQLITE_ENABLE_BATCH_ATOMIC_WRITE. */
+static bool g_batch;
 
 static const sqlite3_io_methods aio_methods;
 
@@ -240,11 +243,18 @@ static bool btime_of(const char *path, struct statx_timestamp *t)
 }
 
 /* A log older than its database belongs to an earlier file at this path (the
- * database was deleted and created again, or restored from a copy, without
- * its log).  Its records must not be replayed into the new file: atomio
+ * database was deleted and created again, or replaced by a copy, without its
+ * log).  Its records must never be replayed into the new file: atomio
  * recognises a data file by device and inode, and filesystems reuse a freed
- * inode number at once.  Refuse, and say what to do.  (Where the filesystem
- * has no birth times this check is skipped.) */
+ * inode number at once.  Nor are they of use to anyone: the file they were
+ * for is gone from this path, and its committed data was written home before
+ * each commit returned (a log matters only to a file that crashed mid-commit,
+ * and such a file is not replaced by hand without its log).  So, unless a
+ * store holds it (a process still writes the earlier file, open under its
+ * old name or renamed), the stale log is removed, and the first write
+ * creates a new one.  Exclusive lock held, so no store of this database is
+ * opened meanwhile.  (Where the filesystem has no birth times this check is
+ * skipped.) */
 static int check_log_age(struct adb *d)
 {
 	struct statx_timestamp db, lg;
@@ -252,12 +262,34 @@ static int check_log_age(struct adb *d)
 		return SQLITE_OK;
 	if (db.tv_sec < lg.tv_sec || (db.tv_sec == lg.tv_sec && db.tv_nsec <= lg.tv_nsec))
 		return SQLITE_OK;
-	sqlite3_log(SQLITE_CANTOPEN,
-		    "atomio: %s is older than the database %s: it belongs to an earlier file at "
-		    "this path; if that file is gone, delete the log; if it was moved, move the log "
-		    "with it",
-		    d->log_path, d->db_path);
-	return SQLITE_CANTOPEN;
+	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
+	int r;
+	do
+		r = flock(fd, LOCK_EX | LOCK_NB);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		close(fd);
+		sqlite3_log(SQLITE_CANTOPEN,
+			    "atomio: %s is older than the database %s and in use: it belongs to an "
+			    "earlier file at this path that is still being written",
+			    d->log_path, d->db_path);
+		return SQLITE_CANTOPEN;
+	}
+	/* Unlinked while we hold its flock, so no store opens it meanwhile.
+	 * Not made durable: should the unlink be lost in a crash, the log is
+	 * stale again and removed again. */
+	r = unlink(d->log_path);
+	close(fd);
+	if (r < 0 && errno != ENOENT) {
+		sqlite3_log(SQLITE_CANTOPEN, "atomio: cannot remove the stale log %s: %s", d->log_path,
+			    strerror(errno));
+		return SQLITE_CANTOPEN;
+	}
+	sqlite3_log(SQLITE_NOTICE, "atomio: removed %s, a log older than the database %s "
+		    "(left by an earlier file at this path)", d->log_path, d->db_path);
+	return SQLITE_OK;
 }
 
 /* Replay the log and close the store again.  Exclusive lock held. */
@@ -582,15 +614,30 @@ static int x_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
 	return n < amt ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
 }
 
+/* nolock=1: SQLite takes no locks (the application promises that no one
+ * else uses the database), so the store is opened at the first write. */
+static int nolock_claim(aconn *c)
+{
+	if (!c->nolock || writer_store(c->db))
+		return SQLITE_OK;
+	pthread_mutex_lock(&g_mu);
+	int rc = writer_store(c->db) ? SQLITE_OK : open_store(c->db);
+	pthread_mutex_unlock(&g_mu);
+	return rc;
+}
+
 static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 {
 	aconn *c = (aconn *)f;
+	int rc = nolock_claim(c);
+	if (rc != SQLITE_OK)
+		return rc;
 	if (!writer_store(c->db)) {
 		/* SQLite writes only under EXCLUSIVE, which made us the writer. */
 		sqlite3_log(SQLITE_IOERR_WRITE, "atomio: write to %s without its store", c->db->db_path);
 		return SQLITE_IOERR_WRITE;
 	}
-	int rc = begin_group(c);
+	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
 	if (pend_write(&c->pend, buf, amt, off) < 0)
@@ -611,9 +658,12 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
 	aconn *c = (aconn *)f;
+	int rc = nolock_claim(c);
+	if (rc != SQLITE_OK)
+		return rc;
 	if (!writer_store(c->db))
 		return SQLITE_IOERR_TRUNCATE;
-	int rc = begin_group(c);
+	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
 	pend_truncate(&c->pend, size);
@@ -774,12 +824,12 @@ static int x_check_reserved(sqlite3_file *f, int *out)
 
 static int pragma(aconn *c, char **az)
 {
-	const char *name = az[1], *val = az[2];
-	if (!sqlite3_stricmp(name, "journal_mode") && val && !sqlite3_stricmp(val, "wal")) {
-		az[0] = sqlite3_mprintf("atomio: journal_mode=WAL is not supported on the atomio VFS "
-					"(its commits are atomic already: use journal_mode=MEMORY)");
-		return SQLITE_ERROR;
-	}
+	const char *name = az[1];
+	/* journal_mode=WAL is left to SQLite: without xShm* methods it keeps
+	 * the mode it had and returns it (its documented answer when a mode
+	 * cannot be set), except in locking_mode=EXCLUSIVE, where it runs WAL
+	 * with its index in heap memory; then WAL commits are SQLite's own and
+	 * each checkpoint's writes to the database are one group (CKPT_DONE). */
 	if (!sqlite3_stricmp(name, "atomio_stats")) {
 		atomio *st = writer_store(c->db);
 		struct atomio_stats s = {0};
@@ -810,6 +860,12 @@ static int x_file_control(sqlite3_file *f, int op, void *arg)
 	case SQLITE_FCNTL_COMMIT_PHASETWO:
 		/* After the commit SQLite may truncate (see fold_truncation):
 		 * that alone is a group of its own. */
+		return commit_group(c, false);
+	case SQLITE_FCNTL_CKPT_DONE:
+		/* A WAL checkpoint (locking_mode=EXCLUSIVE) wrote its pages: they
+		 * are in the WAL until SQLite resets it, which it may do without a
+		 * sync (synchronous=OFF), so commit them now.  The truncation
+		 * that follows is a group of its own, at xSync. */
 		return commit_group(c, false);
 	case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
 		/* The group is open from the first write anyway. */
@@ -843,7 +899,10 @@ static int x_sector_size(sqlite3_file *f)
 static int x_device_characteristics(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
-	return c->real->pMethods->xDeviceCharacteristics(c->real) | SQLITE_IOCAP_BATCH_ATOMIC;
+	/* Only for an SQLite that uses it: others ignore the flag, but their
+	 * test suites (and tools) read it as "no journal file". */
+	return c->real->pMethods->xDeviceCharacteristics(c->real) |
+	       (__atomic_load_n(&g_batch, __ATOMIC_RELAXED) ? SQLITE_IOCAP_BATCH_ATOMIC : 0);
 }
 
 /* Version 1: no xShm* (so no WAL, see pragma()) and no xFetch (no mmap: every
@@ -956,6 +1015,7 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
 		c->lockfd = open(name, O_RDONLY | O_CLOEXEC);
 	sqlite3_int64 log_size = sqlite3_uri_int64(name, "atomio_log_size", 0);
 	c->diff = sqlite3_uri_boolean(name, "atomio_diff", 1);
+	c->nolock = sqlite3_uri_boolean(name, "nolock", 0);
 	c->db = c->lockfd >= 0 ? get_db(c->lockfd, name, log_size > 0 ? (uint64_t)log_size : 0) : NULL;
 	if (!c->db) {
 		rc = c->lockfd < 0 ? SQLITE_CANTOPEN : SQLITE_NOMEM;
@@ -1047,6 +1107,7 @@ int atomio_sqlite_register_impl(const char *name, int make_default)
 		pthread_mutex_unlock(&g_mu);
 		return rc;
 	}
+	g_batch = sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE");
 	sqlite3_vfs *real = sqlite3_vfs_find(NULL);
 	for (struct avfs *w = g_vfs; w && real; w = w->next)
 		if (real == &w->base)
