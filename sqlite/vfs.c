@@ -61,6 +61,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomio.h"
@@ -74,6 +75,24 @@
 #define SHARED_FIRST (PENDING_BYTE + 2)
 #define SHARED_SIZE 510
 #define LOCK_SPAN (2 + SHARED_SIZE)
+/* The byte after them, unused by SQLite: read-locked by a connection whose
+ * write was refused because another process holds the store.  The holder
+ * checks it whenever none of its connections is in a write transaction (at
+ * each transaction's end, and every WATCH_MS while idle) and then gives the
+ * store up. */
+#define WANT_BYTE (PENDING_BYTE + LOCK_SPAN)
+#define WATCH_MS 5
+/* A want outlives the refused transaction by this much, so that it is seen
+ * while SQLite's busy handler sleeps between retries (at most 100 ms) even
+ * though SQLite drops every lock meanwhile. */
+#define WANT_HOLD_MS 250
+/* After giving the store up, do not take it back for this long while
+ * another process waits (its busy handler needs the time to retry). */
+#define GRACE_MS 150
+/* A want that let a grace period pass unused (its connection gave up or
+ * went idle) is ignored for this long, so that it costs the writer at most
+ * one checkpoint per second. */
+#define IGNORE_MS 1000
 
 #define LOG_SUFFIX "-atomio"
 
@@ -89,6 +108,13 @@ struct adb {
 	atomio *st;          /* this process is the writer; atomic load/store */
 	int fid;
 	uint64_t capacity;   /* bytes of records the log holds */
+	int nres;            /* connections of this process in a write transaction */
+	int wfd;             /* our own open file description, for WANT_BYTE probes */
+	bool watching, stop; /* the watcher thread runs / is asked to end */
+	int64_t yielded_ms;  /* when we last gave the store up (0: never) */
+	int64_t ignore_ms;   /* ignore wants until then */
+	pthread_t watcher;
+	pthread_cond_t cv;
 	/* The writer's record of the database's size (only its commits change
 	 * it), so that transactions need no fstat.  -1: unknown.  Atomic. */
 	int64_t size;
@@ -114,6 +140,9 @@ typedef struct aconn {
 	int elock;           /* SQLITE_LOCK_* held */
 	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
 	bool nolock;         /* URI nolock=1: SQLite never calls xLock */
+	bool counted;        /* in the database's nres (a write transaction) */
+	bool want;           /* holds WANT_BYTE: refused by another process's store */
+	int64_t want_ms;     /* since when */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
 	size_t maplen;
 	struct pend pend;
@@ -324,6 +353,8 @@ static int recover_release(struct adb *d)
 	return SQLITE_OK;
 }
 
+static void *watch(void *arg);
+
 /* Open the store: this process becomes the writer.  Exclusive lock held
  * (opening recovers).  g_mu held. */
 static int open_store(struct adb *d)
@@ -356,7 +387,81 @@ static int open_store(struct adb *d)
 	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	d->snap_ok = false;
 	__atomic_store_n(&d->st, st, __ATOMIC_RELEASE);
+	if (!d->watching && d->wfd >= 0 && pthread_create(&d->watcher, NULL, watch, d) == 0)
+		d->watching = true;
 	return SQLITE_OK;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Is a connection of another open file description than fd waiting for the
+ * store (WANT_BYTE)? */
+static bool want_seen(int fd)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = WANT_BYTE, .l_len = 1};
+	return fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+static void want_set(aconn *c, bool on)
+{
+	if (on)
+		c->want_ms = now_ms();
+	if (c->want == on)
+		return;
+	ofd(c->lockfd, on ? F_RDLCK : F_UNLCK, WANT_BYTE, 1);
+	c->want = on;
+}
+
+/* Give the store up: another process waits to write and no connection of
+ * ours is in a write transaction (nres 0, and none can begin one while we
+ * hold g_mu).  Closing checkpoints: the database is synced and the log
+ * emptied, so what our snapshot then records is a log with nothing to
+ * replay.  No SQLite lock is needed: every commit is home already, and the
+ * next writer opens the store under its own locks.  g_mu held. */
+static void yield_store(struct adb *d)
+{
+	atomio *st = writer_store(d);
+	if (!st || d->nres > 0 || !want_seen(d->wfd))
+		return;
+	int64_t now = now_ms();
+	if (now < d->ignore_ms)
+		return;
+	d->yielded_ms = now;
+	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
+	int r = atomio_close(st);
+	if (r < 0)
+		log_atomio(SQLITE_IOERR, d, "closing", r, NULL);
+	else
+		snapshot(d);
+}
+
+/* While this process holds the store: every WATCH_MS, give it up if
+ * another process waits and we are idle (an idle writer would otherwise
+ * keep every other process from writing for as long as it stays open). */
+static void *watch(void *arg)
+{
+	struct adb *d = arg;
+	pthread_mutex_lock(&g_mu);
+	while (!d->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += WATCH_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&d->cv, &g_mu, &ts);
+		if (!d->stop)
+			yield_store(d);
+	}
+	pthread_mutex_unlock(&g_mu);
+	return NULL;
 }
 
 /* A commit failed after the store may have written: the store refuses more
@@ -576,6 +681,7 @@ static int begin_group(aconn *c)
 /* --- io methods ---------------------------------------------------------------- */
 
 static void release_db(struct adb *d);
+static void leave_write(aconn *c);
 
 static int x_close(sqlite3_file *f)
 {
@@ -585,6 +691,8 @@ static int x_close(sqlite3_file *f)
 		munmap(c->map, c->maplen);
 	if (c->elock)
 		unlock_all(c);
+	want_set(c, false);
+	leave_write(c);
 	int rc = c->real->pMethods ? c->real->pMethods->xClose(c->real) : SQLITE_OK;
 	release_db(c->db);
 	close(c->lockfd); /* releases our OFD locks */
@@ -622,6 +730,10 @@ static int nolock_claim(aconn *c)
 		return SQLITE_OK;
 	pthread_mutex_lock(&g_mu);
 	int rc = writer_store(c->db) ? SQLITE_OK : open_store(c->db);
+	if (rc == SQLITE_OK && !c->counted) {
+		c->db->nres++; /* never given up: SQLite never says a transaction ended */
+		c->counted = true;
+	}
 	pthread_mutex_unlock(&g_mu);
 	return rc;
 }
@@ -727,7 +839,12 @@ static int check_recovered(aconn *c)
 	return SQLITE_OK;
 }
 
-/* Become the writer, holding SHARED: only if no other process is. */
+/* Become the writer, holding SHARED: only if no other process is, and no
+ * other connection has been waiting for the store longer than we have.  The
+ * exclusive lock (no reader at all) is needed only where opening the store
+ * may replay something (a store was opened since our last recovery) or
+ * create the log; else the store opens beside readers, as the unix VFS
+ * grants RESERVED beside SHARED. */
 static int claim_writer(aconn *c)
 {
 	struct adb *d = c->db;
@@ -736,15 +853,67 @@ static int claim_writer(aconn *c)
 		return SQLITE_IOERR_LOCK;
 	if (p == PROBE_WRITER)
 		return SQLITE_BUSY;
-	int rc = grab_exclusive(c); /* opening the store may recover */
-	if (rc != SQLITE_OK)
-		return rc;
+	if (want_seen(c->lockfd)) {
+		/* Someone waits: our turn comes after theirs (we wait once,
+		 * then race them), and not within a grace period after we
+		 * gave the store up for them. */
+		int64_t now = now_ms();
+		pthread_mutex_lock(&g_mu);
+		bool grace = d->yielded_ms && now - d->yielded_ms < GRACE_MS;
+		if (!grace && p == PROBE_CLEAN && d->yielded_ms && d->ignore_ms < d->yielded_ms)
+			d->ignore_ms = now + IGNORE_MS; /* nobody took the store we gave up */
+		pthread_mutex_unlock(&g_mu);
+		if (grace || !c->want)
+			return SQLITE_BUSY;
+	}
+	bool excl = p != PROBE_CLEAN;
+	if (excl) {
+		int rc = grab_exclusive(c);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
 	pthread_mutex_lock(&g_mu);
-	if (!writer_store(d))
-		rc = open_store(d);
+	int rc = writer_store(d) ? SQLITE_OK : open_store(d);
 	pthread_mutex_unlock(&g_mu);
-	to_shared(c);
+	if (excl)
+		to_shared(c);
 	return rc;
+}
+
+/* From SHARED into a write transaction: this process must hold the store,
+ * and keeps it until the transaction ends (nres). */
+static int enter_write(aconn *c)
+{
+	struct adb *d = c->db;
+	for (;;) {
+		pthread_mutex_lock(&g_mu);
+		if (writer_store(d)) {
+			d->nres++;
+			c->counted = true;
+			pthread_mutex_unlock(&g_mu);
+			want_set(c, false);
+			return SQLITE_OK;
+		}
+		pthread_mutex_unlock(&g_mu);
+		int rc = claim_writer(c);
+		if (rc == SQLITE_BUSY)
+			want_set(c, true); /* the holder gives the store up for us */
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+}
+
+/* The write transaction ended: let a waiting process have the store. */
+static void leave_write(aconn *c)
+{
+	if (!c->counted)
+		return;
+	struct adb *d = c->db;
+	pthread_mutex_lock(&g_mu);
+	d->nres--;
+	c->counted = false;
+	yield_store(d);
+	pthread_mutex_unlock(&g_mu);
 }
 
 static int x_lock(sqlite3_file *f, int level)
@@ -766,8 +935,8 @@ static int x_lock(sqlite3_file *f, int level)
 		c->elock = SQLITE_LOCK_SHARED;
 		return writer_store(c->db) ? SQLITE_OK : check_recovered(c);
 	}
-	if (!writer_store(c->db)) {
-		rc = claim_writer(c);
+	if (!c->counted && !c->nolock) {
+		rc = enter_write(c);
 		if (rc != SQLITE_OK)
 			return rc;
 	}
@@ -801,10 +970,14 @@ static int x_unlock(sqlite3_file *f, int level)
 	/* A group not committed by a sync is not part of the database: the
 	 * transaction was rolled back or failed.  Drop it; the file never saw it. */
 	pend_clear(&c->pend);
-	if (level == SQLITE_LOCK_SHARED)
+	if (level == SQLITE_LOCK_SHARED) {
 		to_shared(c);
-	else
+	} else {
 		unlock_all(c);
+		if (c->want && now_ms() - c->want_ms > WANT_HOLD_MS)
+			want_set(c, false);
+	}
+	leave_write(c);
 	return SQLITE_OK;
 }
 
@@ -954,6 +1127,10 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
 			d->refs = 1;
 			d->fid = -1;
 			d->size = -1;
+			char fdp[64];
+			snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", fd);
+			d->wfd = open(fdp, O_RDONLY | O_CLOEXEC);
+			pthread_cond_init(&d->cv, NULL);
 			d->log_size = log_size;
 			d->next = g_dbs;
 			g_dbs = d;
@@ -975,6 +1152,12 @@ static void release_db(struct adb *d)
 			*pp = d->next;
 			break;
 		}
+	d->stop = true;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&g_mu);
+	if (d->watching)
+		pthread_join(d->watcher, NULL);
+	pthread_mutex_lock(&g_mu);
 	atomio *st = writer_store(d);
 	if (st) {
 		/* The last connection of the writer: checkpoint (sync the
@@ -984,6 +1167,9 @@ static void release_db(struct adb *d)
 			log_atomio(SQLITE_IOERR, d, "closing", r, NULL);
 	}
 	pthread_mutex_unlock(&g_mu);
+	if (d->wfd >= 0)
+		close(d->wfd);
+	pthread_cond_destroy(&d->cv);
 	free(d->db_path);
 	free(d->log_path);
 	free(d);
