@@ -53,21 +53,22 @@ obj test/sqlite/suite/init.c "$out/init-unix.o"
 obj test/sqlite/suite/init.c "$out/init-atomio.o" -DSUITE_ATOMIO
 obj sqlite/vfs.c "$out/vfs.o"
 obj sqlite/pend.c "$out/pend.o"
-tf() { # VFS, objects and libraries to link in
+# tf VFS "OBJECTS" "LIBRARIES": link testfixture-VFS (again when an object
+# changed)
+tf() {
 	v=$1
-	shift
-	if [ ! -x "$out/testfixture-$v" ] || [ -n "$(find "$@" -newer "$out/testfixture-$v" 2>/dev/null | grep -v '^-')" ]; then
+	if [ ! -x "$out/testfixture-$v" ] || [ -n "$(find $2 -newer "$out/testfixture-$v")" ]; then
 		rm -f "$bld/testfixture"
 		(cd "$bld" && make -s testfixture OPTS=-DSQLITE_EXTRA_INIT=atomio_suite_init \
-			TLIBS="$* -lm -lz" >"$out/build-$v.log" 2>&1) || {
+			TLIBS="$2 $3 -lm -lz" >"$out/build-$v.log" 2>&1) || {
 			tail -n 30 "$out/build-$v.log"
 			exit 1
 		}
 		mv "$bld/testfixture" "$out/testfixture-$v"
 	fi
 }
-tf unix "$out/init-unix.o"
-tf atomio "$out/init-atomio.o" "$out/vfs.o" "$out/pend.o" "$top/build/libatomio.a" -lxxhash -llz4 -luring -pthread
+tf unix "$out/init-unix.o" ""
+tf atomio "$out/init-atomio.o $out/vfs.o $out/pend.o $top/build/libatomio.a" "-lxxhash -llz4 -luring -pthread"
 
 files=${SUITE_FILES:-$(grep -v '^#' test/sqlite/suite/files.txt)}
 vfses=${SUITE_VFS:-unix atomio}
@@ -75,8 +76,8 @@ limit=${SUITE_TIMEOUT:-300}
 res=$out/res
 rm -rf "$res" "$out/run"
 mkdir -p "$res"
-for v in $vfses; do
-	for f in $files; do
+for f in $files; do
+	for v in $vfses; do
 		echo "$v $f"
 	done
 done | xargs -P "${SUITE_JOBS:-2}" -L 1 sh -c '

@@ -95,6 +95,10 @@
 #define IGNORE_MS 1000
 
 #define LOG_SUFFIX "-atomio"
+/* Beside each database of a transaction over several (ATTACH), for as long
+ * as its group may lie in another database's log (see commit_set). */
+#define GROUP_SUFFIX "-atomio-group"
+#define MAX_SET 16
 
 /* One database as this process sees it, shared by its connections. */
 struct adb {
@@ -143,6 +147,8 @@ typedef struct aconn {
 	bool counted;        /* in the database's nres (a write transaction) */
 	bool want;           /* holds WANT_BYTE: refused by another process's store */
 	int64_t want_ms;     /* since when */
+	bool ready;          /* the group was synced: commit it with the others */
+	struct aconn *rnext; /* this thread's ready connections (t_ready) */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
 	size_t maplen;
 	struct pend pend;
@@ -158,6 +164,12 @@ static struct avfs *g_vfs;
 static bool g_batch;
 
 static const sqlite3_io_methods aio_methods;
+
+/* Connections whose groups SQLite synced (phase one of a commit) and that
+ * wait for phase two: all databases of one transaction, since SQLite runs a
+ * connection's commit in one thread, phase one for every database, then
+ * phase two for each. */
+static __thread struct aconn *t_ready;
 
 static atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
 
@@ -232,6 +244,8 @@ static void snapshot(struct adb *d)
 	close(fd);
 }
 
+static bool has_group_marker(struct adb *d);
+
 enum probe { PROBE_WRITER, PROBE_NOLOG, PROBE_CLEAN, PROBE_DIRTY };
 
 /* Is there a writer (a process holding the store)?  If not, has any store
@@ -240,7 +254,7 @@ static int probe(struct adb *d)
 {
 	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT ? PROBE_NOLOG : -errno;
+		return errno != ENOENT ? -errno : has_group_marker(d) ? PROBE_DIRTY : PROBE_NOLOG;
 	int r;
 	do
 		r = flock(fd, LOCK_SH | LOCK_NB);
@@ -258,6 +272,8 @@ static int probe(struct adb *d)
 	    atomio_log_mark(fd, &m) == 0 && m.store_id == d->snap.store_id && m.epoch == d->snap.epoch)
 		res = PROBE_CLEAN;
 	pthread_mutex_unlock(&g_mu);
+	if (res == PROBE_CLEAN && has_group_marker(d))
+		res = PROBE_DIRTY;
 	close(fd); /* drops the LOCK_SH probe */
 	return res;
 }
@@ -321,6 +337,107 @@ static int check_log_age(struct adb *d)
 	return SQLITE_OK;
 }
 
+static char *suffixed(const char *path, const char *suffix)
+{
+	size_t n = strlen(path), m = strlen(suffix);
+	char *r = malloc(n + m + 1);
+	if (r) {
+		memcpy(r, path, n);
+		memcpy(r + n, suffix, m + 1);
+	}
+	return r;
+}
+
+static bool has_group_marker(struct adb *d)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	bool on = !g || access(g, F_OK) == 0 || errno != ENOENT;
+	free(g);
+	return on;
+}
+
+/* Replay one log and close it again; no log, or a store that a live
+ * process holds (it recovered when it opened), is nothing to do. */
+static int replay_log(const char *log_path, char *err, size_t errlen)
+{
+	struct atomio_options o = {.errbuf = err, .errbuf_size = errlen};
+	atomio *st;
+	int r = atomio_open(log_path, &o, &st);
+	if (r == 0)
+		return atomio_close(st);
+	return r == -ENOENT || r == -EBUSY ? 0 : r;
+}
+
+/* d has a group marker: a transaction over several databases committed (or
+ * was committing) one group in the log of the first of them, and may have
+ * died before that group was home and synced in all of them.  With an
+ * exclusive lock on every one of them (d's is held), replay each database's
+ * own log (older groups), then the first one's (the shared group, and later
+ * groups of the first database only), then remove the markers.  Readers of
+ * any of the databases are locked out meanwhile, as for a recovery of one. */
+static int recover_group(struct adb *d)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	if (!g)
+		return SQLITE_NOMEM;
+	char buf[8192];
+	int fd = open(g, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		free(g);
+		return errno == ENOENT ? SQLITE_OK : SQLITE_IOERR;
+	}
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		free(g);
+		return SQLITE_IOERR;
+	}
+	buf[n] = 0;
+	char *paths[MAX_SET];
+	int np = 0, lfd[MAX_SET];
+	for (char *sv = NULL, *t = strtok_r(buf, "\n", &sv); t && np < MAX_SET; t = strtok_r(NULL, "\n", &sv))
+		paths[np++] = t;
+	int rc = SQLITE_OK;
+	for (int i = 0; i < np; i++) {
+		lfd[i] = -1;
+		if (!strcmp(paths[i], d->db_path) || rc != SQLITE_OK)
+			continue;
+		lfd[i] = open(paths[i], O_RDWR | O_CLOEXEC);
+		if (lfd[i] < 0)
+			continue; /* gone: nothing of it to protect */
+		int r = ofd(lfd[i], F_WRLCK, PENDING_BYTE, LOCK_SPAN);
+		if (r < 0)
+			rc = lock_rc(r, SQLITE_IOERR_LOCK);
+	}
+	char err[512] = "";
+	for (int i = 1; rc == SQLITE_OK && i <= np; i++) {
+		char *lp = suffixed(paths[i % np], LOG_SUFFIX); /* the first one last */
+		int r = lp ? replay_log(lp, err, sizeof(err)) : -ENOMEM;
+		if (r < 0) {
+			sqlite3_log(SQLITE_IOERR, "atomio: recovering %s: %s %s", lp ? lp : paths[i % np],
+				    atomio_strerror(r), err);
+			rc = SQLITE_IOERR;
+		}
+		free(lp);
+	}
+	for (int i = 0; rc == SQLITE_OK && i < np; i++) {
+		char *m = suffixed(paths[i], GROUP_SUFFIX);
+		if (m)
+			unlink(m);
+		free(m);
+	}
+	/* Also a marker cut short (the writer died while writing it): the
+	 * markers are all written and synced before the group is committed,
+	 * so such a one was never followed by a commit. */
+	if (rc == SQLITE_OK)
+		unlink(g);
+	for (int i = 0; i < np; i++)
+		if (lfd[i] >= 0)
+			close(lfd[i]); /* releases its locks */
+	free(g);
+	return rc;
+}
+
 /* Replay the log and close the store again.  Exclusive lock held. */
 static int recover_release(struct adb *d)
 {
@@ -330,6 +447,11 @@ static int recover_release(struct adb *d)
 	int rc = check_log_age(d);
 	if (rc != SQLITE_OK)
 		return rc;
+	if (!writer_store(d) && has_group_marker(d)) {
+		rc = recover_group(d);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
 	pthread_mutex_lock(&g_mu);
 	int r = 0;
 	if (!writer_store(d)) {
@@ -355,15 +477,30 @@ static int recover_release(struct adb *d)
 
 static void *watch(void *arg);
 
+#define MIB (1ull << 20)
+
+/* A new log without atomio_log_size=: twice the database, 1 to 64 MiB, so
+ * that a small database gets a small log; a transaction that does not fit
+ * grows it (grow_store). */
+static uint64_t initial_log_size(struct adb *d)
+{
+	struct stat sb;
+	uint64_t n = stat(d->db_path, &sb) == 0 ? 2 * (uint64_t)sb.st_size : 0;
+	n = (n + MIB - 1) & ~(MIB - 1);
+	return n < MIB ? MIB : n > 64 * MIB ? 64 * MIB : n;
+}
+
 /* Open the store: this process becomes the writer.  Exclusive lock held
  * (opening recovers).  g_mu held. */
 static int open_store(struct adb *d)
 {
 	char err[512] = "";
-	struct atomio_options o = {.log_size = d->log_size, .flags = ATOMIO_CREATE,
-				   .errbuf = err, .errbuf_size = sizeof(err)};
+	struct atomio_options o = {.log_size = d->log_size ? d->log_size : initial_log_size(d),
+				   .flags = ATOMIO_CREATE, .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
 	int rc = check_log_age(d);
+	if (rc == SQLITE_OK && has_group_marker(d))
+		rc = recover_group(d);
 	if (rc != SQLITE_OK)
 		return rc;
 	int r = atomio_open(d->log_path, &o, &st);
@@ -464,6 +601,41 @@ static void *watch(void *arg)
 	return NULL;
 }
 
+/* A transaction needs more log than there is: give the store a log large
+ * enough (twice what it needs, at least twice the old one).  Closing
+ * checkpoints (the database synced, the old log empty; the pending group is
+ * still in memory only), so the old log can go; the new one is created in
+ * its place, under a temporary name and renamed.  A crash in between leaves
+ * no log, which needs none.  Another process cannot open a store meanwhile:
+ * it would need RESERVED (we hold it) or, to recover, EXCLUSIVE (our SHARED
+ * keeps it out).  Only while no other connection of ours is in a write
+ * transaction.  g_mu held; false: no larger log. */
+static bool grow_store(struct adb *d, uint64_t need)
+{
+	atomio *st = writer_store(d);
+	if (!st || d->nres > 1 || need > (1ull << 40))
+		return false;
+	uint64_t n = 2 * need > 2 * d->capacity ? 2 * need : 2 * d->capacity;
+	n = (n + MIB - 1) & ~(MIB - 1);
+	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	int r = atomio_close(st);
+	if (r < 0) {
+		log_atomio(SQLITE_IOERR, d, "closing (to grow the log)", r, NULL);
+		return false;
+	}
+	if (unlink(d->log_path) < 0 && errno != ENOENT)
+		return false;
+	uint64_t old = d->log_size;
+	d->log_size = n;
+	if (open_store(d) != SQLITE_OK) {
+		d->log_size = old;
+		return false;
+	}
+	sqlite3_log(SQLITE_NOTICE, "atomio: %s grown to %llu bytes for a transaction of %llu",
+		    d->log_path, (unsigned long long)d->capacity, (unsigned long long)need);
+	return true;
+}
+
 /* A commit failed after the store may have written: the store refuses more
  * work and the file may hold part of the group.  Still holding EXCLUSIVE,
  * close it and open it again, which replays whatever of the group reached the
@@ -551,7 +723,7 @@ static bool map_base(aconn *c, int64_t end)
  * earlier group left it, which is what the page cache shows now, so the
  * unchanged bytes need no logging.  Most transactions change a few hundred
  * bytes of each page they write; the log write shrinks to match. */
-static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char *base)
+static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsigned char *base)
 {
 	const struct pend *p = &c->pend;
 	int64_t base_end = p->truncated && p->min_trunc < p->base_size ? p->min_trunc : p->base_size;
@@ -587,8 +759,7 @@ static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char
 			else
 				break;
 		}
-		int r = atomio_tx_write(tx, c->db->fid, e->data + start, (size_t)(end - start),
-					e->off + start);
+		int r = atomio_tx_write(tx, fid, e->data + start, (size_t)(end - start), e->off + start);
 		if (r < 0)
 			return r;
 		i = end;
@@ -596,9 +767,61 @@ static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char
 	return 0;
 }
 
+/* Add connection c's pending group to tx, its database being file fid of
+ * the tx's store.  0 or < 0. */
+static int add_group(aconn *c, atomio_tx *tx, int fid)
+{
+	struct pend *p = &c->pend;
+	size_t *ord = pend_order(p);
+	/* Only the bytes that change, where writes cannot overlap. */
+	bool diff = c->diff && p->uniform;
+	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
+	int r = ord && (base || !diff) ? 0 : -ENOMEM;
+	/* Shrink to the smallest size the transaction truncated to, then its
+	 * writes, then its final size (zeros up to it, so that the file has it
+	 * even when the last page ends in bytes the diff left out). */
+	if (r == 0 && p->truncated)
+		r = atomio_tx_truncate(tx, fid, p->min_trunc);
+	for (size_t i = 0; r == 0 && i < p->n; i++) {
+		const struct pent *e = &p->v[ord[i]];
+		if (diff)
+			r = add_diff(c, tx, fid, e, base);
+		else
+			r = atomio_tx_write(tx, fid, e->data, (size_t)e->len, e->off);
+	}
+	if (r == 0 && (p->truncated || p->lsize > p->base_size))
+		r = atomio_tx_truncate(tx, fid, p->lsize);
+	free(base);
+	free(ord);
+	return r;
+}
+
+/* The SQLite result of a failed commit of c's group (r < 0); committed: the
+ * store may have written part of it. */
+static int commit_failed(aconn *c, int r, bool committed)
+{
+	struct adb *d = c->db;
+	if (r == -ENOMEM)
+		return SQLITE_IOERR_NOMEM;
+	if (r == -E2BIG) {
+		sqlite3_log(SQLITE_IOERR_WRITE,
+			    "atomio: a transaction does not fit the log %s (%llu bytes); "
+			    "nothing was written (create the log larger with atomio_log_size=)",
+			    d->log_path, (unsigned long long)d->capacity);
+		return SQLITE_IOERR_WRITE;
+	}
+	log_atomio(SQLITE_IOERR_FSYNC, d, "committing to", r, NULL);
+	if (committed)
+		repair_store(d);
+	return SQLITE_IOERR_FSYNC;
+}
+
+static void ready_drop(aconn *c);
+
 static int commit_group(aconn *c, bool fold)
 {
 	struct pend *p = &c->pend;
+	ready_drop(c);
 	if (!p->active)
 		return SQLITE_OK;
 	if (fold)
@@ -609,27 +832,10 @@ static int commit_group(aconn *c, bool fold)
 		pend_clear(p);
 		return SQLITE_IOERR_WRITE;
 	}
-	size_t *ord = pend_order(p);
-	/* Only the bytes that change, where writes cannot overlap. */
-	bool diff = c->diff && p->uniform;
-	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
 	atomio_tx *tx = NULL;
-	int r = ord && (base || !diff) ? atomio_tx_begin(st, &tx) : -ENOMEM;
-	/* Shrink to the smallest size the transaction truncated to, then its
-	 * writes, then its final size (zeros up to it, so that the file has it
-	 * even when the last page ends in bytes the diff left out). */
-	if (r == 0 && p->truncated)
-		r = atomio_tx_truncate(tx, d->fid, p->min_trunc);
-	for (size_t i = 0; r == 0 && i < p->n; i++) {
-		const struct pent *e = &p->v[ord[i]];
-		if (diff)
-			r = add_diff(c, tx, e, base);
-		else
-			r = atomio_tx_write(tx, d->fid, e->data, (size_t)e->len, e->off);
-	}
-	if (r == 0 && (p->truncated || p->lsize > p->base_size))
-		r = atomio_tx_truncate(tx, d->fid, p->lsize);
-	free(base);
+	int r = atomio_tx_begin(st, &tx);
+	if (r == 0)
+		r = add_group(c, tx, d->fid);
 	bool committed = false;
 	if (r == 0) {
 		r = atomio_tx_commit(tx);
@@ -637,25 +843,151 @@ static int commit_group(aconn *c, bool fold)
 	} else if (tx) {
 		atomio_tx_abort(tx);
 	}
-	int64_t bytes = p->bytes, lsize = p->lsize;
-	free(ord);
+	int64_t lsize = p->lsize;
 	pend_clear(p);
 	__atomic_store_n(&d->size, r == 0 ? lsize : -1, __ATOMIC_RELAXED);
-	if (r == 0)
-		return SQLITE_OK;
-	if (r == -ENOMEM)
-		return SQLITE_IOERR_NOMEM;
-	if (r == -E2BIG) {
-		sqlite3_log(SQLITE_IOERR_WRITE,
-			    "atomio: a transaction of %lld bytes does not fit the log %s (%llu bytes); "
-			    "nothing was written (create the log larger with atomio_log_size=)",
-			    (long long)bytes, d->log_path, (unsigned long long)d->capacity);
-		return SQLITE_IOERR_WRITE;
+	return r == 0 ? SQLITE_OK : commit_failed(c, r, committed);
+}
+
+static void ready_add(aconn *c)
+{
+	if (c->ready)
+		return;
+	c->ready = true;
+	c->rnext = NULL;
+	aconn **pp = &t_ready;
+	while (*pp)
+		pp = &(*pp)->rnext;
+	*pp = c;
+}
+
+static void ready_drop(aconn *c)
+{
+	if (!c->ready)
+		return;
+	for (aconn **pp = &t_ready; *pp; pp = &(*pp)->rnext)
+		if (*pp == c) {
+			*pp = c->rnext;
+			break;
+		}
+	c->ready = false;
+	c->rnext = NULL;
+}
+
+static int sync_dir_of(const char *path)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return -ENOMEM;
+	char *sl = strrchr(dir, '/');
+	if (sl)
+		*(sl == dir ? sl + 1 : sl) = 0;
+	int fd = open(sl ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0)
+		return -errno;
+	int r = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* Write d's group marker (the member databases, the first one's log holding
+ * the group) and make it durable. */
+static int write_marker(struct adb *d, const char *list, size_t len)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	if (!g)
+		return -ENOMEM;
+	int fd = open(g, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	free(g);
+	if (fd < 0)
+		return -errno;
+	int r = write(fd, list, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -EIO;
+	close(fd);
+	return r < 0 ? r : sync_dir_of(d->db_path);
+}
+
+static void remove_marker(struct adb *d)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	if (g)
+		unlink(g);
+	free(g);
+}
+
+/* One transaction over several databases (ATTACH), each with a synced
+ * group, all under SQLite's EXCLUSIVE locks: commit them as ONE group of the
+ * first database's store, which registers the others as files of its own.
+ * Their own logs know nothing of it, so until the group is home and synced
+ * everywhere, a marker beside each database names the members; whoever then
+ * recovers any of them (a reader or writer finding the marker) recovers all,
+ * the shared log last (recover_group).  So: markers written and synced, the
+ * group committed (one log write), the store checkpointed (the databases
+ * synced, the group no longer replayed), the markers removed.  A crash
+ * before the commit's log write leaves none of the group; after it, all. */
+static int commit_set(aconn **m, int n)
+{
+	struct adb *pd = m[0]->db;
+	atomio *st = writer_store(pd);
+	char list[MAX_SET * 1100];
+	size_t len = 0;
+	int r = st ? 0 : -EIO;
+	for (int i = 0; i < n && r == 0; i++) {
+		fold_truncation(m[i]);
+		size_t l = strlen(m[i]->db->db_path);
+		if (!writer_store(m[i]->db) || len + l + 2 > sizeof(list) || memchr(m[i]->db->db_path, '\n', l))
+			r = -EINVAL;
+		else {
+			memcpy(list + len, m[i]->db->db_path, l);
+			len += l;
+			list[len++] = '\n';
+		}
 	}
-	log_atomio(SQLITE_IOERR_FSYNC, d, "committing to", r, NULL);
-	if (committed)
-		repair_store(d);
-	return SQLITE_IOERR_FSYNC;
+	for (int i = 0; i < n && r == 0; i++)
+		r = write_marker(m[i]->db, list, len);
+	atomio_tx *tx = NULL;
+	if (r == 0)
+		r = atomio_tx_begin(st, &tx);
+	for (int i = 0; i < n && r == 0; i++) {
+		int fid = i == 0 ? pd->fid : atomio_file_open(st, m[i]->db->db_path, 0, 0);
+		r = fid < 0 ? fid : add_group(m[i], tx, fid);
+	}
+	bool committed = false;
+	if (r == 0) {
+		r = atomio_tx_commit(tx);
+		committed = true;
+		if (r == 0)
+			r = atomio_checkpoint(st);
+	} else if (tx) {
+		atomio_tx_abort(tx);
+	}
+	for (int i = 0; i < n; i++) {
+		/* Without a commit, or once it is synced everywhere, the group
+		 * is nowhere to recover from: no marker.  Else the markers stay
+		 * for whoever recovers next (repair_store below, if not). */
+		if (!committed || r == 0)
+			remove_marker(m[i]->db);
+		__atomic_store_n(&m[i]->db->size, r == 0 ? m[i]->pend.lsize : -1, __ATOMIC_RELAXED);
+		pend_clear(&m[i]->pend);
+		ready_drop(m[i]);
+	}
+	return r == 0 ? SQLITE_OK : commit_failed(m[0], r, committed);
+}
+
+/* Phase two of c's commit: commit every group of the transaction (this
+ * thread's ready connections), as one. */
+static int commit_ready(aconn *c)
+{
+	if (!c->ready)
+		return commit_group(c, false); /* e.g. a truncation after the commit */
+	aconn *m[MAX_SET];
+	int n = 0;
+	for (aconn *x = t_ready; x; x = x->rnext)
+		if (x->pend.active && n < MAX_SET)
+			m[n++] = x;
+	if (n <= 1 || !t_ready || t_ready->rnext == NULL)
+		return commit_group(c, true);
+	return commit_set(m, n);
 }
 
 /* Bytes of log a group needs, counting every entry as its own range. */
@@ -686,6 +1018,8 @@ static void leave_write(aconn *c);
 static int x_close(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
+	if (c->ready)
+		commit_group(c, false);
 	pend_clear(&c->pend);
 	if (c->map)
 		munmap(c->map, c->maplen);
@@ -754,7 +1088,13 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 		return rc;
 	if (pend_write(&c->pend, buf, amt, off) < 0)
 		return SQLITE_IOERR_NOMEM;
-	if (group_need(&c->pend) > c->db->capacity) {
+	bool fits = group_need(&c->pend) <= c->db->capacity;
+	if (!fits) {
+		pthread_mutex_lock(&g_mu);
+		fits = grow_store(c->db, group_need(&c->pend));
+		pthread_mutex_unlock(&g_mu);
+	}
+	if (!fits) {
 		/* Fail now rather than at commit: the group can never fit.  It
 		 * is discarded when SQLite gives up the lock; the file is
 		 * untouched. */
@@ -784,9 +1124,11 @@ static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
 
 static int x_sync(sqlite3_file *f, int flags)
 {
-	/* Normally SQLITE_FCNTL_SYNC committed the group already; a commit is
-	 * durable when it returns, so there is nothing left to sync. */
-	return commit_group((aconn *)f, false);
+	/* After SQLITE_FCNTL_SYNC the group waits for phase two (ready), or
+	 * was committed already: a commit is durable when it returns, so there
+	 * is nothing left to sync.  Any other sync commits what is pending. */
+	aconn *c = (aconn *)f;
+	return c->ready ? SQLITE_OK : commit_group(c, false);
 }
 
 static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
@@ -968,7 +1310,12 @@ static int x_unlock(sqlite3_file *f, int level)
 	if (c->elock <= level)
 		return SQLITE_OK;
 	/* A group not committed by a sync is not part of the database: the
-	 * transaction was rolled back or failed.  Drop it; the file never saw it. */
+	 * transaction was rolled back or failed.  Drop it; the file never saw it.
+	 * A synced one that phase two did not commit (a rollback played back
+	 * after phase one, or a sync outside a commit) is what SQLite means the
+	 * file to hold: commit it. */
+	if (c->ready)
+		commit_group(c, false);
 	pend_clear(&c->pend);
 	if (level == SQLITE_LOCK_SHARED) {
 		to_shared(c);
@@ -1026,14 +1373,23 @@ static int x_file_control(sqlite3_file *f, int op, void *arg)
 	aconn *c = (aconn *)f;
 	switch (op) {
 	case SQLITE_FCNTL_SYNC:
-		/* The commit (also with synchronous=OFF, where no xSync follows).
-		 * With a rollback journal on disk, that journal is the commit
-		 * record and SQLite's truncation must wait for it. */
-		return commit_group(c, c->pend.active && !journal_on_disk(c->db));
+		/* Phase one of a commit (also with synchronous=OFF, where no xSync
+		 * follows).  With a rollback journal on disk, that journal is the
+		 * commit record (and SQLite's own super-journal makes a commit
+		 * over several databases atomic): commit now.  Without one, the
+		 * group waits for phase two, so that the groups of all databases
+		 * of the transaction commit as one (commit_ready). */
+		if (!c->pend.active)
+			return SQLITE_OK;
+		if (journal_on_disk(c->db))
+			return commit_group(c, false);
+		ready_add(c);
+		return SQLITE_OK;
 	case SQLITE_FCNTL_COMMIT_PHASETWO:
-		/* After the commit SQLite may truncate (see fold_truncation):
-		 * that alone is a group of its own. */
-		return commit_group(c, false);
+		/* The commit; any truncation SQLite made after phase one is in
+		 * the group (or, for the other databases of the transaction,
+		 * folded into it from their page 1: fold_truncation). */
+		return commit_ready(c);
 	case SQLITE_FCNTL_CKPT_DONE:
 		/* A WAL checkpoint (locking_mode=EXCLUSIVE) wrote its pages: they
 		 * are in the WAL until SQLite resets it, which it may do without a
