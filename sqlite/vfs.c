@@ -9,19 +9,25 @@
  * the file.  The group is committed as one atomio group (one durable log
  * write, then the home writes) at SQLITE_FCNTL_SYNC, which SQLite sends at
  * every commit right before xSync (and in its place with synchronous=OFF), or
- * at SQLITE_FCNTL_COMMIT_ATOMIC_WRITE in a batch-atomic build.  xSync itself
- * then has nothing to do: an acknowledged group is durable in the log, and the
- * store's checkpoint syncs the file before the log space is reused.  A group
- * still pending when the lock drops below RESERVED was never synced: SQLite
- * rolled the transaction back or failed it, so it is discarded and the file
- * is exactly as before the transaction.
+ * at SQLITE_FCNTL_COMMIT_ATOMIC_WRITE in a batch-atomic build.  Without a
+ * rollback journal on disk the synced group waits for phase two
+ * (SQLITE_FCNTL_COMMIT_PHASETWO), so that all databases of a transaction
+ * over ATTACHed ones commit as one group (commit_set).  xSync itself then has
+ * nothing to do: an acknowledged group is durable in the log, and the store's
+ * checkpoint syncs the file before the log space is reused.  A group still
+ * pending when the lock drops below RESERVED was never synced: SQLite rolled
+ * the transaction back or failed it, so it is discarded and the file is
+ * exactly as before the transaction.
  *
  * THE STORE.  The log is "DB-atomio".  An atomio store admits one process
  * (flock); within the process, all connections to the database share one
- * store (struct adb, found by device and inode).  The process that first
- * writes opens the store and is the database's "writer" until its last
- * connection to it closes.  Other processes read without a store; a write in
- * one of them gets SQLITE_BUSY while the writer lives.
+ * store (struct adb, found by device and inode).  A process that writes
+ * opens the store and is the database's "writer" while it goes on writing.
+ * Other processes read without a store; a write in one of them gets
+ * SQLITE_BUSY and read-locks WANT_BYTE, and the writer gives the store up
+ * (closes it, which checkpoints) when none of its connections is in a write
+ * transaction (yield_store: at each transaction's end, and from a watcher
+ * thread while idle).
  *
  * LOCKS.  SQLite's usual lock bytes (PENDING, RESERVED, SHARED range), taken
  * as Linux open-file-description (OFD) locks on a descriptor of the

@@ -9,7 +9,8 @@
  *     kill, the ATTACHed database is first opened ALONE (its recovery must
  *     find the group that lies in main's log), then both: the counters are
  *     equal, integrity_check passes, and the count is what the writer saw
- *     acknowledged, or one more (the commit in flight).  The test counts the
+ *     acknowledged, or one more (the commit in flight).  Kills land after
+ *     the writer's first commit, within 60 ms.  The test counts the
  *     kills that left the two-database markers behind (landed inside a
  *     two-database commit), and requires some.
  *  2. Cost: the same transaction over one database and over two, ms each.
@@ -83,7 +84,7 @@ int main(void)
 	CHECK(!exists(m, "-atomio-group") && !exists(a, "-atomio-group"));
 	sqlite3_close(db);
 
-	int iters = T_SCALE(120), marked = 0, inflight = 0;
+	int iters = T_SCALE(60), marked = 0, inflight = 0;
 	long long n = 3;
 	for (int it = 0; it < iters; it++) {
 		int p[2];
@@ -96,6 +97,11 @@ int main(void)
 			_exit(0);
 		}
 		close(p[1]);
+		/* from the writer's first commit on (its start, recovery
+		 * included, takes long on a loaded machine) */
+		long long k1;
+		CHECK_EQ(read(p[0], &k1, sizeof(k1)), (ssize_t)sizeof(k1));
+		CHECK_EQ(k1, n + 1);
 		uint64_t r = sq_mix((uint64_t)it * 7919 + 17);
 		struct timespec ts = {0, (long)(2000000 + r % (uint64_t)KILL_SPAN_NS)};
 		nanosleep(&ts, NULL);
@@ -103,7 +109,7 @@ int main(void)
 		int st;
 		CHECK_EQ(waitpid(pid, &st, 0), pid);
 		CHECK(WIFSIGNALED(st));
-		long long last = n, k;
+		long long last = k1, k;
 		while (read(p[0], &k, sizeof(k)) == sizeof(k)) {
 			CHECK_EQ(k, last + 1);
 			last = k;
@@ -142,7 +148,7 @@ int main(void)
 	printf("%d kills: %lld transactions, %d kills inside a two-database commit "
 	       "(markers left), %d after its log write but before its acknowledgement\n",
 	       iters, n, marked, inflight);
-	CHECK(n >= iters / 10);
+	CHECK(n >= iters);
 	CHECK(inflight > 0);
 	CHECK(marked > 0);
 
