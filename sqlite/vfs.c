@@ -99,6 +99,9 @@
  * went idle) is ignored for this long, so that it costs the writer at most
  * one checkpoint per second. */
 #define IGNORE_MS 1000
+/* How long a write waits inside xLock for an idle holder to give the store
+ * up. */
+#define HANDOFF_MS 2000
 
 #define LOG_SUFFIX "-atomio"
 /* Beside each database of a transaction over several (ATTACH), for as long
@@ -1193,25 +1196,25 @@ static int check_recovered(aconn *c)
  * may replay something (a store was opened since our last recovery) or
  * create the log; else the store opens beside readers, as the unix VFS
  * grants RESERVED beside SHARED. */
-static int claim_writer(aconn *c)
+static int claim_writer(aconn *c, bool *held)
 {
 	struct adb *d = c->db;
 	int p = probe(d);
+	*held = p == PROBE_WRITER;
 	if (p < 0)
 		return SQLITE_IOERR_LOCK;
 	if (p == PROBE_WRITER)
 		return SQLITE_BUSY;
 	if (want_seen(c->lockfd)) {
-		/* Someone waits: our turn comes after theirs (we wait once,
-		 * then race them), and not within a grace period after we
-		 * gave the store up for them. */
+		/* Someone waits: not within a grace period after we gave the
+		 * store up for them (then we race them: the log's lock decides). */
 		int64_t now = now_ms();
 		pthread_mutex_lock(&g_mu);
 		bool grace = d->yielded_ms && now - d->yielded_ms < GRACE_MS;
 		if (!grace && p == PROBE_CLEAN && d->yielded_ms && d->ignore_ms < d->yielded_ms)
 			d->ignore_ms = now + IGNORE_MS; /* nobody took the store we gave up */
 		pthread_mutex_unlock(&g_mu);
-		if (grace || !c->want)
+		if (grace)
 			return SQLITE_BUSY;
 	}
 	bool excl = p != PROBE_CLEAN;
@@ -1230,9 +1233,17 @@ static int claim_writer(aconn *c)
 
 /* From SHARED into a write transaction: this process must hold the store,
  * and keeps it until the transaction ends (nres). */
+/* Another connection holds RESERVED or more. */
+static bool reserved_elsewhere(aconn *c)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = RESERVED_BYTE, .l_len = 1};
+	return fcntl(c->lockfd, F_OFD_GETLK, &fl) < 0 || fl.l_type != F_UNLCK;
+}
+
 static int enter_write(aconn *c)
 {
 	struct adb *d = c->db;
+	int64_t start = now_ms();
 	for (;;) {
 		pthread_mutex_lock(&g_mu);
 		if (writer_store(d)) {
@@ -1243,9 +1254,20 @@ static int enter_write(aconn *c)
 			return SQLITE_OK;
 		}
 		pthread_mutex_unlock(&g_mu);
-		int rc = claim_writer(c);
-		if (rc == SQLITE_BUSY)
+		bool held;
+		int rc = claim_writer(c, &held);
+		if (rc == SQLITE_BUSY && held) {
 			want_set(c, true); /* the holder gives the store up for us */
+			/* A holder outside any write transaction (no RESERVED) gives
+			 * it up within WATCH_MS plus a checkpoint: wait for that here,
+			 * as the unix VFS would grant RESERVED at once, so that a
+			 * writer without a busy handler is not refused.  A holder in
+			 * a write transaction: SQLITE_BUSY, as with the unix VFS. */
+			if (!reserved_elsewhere(c) && now_ms() - start < HANDOFF_MS) {
+				usleep(1000);
+				continue;
+			}
+		}
 		if (rc != SQLITE_OK)
 			return rc;
 	}
