@@ -19,6 +19,9 @@ PKGS="$PKGS sqlite3 libsqlite3-dev"
 # the fio ioengine's tests and make bench-fio (the engine builds against
 # Debian's source of this fio, fetched by scripts/fio-source.sh)
 PKGS="$PKGS fio"
+# make check-sqlite-batch / check-sqlite-suite build SQLite (and its Tcl
+# testfixture) from Debian's source: Tcl and zlib development files
+PKGS="$PKGS tcl tcl-dev zlib1g-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
