@@ -10,7 +10,7 @@
  * (VACUUM, auto-vacuum) join the same group; the connection's own reads see
  * them.  The log is the file "DB-atomio" beside the database "DB", created
  * with mode 0600 on first write (record area: URI parameter
- * atomio_log_size=BYTES, default twice the database, 1 to 64 MiB); a
+ * atomio_log_size=BYTES, default 8 times the database, 8 to 64 MiB); a
  * transaction that does not fit grows it.  A transaction over several
  * ATTACHed databases commits as one group (README, "SQLite").
  *

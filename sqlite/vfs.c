@@ -488,15 +488,18 @@ static void *watch(void *arg);
 
 #define MIB (1ull << 20)
 
-/* A new log without atomio_log_size=: twice the database, 1 to 64 MiB, so
- * that a small database gets a small log; a transaction that does not fit
- * grows it (grow_store). */
+/* A new log without atomio_log_size=: eight times the database, 8 to 64
+ * MiB, so that a small database gets a smaller log, while the log still
+ * lets a hot page be written home once per checkpoint rather than once per
+ * few commits (README, "Wear": the log's size is the lever; a database is
+ * often created empty and filled by the process that made its log); a
+ * transaction that does not fit grows it (grow_store). */
 static uint64_t initial_log_size(struct adb *d)
 {
 	struct stat sb;
-	uint64_t n = stat(d->db_path, &sb) == 0 ? 2 * (uint64_t)sb.st_size : 0;
+	uint64_t n = stat(d->db_path, &sb) == 0 ? 8 * (uint64_t)sb.st_size : 0;
 	n = (n + MIB - 1) & ~(MIB - 1);
-	return n < MIB ? MIB : n > 64 * MIB ? 64 * MIB : n;
+	return n < 8 * MIB ? 8 * MIB : n > 64 * MIB ? 64 * MIB : n;
 }
 
 /* Open the store: this process becomes the writer.  Exclusive lock held
