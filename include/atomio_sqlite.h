@@ -8,15 +8,16 @@
  * all or nothing, at the sync (SQLITE_FCNTL_SYNC / xSync) with one durable
  * log write.  Pages written before the commit (cache spill) and truncations
  * (VACUUM, auto-vacuum) join the same group; the connection's own reads see
- * them.  A group that cannot fit the log fails with SQLITE_IOERR_WRITE and
- * leaves the database unchanged.  The log is the file "DB-atomio" beside the
- * database "DB", created with mode 0600 on first write (size: URI parameter
- * atomio_log_size=BYTES, default 64 MiB; it bounds the largest transaction).
+ * them.  The log is the file "DB-atomio" beside the database "DB", created
+ * with mode 0600 on first write (record area: URI parameter
+ * atomio_log_size=BYTES, default 8 times the database, 8 to 64 MiB); a
+ * transaction that does not fit grows it.  A transaction over several
+ * ATTACHed databases commits as one group (README, "SQLite").
  *
- * The VFS also answers SQLITE_IOCAP_BATCH_ATOMIC and the SQLITE_FCNTL_BEGIN_,
- * COMMIT_ and ROLLBACK_ATOMIC_WRITE file controls, so an SQLite built with
- * SQLITE_ENABLE_BATCH_ATOMIC_WRITE uses the same groups natively, even in
- * journal_mode=DELETE.
+ * The VFS also answers the SQLITE_FCNTL_BEGIN_, COMMIT_ and
+ * ROLLBACK_ATOMIC_WRITE file controls, and, to an SQLite built with
+ * SQLITE_ENABLE_BATCH_ATOMIC_WRITE, SQLITE_IOCAP_BATCH_ATOMIC, so that such an
+ * SQLite uses the same groups natively, even in journal_mode=DELETE.
  *
  * Two ways in:
  *   - the loadable extension build/atomio_sqlite.so: `.load build/atomio_sqlite`
@@ -30,22 +31,25 @@
  *   - Any number of connections and threads of one process share one atomio
  *     store per database; SQLite's locks order them as usual.
  *   - Other processes may open the database at any time and read it; a reader
- *     never sees part of a commit.  One process at a time writes: the first
- *     that writes becomes the database's writer (it opens the store) until its
- *     last connection to the database closes; another process's attempt to
- *     write meanwhile gets SQLITE_BUSY (its busy handler retries).
+ *     never sees part of a commit.  Many processes write, one transaction at
+ *     a time: a process that writes holds the store (the log's lock) while it
+ *     goes on writing; another one's write meanwhile gets SQLITE_BUSY (its
+ *     busy handler retries) and asks for the store, which the holder gives up
+ *     at the end of its transaction, or within milliseconds when idle.
  *   - Locks are Linux open-file-description locks on SQLite's usual lock
  *     bytes, so they also exclude processes that use the plain unix VFS.
  *   - Recovery (replaying the log after a crash) runs when the database is
  *     opened, or when any connection finds the writer gone, always under an
  *     exclusive lock.  Open a crashed database through this VFS before any
  *     tool that does not use it.
- *   - journal_mode=WAL is refused (the PRAGMA fails with a message); rollback
- *     journals (DELETE, TRUNCATE, PERSIST) work, but cost their usual syncs.
+ *   - PRAGMA journal_mode=WAL keeps the current mode and returns it (no
+ *     shared memory), except in locking_mode=EXCLUSIVE, where SQLite runs WAL
+ *     with a heap-memory index; rollback journals (DELETE, TRUNCATE, PERSIST)
+ *     work, but cost their usual syncs.  nolock=1 works.  No mmap (xFetch).
  *   - Keep the -atomio log with its database: delete, move or rename both or
  *     neither, as with SQLite's own -journal.  A log older than its database
- *     (the database was deleted and created again) is refused with
- *     SQLITE_CANTOPEN, never replayed into the new file.
+ *     (the database was deleted and created again) is never replayed into the
+ *     new file: it is removed at open, unless a store holds it.
  *   - The log is private (0600): all processes using the database through
  *     the VFS must run as its owner.
  */

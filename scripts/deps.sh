@@ -26,6 +26,9 @@ CHECK="$CHECK clang libclang-rt-14-dev"
 CHECK="$CHECK fio"
 # cutfs, the power-cut filesystem for real programs (issue 16): libfuse3
 CHECK="$CHECK libfuse3-dev fuse3"
+# make check-sqlite-batch / check-sqlite-suite build SQLite (and its Tcl
+# testfixture) from Debian's source: Tcl and zlib development files
+CHECK="$CHECK tcl tcl-dev zlib1g-dev"
 case $group in
 demo) PKGS=$DEMO ;;
 check) PKGS=$CHECK ;;

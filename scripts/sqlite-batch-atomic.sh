@@ -7,8 +7,7 @@
 #
 # Not part of `make check` (it downloads the source package and compiles
 # SQLite, about a minute): run `make check-sqlite-batch`.
-# Needs: apt-get source access (a deb-src entry is supplied privately, the
-# system's apt configuration is not touched), tclsh (package tcl) to build
+# Needs: apt-get source access (scripts/sqlite-source.sh), tclsh (package tcl) to build
 # the amalgamation.
 set -eu
 top=$(pwd)
@@ -20,21 +19,7 @@ if [ ! -f "$out/bld/sqlite3.c" ]; then
 		echo "sqlite-batch-atomic: needs tclsh (apt-get install tcl)" >&2
 		exit 77
 	fi
-	ver=$(dpkg-query -W -f='${Version}' libsqlite3-0)
-	apt="$out/apt"
-	mkdir -p "$apt/lists/partial" "$out/src"
-	. /etc/os-release
-	cat >"$apt/sources.list" <<EOS
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $VERSION_CODENAME main
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security $VERSION_CODENAME-security main
-EOS
-	opts="-o Dir::Etc::SourceList=$apt/sources.list -o Dir::Etc::SourceParts=/nonexistent -o Dir::State::Lists=$apt/lists"
-	# shellcheck disable=SC2086
-	apt-get -qq $opts update
-	# shellcheck disable=SC2086
-	(cd "$out/src" && apt-get -qq $opts source --download-only "sqlite3=$ver")
-	tar -C "$out/src" -xf "$out"/src/sqlite3_*.orig.tar.xz
-	srcdir=$(find "$out/src" -maxdepth 1 -type d -name 'sqlite3-*' | head -n 1)
+	srcdir=$(scripts/sqlite-source.sh "$out")
 	mkdir -p "$out/bld"
 	(cd "$out/bld" && "$srcdir/configure" --disable-tcl >/dev/null && make -s sqlite3.c >/dev/null)
 fi
@@ -49,7 +34,7 @@ make -s build/libatomio.a
 for t in t_sqlite_batch t_sqlite_crash; do
 	$CC $W -O2 -g -DATOMIO_DEBUG -I"$out/bld" -Iinclude -Isrc -Isqlite -Itest -o "$out/$t" \
 		"test/sqlite/$t.c" sqlite/vfs.c sqlite/pend.c "$out/sqlite3.o" build/libatomio.a \
-		-lxxhash -ldl -lm -pthread
+		-lxxhash -llz4 -luring -ldl -lm -pthread
 done
 echo "sqlite-batch-atomic: SQLite $(grep -m1 '#define SQLITE_VERSION ' "$out/bld/sqlite3.h" | awk '{print $3}') with SQLITE_ENABLE_BATCH_ATOMIC_WRITE"
 "$out/t_sqlite_batch"

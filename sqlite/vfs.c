@@ -9,19 +9,25 @@
  * the file.  The group is committed as one atomio group (one durable log
  * write, then the home writes) at SQLITE_FCNTL_SYNC, which SQLite sends at
  * every commit right before xSync (and in its place with synchronous=OFF), or
- * at SQLITE_FCNTL_COMMIT_ATOMIC_WRITE in a batch-atomic build.  xSync itself
- * then has nothing to do: an acknowledged group is durable in the log, and the
- * store's checkpoint syncs the file before the log space is reused.  A group
- * still pending when the lock drops below RESERVED was never synced: SQLite
- * rolled the transaction back or failed it, so it is discarded and the file
- * is exactly as before the transaction.
+ * at SQLITE_FCNTL_COMMIT_ATOMIC_WRITE in a batch-atomic build.  Without a
+ * rollback journal on disk the synced group waits for phase two
+ * (SQLITE_FCNTL_COMMIT_PHASETWO), so that all databases of a transaction
+ * over ATTACHed ones commit as one group (commit_set).  xSync itself then has
+ * nothing to do: an acknowledged group is durable in the log, and the store's
+ * checkpoint syncs the file before the log space is reused.  A group still
+ * pending when the lock drops below RESERVED was never synced: SQLite rolled
+ * the transaction back or failed it, so it is discarded and the file is
+ * exactly as before the transaction.
  *
  * THE STORE.  The log is "DB-atomio".  An atomio store admits one process
  * (flock); within the process, all connections to the database share one
- * store (struct adb, found by device and inode).  The process that first
- * writes opens the store and is the database's "writer" until its last
- * connection to it closes.  Other processes read without a store; a write in
- * one of them gets SQLITE_BUSY while the writer lives.
+ * store (struct adb, found by device and inode).  A process that writes
+ * opens the store and is the database's "writer" while it goes on writing.
+ * Other processes read without a store; a write in one of them gets
+ * SQLITE_BUSY and read-locks WANT_BYTE, and the writer gives the store up
+ * (closes it, which checkpoints) when none of its connections is in a write
+ * transaction (yield_store: at each transaction's end, and from a watcher
+ * thread while idle).
  *
  * LOCKS.  SQLite's usual lock bytes (PENDING, RESERVED, SHARED range), taken
  * as Linux open-file-description (OFD) locks on a descriptor of the
@@ -61,6 +67,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomio.h"
@@ -74,8 +81,33 @@
 #define SHARED_FIRST (PENDING_BYTE + 2)
 #define SHARED_SIZE 510
 #define LOCK_SPAN (2 + SHARED_SIZE)
+/* The byte after them, unused by SQLite: read-locked by a connection whose
+ * write was refused because another process holds the store.  The holder
+ * checks it whenever none of its connections is in a write transaction (at
+ * each transaction's end, and every WATCH_MS while idle) and then gives the
+ * store up. */
+#define WANT_BYTE (PENDING_BYTE + LOCK_SPAN)
+#define WATCH_MS 5
+/* A want outlives the refused transaction by this much, so that it is seen
+ * while SQLite's busy handler sleeps between retries (at most 100 ms) even
+ * though SQLite drops every lock meanwhile. */
+#define WANT_HOLD_MS 250
+/* After giving the store up, do not take it back for this long while
+ * another process waits (its busy handler needs the time to retry). */
+#define GRACE_MS 150
+/* A want that let a grace period pass unused (its connection gave up or
+ * went idle) is ignored for this long, so that it costs the writer at most
+ * one checkpoint per second. */
+#define IGNORE_MS 1000
+/* How long a write waits inside xLock for an idle holder to give the store
+ * up. */
+#define HANDOFF_MS 2000
 
 #define LOG_SUFFIX "-atomio"
+/* Beside each database of a transaction over several (ATTACH), for as long
+ * as its group may lie in another database's log (see commit_set). */
+#define GROUP_SUFFIX "-atomio-group"
+#define MAX_SET 16
 
 /* One database as this process sees it, shared by its connections. */
 struct adb {
@@ -89,6 +121,13 @@ struct adb {
 	atomio *st;          /* this process is the writer; atomic load/store */
 	int fid;
 	uint64_t capacity;   /* bytes of records the log holds */
+	int nres;            /* connections of this process in a write transaction */
+	int wfd;             /* our own open file description, for WANT_BYTE probes */
+	bool watching, stop; /* the watcher thread runs / is asked to end */
+	int64_t yielded_ms;  /* when we last gave the store up (0: never) */
+	int64_t ignore_ms;   /* ignore wants until then */
+	pthread_t watcher;
+	pthread_cond_t cv;
 	/* The writer's record of the database's size (only its commits change
 	 * it), so that transactions need no fstat.  -1: unknown.  Atomic. */
 	int64_t size;
@@ -113,6 +152,12 @@ typedef struct aconn {
 	int lockfd;
 	int elock;           /* SQLITE_LOCK_* held */
 	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
+	bool nolock;         /* URI nolock=1: SQLite never calls xLock */
+	bool counted;        /* in the database's nres (a write transaction) */
+	bool want;           /* holds WANT_BYTE: refused by another process's store */
+	int64_t want_ms;     /* since when */
+	bool ready;          /* the group was synced: commit it with the others */
+	struct aconn *rnext; /* this thread's ready connections (t_ready) */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
 	size_t maplen;
 	struct pend pend;
@@ -124,8 +169,16 @@ typedef struct aconn {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct adb *g_dbs;
 static struct avfs *g_vfs;
+/* The SQLite in use was built with SQLITE_ENABLE_BATCH_ATOMIC_WRITE. */
+static bool g_batch;
 
 static const sqlite3_io_methods aio_methods;
+
+/* Connections whose groups SQLite synced (phase one of a commit) and that
+ * wait for phase two: all databases of one transaction, since SQLite runs a
+ * connection's commit in one thread, phase one for every database, then
+ * phase two for each. */
+static __thread struct aconn *t_ready;
 
 static atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
 
@@ -200,6 +253,8 @@ static void snapshot(struct adb *d)
 	close(fd);
 }
 
+static bool has_group_marker(struct adb *d);
+
 enum probe { PROBE_WRITER, PROBE_NOLOG, PROBE_CLEAN, PROBE_DIRTY };
 
 /* Is there a writer (a process holding the store)?  If not, has any store
@@ -208,7 +263,7 @@ static int probe(struct adb *d)
 {
 	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT ? PROBE_NOLOG : -errno;
+		return errno != ENOENT ? -errno : has_group_marker(d) ? PROBE_DIRTY : PROBE_NOLOG;
 	int r;
 	do
 		r = flock(fd, LOCK_SH | LOCK_NB);
@@ -226,6 +281,8 @@ static int probe(struct adb *d)
 	    atomio_log_mark(fd, &m) == 0 && m.store_id == d->snap.store_id && m.epoch == d->snap.epoch)
 		res = PROBE_CLEAN;
 	pthread_mutex_unlock(&g_mu);
+	if (res == PROBE_CLEAN && has_group_marker(d))
+		res = PROBE_DIRTY;
 	close(fd); /* drops the LOCK_SH probe */
 	return res;
 }
@@ -240,11 +297,18 @@ static bool btime_of(const char *path, struct statx_timestamp *t)
 }
 
 /* A log older than its database belongs to an earlier file at this path (the
- * database was deleted and created again, or restored from a copy, without
- * its log).  Its records must not be replayed into the new file: atomio
+ * database was deleted and created again, or replaced by a copy, without its
+ * log).  Its records must never be replayed into the new file: atomio
  * recognises a data file by device and inode, and filesystems reuse a freed
- * inode number at once.  Refuse, and say what to do.  (Where the filesystem
- * has no birth times this check is skipped.) */
+ * inode number at once.  Nor are they of use to anyone: the file they were
+ * for is gone from this path, and its committed data was written home before
+ * each commit returned (a log matters only to a file that crashed mid-commit,
+ * and such a file is not replaced by hand without its log).  So, unless a
+ * store holds it (a process still writes the earlier file, open under its
+ * old name or renamed), the stale log is removed, and the first write
+ * creates a new one.  Exclusive lock held, so no store of this database is
+ * opened meanwhile.  (Where the filesystem has no birth times this check is
+ * skipped.) */
 static int check_log_age(struct adb *d)
 {
 	struct statx_timestamp db, lg;
@@ -252,12 +316,135 @@ static int check_log_age(struct adb *d)
 		return SQLITE_OK;
 	if (db.tv_sec < lg.tv_sec || (db.tv_sec == lg.tv_sec && db.tv_nsec <= lg.tv_nsec))
 		return SQLITE_OK;
-	sqlite3_log(SQLITE_CANTOPEN,
-		    "atomio: %s is older than the database %s: it belongs to an earlier file at "
-		    "this path; if that file is gone, delete the log; if it was moved, move the log "
-		    "with it",
-		    d->log_path, d->db_path);
-	return SQLITE_CANTOPEN;
+	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
+	int r;
+	do
+		r = flock(fd, LOCK_EX | LOCK_NB);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		close(fd);
+		sqlite3_log(SQLITE_CANTOPEN,
+			    "atomio: %s is older than the database %s and in use: it belongs to an "
+			    "earlier file at this path that is still being written",
+			    d->log_path, d->db_path);
+		return SQLITE_CANTOPEN;
+	}
+	/* Unlinked while we hold its flock, so no store opens it meanwhile.
+	 * Not made durable: should the unlink be lost in a crash, the log is
+	 * stale again and removed again. */
+	r = unlink(d->log_path);
+	close(fd);
+	if (r < 0 && errno != ENOENT) {
+		sqlite3_log(SQLITE_CANTOPEN, "atomio: cannot remove the stale log %s: %s", d->log_path,
+			    strerror(errno));
+		return SQLITE_CANTOPEN;
+	}
+	sqlite3_log(SQLITE_NOTICE, "atomio: removed %s, a log older than the database %s "
+		    "(left by an earlier file at this path)", d->log_path, d->db_path);
+	return SQLITE_OK;
+}
+
+static char *suffixed(const char *path, const char *suffix)
+{
+	size_t n = strlen(path), m = strlen(suffix);
+	char *r = malloc(n + m + 1);
+	if (r) {
+		memcpy(r, path, n);
+		memcpy(r + n, suffix, m + 1);
+	}
+	return r;
+}
+
+static bool has_group_marker(struct adb *d)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	bool on = !g || access(g, F_OK) == 0 || errno != ENOENT;
+	free(g);
+	return on;
+}
+
+/* Replay one log and close it again; no log, or a store that a live
+ * process holds (it recovered when it opened), is nothing to do. */
+static int replay_log(const char *log_path, char *err, size_t errlen)
+{
+	struct atomio_options o = {.errbuf = err, .errbuf_size = errlen};
+	atomio *st;
+	int r = atomio_open(log_path, &o, &st);
+	if (r == 0)
+		return atomio_close(st);
+	return r == -ENOENT || r == -EBUSY ? 0 : r;
+}
+
+/* d has a group marker: a transaction over several databases committed (or
+ * was committing) one group in the log of the first of them, and may have
+ * died before that group was home and synced in all of them.  With an
+ * exclusive lock on every one of them (d's is held), replay each database's
+ * own log (older groups), then the first one's (the shared group, and later
+ * groups of the first database only), then remove the markers.  Readers of
+ * any of the databases are locked out meanwhile, as for a recovery of one. */
+static int recover_group(struct adb *d)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	if (!g)
+		return SQLITE_NOMEM;
+	char buf[8192];
+	int fd = open(g, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		free(g);
+		return errno == ENOENT ? SQLITE_OK : SQLITE_IOERR;
+	}
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		free(g);
+		return SQLITE_IOERR;
+	}
+	buf[n] = 0;
+	char *paths[MAX_SET];
+	int np = 0, lfd[MAX_SET];
+	for (char *sv = NULL, *t = strtok_r(buf, "\n", &sv); t && np < MAX_SET; t = strtok_r(NULL, "\n", &sv))
+		paths[np++] = t;
+	int rc = SQLITE_OK;
+	for (int i = 0; i < np; i++) {
+		lfd[i] = -1;
+		if (!strcmp(paths[i], d->db_path) || rc != SQLITE_OK)
+			continue;
+		lfd[i] = open(paths[i], O_RDWR | O_CLOEXEC);
+		if (lfd[i] < 0)
+			continue; /* gone: nothing of it to protect */
+		int r = ofd(lfd[i], F_WRLCK, PENDING_BYTE, LOCK_SPAN);
+		if (r < 0)
+			rc = lock_rc(r, SQLITE_IOERR_LOCK);
+	}
+	char err[512] = "";
+	for (int i = 1; rc == SQLITE_OK && i <= np; i++) {
+		char *lp = suffixed(paths[i % np], LOG_SUFFIX); /* the first one last */
+		int r = lp ? replay_log(lp, err, sizeof(err)) : -ENOMEM;
+		if (r < 0) {
+			sqlite3_log(SQLITE_IOERR, "atomio: recovering %s: %s %s", lp ? lp : paths[i % np],
+				    atomio_strerror(r), err);
+			rc = SQLITE_IOERR;
+		}
+		free(lp);
+	}
+	for (int i = 0; rc == SQLITE_OK && i < np; i++) {
+		char *m = suffixed(paths[i], GROUP_SUFFIX);
+		if (m)
+			unlink(m);
+		free(m);
+	}
+	/* Also a marker cut short (the writer died while writing it): the
+	 * markers are all written and synced before the group is committed,
+	 * so such a one was never followed by a commit. */
+	if (rc == SQLITE_OK)
+		unlink(g);
+	for (int i = 0; i < np; i++)
+		if (lfd[i] >= 0)
+			close(lfd[i]); /* releases its locks */
+	free(g);
+	return rc;
 }
 
 /* Replay the log and close the store again.  Exclusive lock held. */
@@ -269,6 +456,11 @@ static int recover_release(struct adb *d)
 	int rc = check_log_age(d);
 	if (rc != SQLITE_OK)
 		return rc;
+	if (!writer_store(d) && has_group_marker(d)) {
+		rc = recover_group(d);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
 	pthread_mutex_lock(&g_mu);
 	int r = 0;
 	if (!writer_store(d)) {
@@ -292,15 +484,35 @@ static int recover_release(struct adb *d)
 	return SQLITE_OK;
 }
 
+static void *watch(void *arg);
+
+#define MIB (1ull << 20)
+
+/* A new log without atomio_log_size=: eight times the database, 8 to 64
+ * MiB, so that a small database gets a smaller log, while the log still
+ * lets a hot page be written home once per checkpoint rather than once per
+ * few commits (README, "Wear": the log's size is the lever; a database is
+ * often created empty and filled by the process that made its log); a
+ * transaction that does not fit grows it (grow_store). */
+static uint64_t initial_log_size(struct adb *d)
+{
+	struct stat sb;
+	uint64_t n = stat(d->db_path, &sb) == 0 ? 8 * (uint64_t)sb.st_size : 0;
+	n = (n + MIB - 1) & ~(MIB - 1);
+	return n < 8 * MIB ? 8 * MIB : n > 64 * MIB ? 64 * MIB : n;
+}
+
 /* Open the store: this process becomes the writer.  Exclusive lock held
  * (opening recovers).  g_mu held. */
 static int open_store(struct adb *d)
 {
 	char err[512] = "";
-	struct atomio_options o = {.log_size = d->log_size, .flags = ATOMIO_CREATE,
-				   .errbuf = err, .errbuf_size = sizeof(err)};
+	struct atomio_options o = {.log_size = d->log_size ? d->log_size : initial_log_size(d),
+				   .flags = ATOMIO_CREATE, .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
 	int rc = check_log_age(d);
+	if (rc == SQLITE_OK && has_group_marker(d))
+		rc = recover_group(d);
 	if (rc != SQLITE_OK)
 		return rc;
 	int r = atomio_open(d->log_path, &o, &st);
@@ -324,7 +536,116 @@ static int open_store(struct adb *d)
 	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	d->snap_ok = false;
 	__atomic_store_n(&d->st, st, __ATOMIC_RELEASE);
+	if (!d->watching && d->wfd >= 0 && pthread_create(&d->watcher, NULL, watch, d) == 0)
+		d->watching = true;
 	return SQLITE_OK;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Is a connection of another open file description than fd waiting for the
+ * store (WANT_BYTE)? */
+static bool want_seen(int fd)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = WANT_BYTE, .l_len = 1};
+	return fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+static void want_set(aconn *c, bool on)
+{
+	if (on)
+		c->want_ms = now_ms();
+	if (c->want == on)
+		return;
+	ofd(c->lockfd, on ? F_RDLCK : F_UNLCK, WANT_BYTE, 1);
+	c->want = on;
+}
+
+/* Give the store up: another process waits to write and no connection of
+ * ours is in a write transaction (nres 0, and none can begin one while we
+ * hold g_mu).  Closing checkpoints: the database is synced and the log
+ * emptied, so what our snapshot then records is a log with nothing to
+ * replay.  No SQLite lock is needed: every commit is home already, and the
+ * next writer opens the store under its own locks.  g_mu held. */
+static void yield_store(struct adb *d)
+{
+	atomio *st = writer_store(d);
+	if (!st || d->nres > 0 || !want_seen(d->wfd))
+		return;
+	int64_t now = now_ms();
+	if (now < d->ignore_ms)
+		return;
+	d->yielded_ms = now;
+	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
+	int r = atomio_close(st);
+	if (r < 0)
+		log_atomio(SQLITE_IOERR, d, "closing", r, NULL);
+	else
+		snapshot(d);
+}
+
+/* While this process holds the store: every WATCH_MS, give it up if
+ * another process waits and we are idle (an idle writer would otherwise
+ * keep every other process from writing for as long as it stays open). */
+static void *watch(void *arg)
+{
+	struct adb *d = arg;
+	pthread_mutex_lock(&g_mu);
+	while (!d->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += WATCH_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&d->cv, &g_mu, &ts);
+		if (!d->stop)
+			yield_store(d);
+	}
+	pthread_mutex_unlock(&g_mu);
+	return NULL;
+}
+
+/* A transaction needs more log than there is: give the store a log large
+ * enough (twice what it needs, at least twice the old one).  Closing
+ * checkpoints (the database synced, the old log empty; the pending group is
+ * still in memory only), so the old log can go; the new one is created in
+ * its place, under a temporary name and renamed.  A crash in between leaves
+ * no log, which needs none.  Another process cannot open a store meanwhile:
+ * it would need RESERVED (we hold it) or, to recover, EXCLUSIVE (our SHARED
+ * keeps it out).  Only while no other connection of ours is in a write
+ * transaction.  g_mu held; false: no larger log. */
+static bool grow_store(struct adb *d, uint64_t need)
+{
+	atomio *st = writer_store(d);
+	if (!st || d->nres > 1 || need > (1ull << 40))
+		return false;
+	uint64_t n = 2 * need > 2 * d->capacity ? 2 * need : 2 * d->capacity;
+	n = (n + MIB - 1) & ~(MIB - 1);
+	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	int r = atomio_close(st);
+	if (r < 0) {
+		log_atomio(SQLITE_IOERR, d, "closing (to grow the log)", r, NULL);
+		return false;
+	}
+	if (unlink(d->log_path) < 0 && errno != ENOENT)
+		return false;
+	uint64_t old = d->log_size;
+	d->log_size = n;
+	if (open_store(d) != SQLITE_OK) {
+		d->log_size = old;
+		return false;
+	}
+	sqlite3_log(SQLITE_NOTICE, "atomio: %s grown to %llu bytes for a transaction of %llu",
+		    d->log_path, (unsigned long long)d->capacity, (unsigned long long)need);
+	return true;
 }
 
 /* A commit failed after the store may have written: the store refuses more
@@ -414,7 +735,7 @@ static bool map_base(aconn *c, int64_t end)
  * earlier group left it, which is what the page cache shows now, so the
  * unchanged bytes need no logging.  Most transactions change a few hundred
  * bytes of each page they write; the log write shrinks to match. */
-static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char *base)
+static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsigned char *base)
 {
 	const struct pend *p = &c->pend;
 	int64_t base_end = p->truncated && p->min_trunc < p->base_size ? p->min_trunc : p->base_size;
@@ -450,8 +771,7 @@ static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char
 			else
 				break;
 		}
-		int r = atomio_tx_write(tx, c->db->fid, e->data + start, (size_t)(end - start),
-					e->off + start);
+		int r = atomio_tx_write(tx, fid, e->data + start, (size_t)(end - start), e->off + start);
 		if (r < 0)
 			return r;
 		i = end;
@@ -459,9 +779,61 @@ static int add_diff(aconn *c, atomio_tx *tx, const struct pent *e, unsigned char
 	return 0;
 }
 
+/* Add connection c's pending group to tx, its database being file fid of
+ * the tx's store.  0 or < 0. */
+static int add_group(aconn *c, atomio_tx *tx, int fid)
+{
+	struct pend *p = &c->pend;
+	size_t *ord = pend_order(p);
+	/* Only the bytes that change, where writes cannot overlap. */
+	bool diff = c->diff && p->uniform;
+	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
+	int r = ord && (base || !diff) ? 0 : -ENOMEM;
+	/* Shrink to the smallest size the transaction truncated to, then its
+	 * writes, then its final size (zeros up to it, so that the file has it
+	 * even when the last page ends in bytes the diff left out). */
+	if (r == 0 && p->truncated)
+		r = atomio_tx_truncate(tx, fid, p->min_trunc);
+	for (size_t i = 0; r == 0 && i < p->n; i++) {
+		const struct pent *e = &p->v[ord[i]];
+		if (diff)
+			r = add_diff(c, tx, fid, e, base);
+		else
+			r = atomio_tx_write(tx, fid, e->data, (size_t)e->len, e->off);
+	}
+	if (r == 0 && (p->truncated || p->lsize > p->base_size))
+		r = atomio_tx_truncate(tx, fid, p->lsize);
+	free(base);
+	free(ord);
+	return r;
+}
+
+/* The SQLite result of a failed commit of c's group (r < 0); committed: the
+ * store may have written part of it. */
+static int commit_failed(aconn *c, int r, bool committed)
+{
+	struct adb *d = c->db;
+	if (r == -ENOMEM)
+		return SQLITE_IOERR_NOMEM;
+	if (r == -E2BIG) {
+		sqlite3_log(SQLITE_IOERR_WRITE,
+			    "atomio: a transaction does not fit the log %s (%llu bytes); "
+			    "nothing was written (create the log larger with atomio_log_size=)",
+			    d->log_path, (unsigned long long)d->capacity);
+		return SQLITE_IOERR_WRITE;
+	}
+	log_atomio(SQLITE_IOERR_FSYNC, d, "committing to", r, NULL);
+	if (committed)
+		repair_store(d);
+	return SQLITE_IOERR_FSYNC;
+}
+
+static void ready_drop(aconn *c);
+
 static int commit_group(aconn *c, bool fold)
 {
 	struct pend *p = &c->pend;
+	ready_drop(c);
 	if (!p->active)
 		return SQLITE_OK;
 	if (fold)
@@ -472,27 +844,10 @@ static int commit_group(aconn *c, bool fold)
 		pend_clear(p);
 		return SQLITE_IOERR_WRITE;
 	}
-	size_t *ord = pend_order(p);
-	/* Only the bytes that change, where writes cannot overlap. */
-	bool diff = c->diff && p->uniform;
-	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
 	atomio_tx *tx = NULL;
-	int r = ord && (base || !diff) ? atomio_tx_begin(st, &tx) : -ENOMEM;
-	/* Shrink to the smallest size the transaction truncated to, then its
-	 * writes, then its final size (zeros up to it, so that the file has it
-	 * even when the last page ends in bytes the diff left out). */
-	if (r == 0 && p->truncated)
-		r = atomio_tx_truncate(tx, d->fid, p->min_trunc);
-	for (size_t i = 0; r == 0 && i < p->n; i++) {
-		const struct pent *e = &p->v[ord[i]];
-		if (diff)
-			r = add_diff(c, tx, e, base);
-		else
-			r = atomio_tx_write(tx, d->fid, e->data, (size_t)e->len, e->off);
-	}
-	if (r == 0 && (p->truncated || p->lsize > p->base_size))
-		r = atomio_tx_truncate(tx, d->fid, p->lsize);
-	free(base);
+	int r = atomio_tx_begin(st, &tx);
+	if (r == 0)
+		r = add_group(c, tx, d->fid);
 	bool committed = false;
 	if (r == 0) {
 		r = atomio_tx_commit(tx);
@@ -500,25 +855,151 @@ static int commit_group(aconn *c, bool fold)
 	} else if (tx) {
 		atomio_tx_abort(tx);
 	}
-	int64_t bytes = p->bytes, lsize = p->lsize;
-	free(ord);
+	int64_t lsize = p->lsize;
 	pend_clear(p);
 	__atomic_store_n(&d->size, r == 0 ? lsize : -1, __ATOMIC_RELAXED);
-	if (r == 0)
-		return SQLITE_OK;
-	if (r == -ENOMEM)
-		return SQLITE_IOERR_NOMEM;
-	if (r == -E2BIG) {
-		sqlite3_log(SQLITE_IOERR_WRITE,
-			    "atomio: a transaction of %lld bytes does not fit the log %s (%llu bytes); "
-			    "nothing was written (create the log larger with atomio_log_size=)",
-			    (long long)bytes, d->log_path, (unsigned long long)d->capacity);
-		return SQLITE_IOERR_WRITE;
+	return r == 0 ? SQLITE_OK : commit_failed(c, r, committed);
+}
+
+static void ready_add(aconn *c)
+{
+	if (c->ready)
+		return;
+	c->ready = true;
+	c->rnext = NULL;
+	aconn **pp = &t_ready;
+	while (*pp)
+		pp = &(*pp)->rnext;
+	*pp = c;
+}
+
+static void ready_drop(aconn *c)
+{
+	if (!c->ready)
+		return;
+	for (aconn **pp = &t_ready; *pp; pp = &(*pp)->rnext)
+		if (*pp == c) {
+			*pp = c->rnext;
+			break;
+		}
+	c->ready = false;
+	c->rnext = NULL;
+}
+
+static int sync_dir_of(const char *path)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return -ENOMEM;
+	char *sl = strrchr(dir, '/');
+	if (sl)
+		*(sl == dir ? sl + 1 : sl) = 0;
+	int fd = open(sl ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0)
+		return -errno;
+	int r = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* Write d's group marker (the member databases, the first one's log holding
+ * the group) and make it durable. */
+static int write_marker(struct adb *d, const char *list, size_t len)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	if (!g)
+		return -ENOMEM;
+	int fd = open(g, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	free(g);
+	if (fd < 0)
+		return -errno;
+	int r = write(fd, list, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -EIO;
+	close(fd);
+	return r < 0 ? r : sync_dir_of(d->db_path);
+}
+
+static void remove_marker(struct adb *d)
+{
+	char *g = suffixed(d->db_path, GROUP_SUFFIX);
+	if (g)
+		unlink(g);
+	free(g);
+}
+
+/* One transaction over several databases (ATTACH), each with a synced
+ * group, all under SQLite's EXCLUSIVE locks: commit them as ONE group of the
+ * first database's store, which registers the others as files of its own.
+ * Their own logs know nothing of it, so until the group is home and synced
+ * everywhere, a marker beside each database names the members; whoever then
+ * recovers any of them (a reader or writer finding the marker) recovers all,
+ * the shared log last (recover_group).  So: markers written and synced, the
+ * group committed (one log write), the store checkpointed (the databases
+ * synced, the group no longer replayed), the markers removed.  A crash
+ * before the commit's log write leaves none of the group; after it, all. */
+static int commit_set(aconn **m, int n)
+{
+	struct adb *pd = m[0]->db;
+	atomio *st = writer_store(pd);
+	char list[MAX_SET * 1100];
+	size_t len = 0;
+	int r = st ? 0 : -EIO;
+	for (int i = 0; i < n && r == 0; i++) {
+		fold_truncation(m[i]);
+		size_t l = strlen(m[i]->db->db_path);
+		if (!writer_store(m[i]->db) || len + l + 2 > sizeof(list) || memchr(m[i]->db->db_path, '\n', l))
+			r = -EINVAL;
+		else {
+			memcpy(list + len, m[i]->db->db_path, l);
+			len += l;
+			list[len++] = '\n';
+		}
 	}
-	log_atomio(SQLITE_IOERR_FSYNC, d, "committing to", r, NULL);
-	if (committed)
-		repair_store(d);
-	return SQLITE_IOERR_FSYNC;
+	for (int i = 0; i < n && r == 0; i++)
+		r = write_marker(m[i]->db, list, len);
+	atomio_tx *tx = NULL;
+	if (r == 0)
+		r = atomio_tx_begin(st, &tx);
+	for (int i = 0; i < n && r == 0; i++) {
+		int fid = i == 0 ? pd->fid : atomio_file_open(st, m[i]->db->db_path, 0, 0);
+		r = fid < 0 ? fid : add_group(m[i], tx, fid);
+	}
+	bool committed = false;
+	if (r == 0) {
+		r = atomio_tx_commit(tx);
+		committed = true;
+		if (r == 0)
+			r = atomio_checkpoint(st);
+	} else if (tx) {
+		atomio_tx_abort(tx);
+	}
+	for (int i = 0; i < n; i++) {
+		/* Without a commit, or once it is synced everywhere, the group
+		 * is nowhere to recover from: no marker.  Else the markers stay
+		 * for whoever recovers next (repair_store below, if not). */
+		if (!committed || r == 0)
+			remove_marker(m[i]->db);
+		__atomic_store_n(&m[i]->db->size, r == 0 ? m[i]->pend.lsize : -1, __ATOMIC_RELAXED);
+		pend_clear(&m[i]->pend);
+		ready_drop(m[i]);
+	}
+	return r == 0 ? SQLITE_OK : commit_failed(m[0], r, committed);
+}
+
+/* Phase two of c's commit: commit every group of the transaction (this
+ * thread's ready connections), as one. */
+static int commit_ready(aconn *c)
+{
+	if (!c->ready)
+		return commit_group(c, false); /* e.g. a truncation after the commit */
+	aconn *m[MAX_SET];
+	int n = 0;
+	for (aconn *x = t_ready; x; x = x->rnext)
+		if (x->pend.active && n < MAX_SET)
+			m[n++] = x;
+	if (n <= 1 || !t_ready || t_ready->rnext == NULL)
+		return commit_group(c, true);
+	return commit_set(m, n);
 }
 
 /* Bytes of log a group needs, counting every entry as its own range. */
@@ -544,15 +1025,20 @@ static int begin_group(aconn *c)
 /* --- io methods ---------------------------------------------------------------- */
 
 static void release_db(struct adb *d);
+static void leave_write(aconn *c);
 
 static int x_close(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
+	if (c->ready)
+		commit_group(c, false);
 	pend_clear(&c->pend);
 	if (c->map)
 		munmap(c->map, c->maplen);
 	if (c->elock)
 		unlock_all(c);
+	want_set(c, false);
+	leave_write(c);
 	int rc = c->real->pMethods ? c->real->pMethods->xClose(c->real) : SQLITE_OK;
 	release_db(c->db);
 	close(c->lockfd); /* releases our OFD locks */
@@ -582,20 +1068,45 @@ static int x_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
 	return n < amt ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
 }
 
+/* nolock=1: SQLite takes no locks (the application promises that no one
+ * else uses the database), so the store is opened at the first write. */
+static int nolock_claim(aconn *c)
+{
+	if (!c->nolock || writer_store(c->db))
+		return SQLITE_OK;
+	pthread_mutex_lock(&g_mu);
+	int rc = writer_store(c->db) ? SQLITE_OK : open_store(c->db);
+	if (rc == SQLITE_OK && !c->counted) {
+		c->db->nres++; /* never given up: SQLite never says a transaction ended */
+		c->counted = true;
+	}
+	pthread_mutex_unlock(&g_mu);
+	return rc;
+}
+
 static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 {
 	aconn *c = (aconn *)f;
+	int rc = nolock_claim(c);
+	if (rc != SQLITE_OK)
+		return rc;
 	if (!writer_store(c->db)) {
 		/* SQLite writes only under EXCLUSIVE, which made us the writer. */
 		sqlite3_log(SQLITE_IOERR_WRITE, "atomio: write to %s without its store", c->db->db_path);
 		return SQLITE_IOERR_WRITE;
 	}
-	int rc = begin_group(c);
+	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
 	if (pend_write(&c->pend, buf, amt, off) < 0)
 		return SQLITE_IOERR_NOMEM;
-	if (group_need(&c->pend) > c->db->capacity) {
+	bool fits = group_need(&c->pend) <= c->db->capacity;
+	if (!fits) {
+		pthread_mutex_lock(&g_mu);
+		fits = grow_store(c->db, group_need(&c->pend));
+		pthread_mutex_unlock(&g_mu);
+	}
+	if (!fits) {
 		/* Fail now rather than at commit: the group can never fit.  It
 		 * is discarded when SQLite gives up the lock; the file is
 		 * untouched. */
@@ -611,9 +1122,12 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
 	aconn *c = (aconn *)f;
+	int rc = nolock_claim(c);
+	if (rc != SQLITE_OK)
+		return rc;
 	if (!writer_store(c->db))
 		return SQLITE_IOERR_TRUNCATE;
-	int rc = begin_group(c);
+	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
 	pend_truncate(&c->pend, size);
@@ -622,9 +1136,11 @@ static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
 
 static int x_sync(sqlite3_file *f, int flags)
 {
-	/* Normally SQLITE_FCNTL_SYNC committed the group already; a commit is
-	 * durable when it returns, so there is nothing left to sync. */
-	return commit_group((aconn *)f, false);
+	/* After SQLITE_FCNTL_SYNC the group waits for phase two (ready), or
+	 * was committed already: a commit is durable when it returns, so there
+	 * is nothing left to sync.  Any other sync commits what is pending. */
+	aconn *c = (aconn *)f;
+	return c->ready ? SQLITE_OK : commit_group(c, false);
 }
 
 static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
@@ -677,24 +1193,100 @@ static int check_recovered(aconn *c)
 	return SQLITE_OK;
 }
 
-/* Become the writer, holding SHARED: only if no other process is. */
-static int claim_writer(aconn *c)
+/* Become the writer, holding SHARED: only if no other process is, and no
+ * other connection has been waiting for the store longer than we have.  The
+ * exclusive lock (no reader at all) is needed only where opening the store
+ * may replay something (a store was opened since our last recovery) or
+ * create the log; else the store opens beside readers, as the unix VFS
+ * grants RESERVED beside SHARED. */
+static int claim_writer(aconn *c, bool *held)
 {
 	struct adb *d = c->db;
 	int p = probe(d);
+	*held = p == PROBE_WRITER;
 	if (p < 0)
 		return SQLITE_IOERR_LOCK;
 	if (p == PROBE_WRITER)
 		return SQLITE_BUSY;
-	int rc = grab_exclusive(c); /* opening the store may recover */
-	if (rc != SQLITE_OK)
-		return rc;
+	if (want_seen(c->lockfd)) {
+		/* Someone waits: not within a grace period after we gave the
+		 * store up for them (then we race them: the log's lock decides). */
+		int64_t now = now_ms();
+		pthread_mutex_lock(&g_mu);
+		bool grace = d->yielded_ms && now - d->yielded_ms < GRACE_MS;
+		if (!grace && p == PROBE_CLEAN && d->yielded_ms && d->ignore_ms < d->yielded_ms)
+			d->ignore_ms = now + IGNORE_MS; /* nobody took the store we gave up */
+		pthread_mutex_unlock(&g_mu);
+		if (grace)
+			return SQLITE_BUSY;
+	}
+	bool excl = p != PROBE_CLEAN;
+	if (excl) {
+		int rc = grab_exclusive(c);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
 	pthread_mutex_lock(&g_mu);
-	if (!writer_store(d))
-		rc = open_store(d);
+	int rc = writer_store(d) ? SQLITE_OK : open_store(d);
 	pthread_mutex_unlock(&g_mu);
-	to_shared(c);
+	if (excl)
+		to_shared(c);
 	return rc;
+}
+
+/* From SHARED into a write transaction: this process must hold the store,
+ * and keeps it until the transaction ends (nres). */
+/* Another connection holds RESERVED or more. */
+static bool reserved_elsewhere(aconn *c)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = RESERVED_BYTE, .l_len = 1};
+	return fcntl(c->lockfd, F_OFD_GETLK, &fl) < 0 || fl.l_type != F_UNLCK;
+}
+
+static int enter_write(aconn *c)
+{
+	struct adb *d = c->db;
+	int64_t start = now_ms();
+	for (;;) {
+		pthread_mutex_lock(&g_mu);
+		if (writer_store(d)) {
+			d->nres++;
+			c->counted = true;
+			pthread_mutex_unlock(&g_mu);
+			want_set(c, false);
+			return SQLITE_OK;
+		}
+		pthread_mutex_unlock(&g_mu);
+		bool held;
+		int rc = claim_writer(c, &held);
+		if (rc == SQLITE_BUSY && held) {
+			want_set(c, true); /* the holder gives the store up for us */
+			/* A holder outside any write transaction (no RESERVED) gives
+			 * it up within WATCH_MS plus a checkpoint: wait for that here,
+			 * as the unix VFS would grant RESERVED at once, so that a
+			 * writer without a busy handler is not refused.  A holder in
+			 * a write transaction: SQLITE_BUSY, as with the unix VFS. */
+			if (!reserved_elsewhere(c) && now_ms() - start < HANDOFF_MS) {
+				usleep(1000);
+				continue;
+			}
+		}
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+}
+
+/* The write transaction ended: let a waiting process have the store. */
+static void leave_write(aconn *c)
+{
+	if (!c->counted)
+		return;
+	struct adb *d = c->db;
+	pthread_mutex_lock(&g_mu);
+	d->nres--;
+	c->counted = false;
+	yield_store(d);
+	pthread_mutex_unlock(&g_mu);
 }
 
 static int x_lock(sqlite3_file *f, int level)
@@ -716,8 +1308,8 @@ static int x_lock(sqlite3_file *f, int level)
 		c->elock = SQLITE_LOCK_SHARED;
 		return writer_store(c->db) ? SQLITE_OK : check_recovered(c);
 	}
-	if (!writer_store(c->db)) {
-		rc = claim_writer(c);
+	if (!c->counted && !c->nolock) {
+		rc = enter_write(c);
 		if (rc != SQLITE_OK)
 			return rc;
 	}
@@ -749,12 +1341,21 @@ static int x_unlock(sqlite3_file *f, int level)
 	if (c->elock <= level)
 		return SQLITE_OK;
 	/* A group not committed by a sync is not part of the database: the
-	 * transaction was rolled back or failed.  Drop it; the file never saw it. */
+	 * transaction was rolled back or failed.  Drop it; the file never saw it.
+	 * A synced one that phase two did not commit (a rollback played back
+	 * after phase one, or a sync outside a commit) is what SQLite means the
+	 * file to hold: commit it. */
+	if (c->ready)
+		commit_group(c, false);
 	pend_clear(&c->pend);
-	if (level == SQLITE_LOCK_SHARED)
+	if (level == SQLITE_LOCK_SHARED) {
 		to_shared(c);
-	else
+	} else {
 		unlock_all(c);
+		if (c->want && now_ms() - c->want_ms > WANT_HOLD_MS)
+			want_set(c, false);
+	}
+	leave_write(c);
 	return SQLITE_OK;
 }
 
@@ -774,12 +1375,12 @@ static int x_check_reserved(sqlite3_file *f, int *out)
 
 static int pragma(aconn *c, char **az)
 {
-	const char *name = az[1], *val = az[2];
-	if (!sqlite3_stricmp(name, "journal_mode") && val && !sqlite3_stricmp(val, "wal")) {
-		az[0] = sqlite3_mprintf("atomio: journal_mode=WAL is not supported on the atomio VFS "
-					"(its commits are atomic already: use journal_mode=MEMORY)");
-		return SQLITE_ERROR;
-	}
+	const char *name = az[1];
+	/* journal_mode=WAL is left to SQLite: without xShm* methods it keeps
+	 * the mode it had and returns it (its documented answer when a mode
+	 * cannot be set), except in locking_mode=EXCLUSIVE, where it runs WAL
+	 * with its index in heap memory; then WAL commits are SQLite's own and
+	 * each checkpoint's writes to the database are one group (CKPT_DONE). */
 	if (!sqlite3_stricmp(name, "atomio_stats")) {
 		atomio *st = writer_store(c->db);
 		struct atomio_stats s = {0};
@@ -803,13 +1404,28 @@ static int x_file_control(sqlite3_file *f, int op, void *arg)
 	aconn *c = (aconn *)f;
 	switch (op) {
 	case SQLITE_FCNTL_SYNC:
-		/* The commit (also with synchronous=OFF, where no xSync follows).
-		 * With a rollback journal on disk, that journal is the commit
-		 * record and SQLite's truncation must wait for it. */
-		return commit_group(c, c->pend.active && !journal_on_disk(c->db));
+		/* Phase one of a commit (also with synchronous=OFF, where no xSync
+		 * follows).  With a rollback journal on disk, that journal is the
+		 * commit record (and SQLite's own super-journal makes a commit
+		 * over several databases atomic): commit now.  Without one, the
+		 * group waits for phase two, so that the groups of all databases
+		 * of the transaction commit as one (commit_ready). */
+		if (!c->pend.active)
+			return SQLITE_OK;
+		if (journal_on_disk(c->db))
+			return commit_group(c, false);
+		ready_add(c);
+		return SQLITE_OK;
 	case SQLITE_FCNTL_COMMIT_PHASETWO:
-		/* After the commit SQLite may truncate (see fold_truncation):
-		 * that alone is a group of its own. */
+		/* The commit; any truncation SQLite made after phase one is in
+		 * the group (or, for the other databases of the transaction,
+		 * folded into it from their page 1: fold_truncation). */
+		return commit_ready(c);
+	case SQLITE_FCNTL_CKPT_DONE:
+		/* A WAL checkpoint (locking_mode=EXCLUSIVE) wrote its pages: they
+		 * are in the WAL until SQLite resets it, which it may do without a
+		 * sync (synchronous=OFF), so commit them now.  The truncation
+		 * that follows is a group of its own, at xSync. */
 		return commit_group(c, false);
 	case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
 		/* The group is open from the first write anyway. */
@@ -843,7 +1459,10 @@ static int x_sector_size(sqlite3_file *f)
 static int x_device_characteristics(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
-	return c->real->pMethods->xDeviceCharacteristics(c->real) | SQLITE_IOCAP_BATCH_ATOMIC;
+	/* Only for an SQLite that uses it: others ignore the flag, but their
+	 * test suites (and tools) read it as "no journal file". */
+	return c->real->pMethods->xDeviceCharacteristics(c->real) |
+	       (__atomic_load_n(&g_batch, __ATOMIC_RELAXED) ? SQLITE_IOCAP_BATCH_ATOMIC : 0);
 }
 
 /* Version 1: no xShm* (so no WAL, see pragma()) and no xFetch (no mmap: every
@@ -895,6 +1514,10 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
 			d->refs = 1;
 			d->fid = -1;
 			d->size = -1;
+			char fdp[64];
+			snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", fd);
+			d->wfd = open(fdp, O_RDONLY | O_CLOEXEC);
+			pthread_cond_init(&d->cv, NULL);
 			d->log_size = log_size;
 			d->next = g_dbs;
 			g_dbs = d;
@@ -916,6 +1539,12 @@ static void release_db(struct adb *d)
 			*pp = d->next;
 			break;
 		}
+	d->stop = true;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&g_mu);
+	if (d->watching)
+		pthread_join(d->watcher, NULL);
+	pthread_mutex_lock(&g_mu);
 	atomio *st = writer_store(d);
 	if (st) {
 		/* The last connection of the writer: checkpoint (sync the
@@ -925,6 +1554,9 @@ static void release_db(struct adb *d)
 			log_atomio(SQLITE_IOERR, d, "closing", r, NULL);
 	}
 	pthread_mutex_unlock(&g_mu);
+	if (d->wfd >= 0)
+		close(d->wfd);
+	pthread_cond_destroy(&d->cv);
 	free(d->db_path);
 	free(d->log_path);
 	free(d);
@@ -956,6 +1588,7 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
 		c->lockfd = open(name, O_RDONLY | O_CLOEXEC);
 	sqlite3_int64 log_size = sqlite3_uri_int64(name, "atomio_log_size", 0);
 	c->diff = sqlite3_uri_boolean(name, "atomio_diff", 1);
+	c->nolock = sqlite3_uri_boolean(name, "nolock", 0);
 	c->db = c->lockfd >= 0 ? get_db(c->lockfd, name, log_size > 0 ? (uint64_t)log_size : 0) : NULL;
 	if (!c->db) {
 		rc = c->lockfd < 0 ? SQLITE_CANTOPEN : SQLITE_NOMEM;
@@ -1047,6 +1680,7 @@ int atomio_sqlite_register_impl(const char *name, int make_default)
 		pthread_mutex_unlock(&g_mu);
 		return rc;
 	}
+	g_batch = sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE");
 	sqlite3_vfs *real = sqlite3_vfs_find(NULL);
 	for (struct avfs *w = g_vfs; w && real; w = w->next)
 		if (real == &w->base)

@@ -6,8 +6,13 @@
  *    until COMMIT, and the connection reads its own spilled pages;
  *  - ROLLBACK after a spill (journal_mode=OFF too) leaves the file unchanged;
  *  - synchronous=OFF still commits (SQLITE_FCNTL_SYNC), data survives reopen;
- *  - journal_mode=WAL is refused with a message; DELETE works through the VFS;
- *  - SQLITE_IOCAP_BATCH_ATOMIC and the three *_ATOMIC_WRITE file controls.
+ *  - journal_mode=WAL keeps the mode (SQLite's answer without shared memory);
+ *    in locking_mode=EXCLUSIVE WAL runs and its checkpoints commit; DELETE
+ *    works through the VFS;
+ *  - SQLITE_IOCAP_BATCH_ATOMIC only where SQLite has batch-atomic writes; the
+ *    three *_ATOMIC_WRITE file controls;
+ *  - nolock=1 URIs write and commit;
+ *  - a stale log (the database deleted and created again) is removed.
  */
 #include <stdbool.h>
 
@@ -132,11 +137,9 @@ static void check_journal_modes(const char *path)
 {
 	sqlite3 *db = sq_open(path, 2 << 20);
 	sq_ok(db, "CREATE TABLE j(x)");
-	char *err = NULL;
-	CHECK_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL", 0, 0, &err), SQLITE_ERROR);
-	CHECK(err && strstr(err, "not supported"));
-	sqlite3_free(err);
 	char mode[32];
+	sq_text(db, "PRAGMA journal_mode=WAL", mode, sizeof(mode));
+	CHECK(!strcmp(mode, "memory"));
 	sq_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
 	CHECK(!strcmp(mode, "memory"));
 	/* A rollback journal passes through to the unix VFS and works. */
@@ -161,7 +164,8 @@ static void check_batch_atomic(const char *path)
 	sqlite3_file *f = NULL;
 	SQ_CHECK(db, sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f));
 	CHECK(f && f->pMethods);
-	CHECK(f->pMethods->xDeviceCharacteristics(f) & SQLITE_IOCAP_BATCH_ATOMIC);
+	CHECK(!(f->pMethods->xDeviceCharacteristics(f) & SQLITE_IOCAP_BATCH_ATOMIC) ==
+	      !sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE"));
 	int psz = (int)sq_int(db, "PRAGMA page_size");
 	char *page = malloc((size_t)psz), *back = malloc((size_t)psz), *orig = malloc((size_t)psz);
 	size_t len0;
@@ -205,34 +209,92 @@ static void check_batch_atomic(const char *path)
 	sqlite3_close(db);
 }
 
-/* A database deleted and created again without its log: the stale log is
- * refused (its records must never be replayed into the new file, which may
- * even have the old inode number), until it is removed. */
+/* A database deleted and created again without its log: the stale log (its
+ * records must never be replayed into the new file, which may even have the
+ * old inode number) is removed at open, and the new database works; a stale
+ * log that a store still holds is refused. */
 static void check_stale_log(const char *path)
 {
+	char lp[4300];
+	snprintf(lp, sizeof(lp), "%s-atomio", path);
 	sqlite3 *db = sq_open(path, 1 << 20);
 	sq_ok(db, "CREATE TABLE old(x); INSERT INTO old VALUES(1)");
 	sqlite3_close(db);
+	struct stat st0;
+	CHECK_OK(stat(lp, &st0));
 	CHECK_OK(unlink(path));
 	usleep(10000); /* a later birth time, also on coarse clocks */
 	db = sq_open_vfs(path, NULL, 0);
 	sq_ok(db, "CREATE TABLE fresh(y); INSERT INTO fresh VALUES(2)");
 	sqlite3_close(db);
-	char uri[4400];
-	snprintf(uri, sizeof(uri), "file:%s", path);
-	db = NULL;
-	int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, "atomio");
-	struct statx sx;
-	bool btime = statx(AT_FDCWD, path, 0, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME);
-	if (btime)
-		CHECK_EQ(rc, SQLITE_CANTOPEN);
-	sqlite3_close(db);
-	char lp[4300];
-	snprintf(lp, sizeof(lp), "%s-atomio", path);
-	CHECK_OK(unlink(lp));
 	db = sq_open(path, 0);
 	CHECK_EQ(sq_int(db, "SELECT y FROM fresh"), 2);
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM sqlite_schema WHERE name='old'"), 0);
 	sq_ok(db, "INSERT INTO fresh VALUES(3)");
+	sq_integrity(db);
+	sqlite3_close(db);
+	struct statx a, b;
+	bool btime = statx(AT_FDCWD, path, 0, STATX_BTIME, &a) == 0 && (a.stx_mask & STATX_BTIME);
+	CHECK_OK(statx(AT_FDCWD, lp, 0, STATX_BTIME, &b));
+	if (btime) /* a new log, made after the new database */
+		CHECK(b.stx_btime.tv_sec > a.stx_btime.tv_sec ||
+		      (b.stx_btime.tv_sec == a.stx_btime.tv_sec && b.stx_btime.tv_nsec >= a.stx_btime.tv_nsec));
+
+	/* The earlier file renamed away while its writer still holds the
+	 * store: the log at the old path is in use, not removed. */
+	db = sq_open(path, 0);
+	sq_ok(db, "INSERT INTO fresh VALUES(4)"); /* the writer */
+	char moved[4400];
+	snprintf(moved, sizeof(moved), "%s-moved", path);
+	CHECK_OK(rename(path, moved));
+	usleep(10000);
+	sqlite3 *db2 = sq_open_vfs(path, "atomio", 0);
+	CHECK(sqlite3_exec(db2, "CREATE TABLE t2(z)", NULL, NULL, NULL) != SQLITE_OK);
+	CHECK_OK(access(lp, F_OK));
+	sqlite3_close(db2);
+	sqlite3_close(db);
+	unlink(moved);
+}
+
+/* locking_mode=EXCLUSIVE: SQLite's WAL with its index in heap memory; the
+ * checkpoint's writes are committed (also with synchronous=OFF, where no
+ * xSync follows them). */
+static void check_exclusive_wal(const char *path)
+{
+	sqlite3 *db = sq_open_vfs(path, "atomio", 0);
+	char mode[32];
+	sq_ok(db, "PRAGMA locking_mode=EXCLUSIVE; PRAGMA synchronous=OFF");
+	sq_text(db, "PRAGMA journal_mode=WAL", mode, sizeof(mode));
+	CHECK(!strcmp(mode, "wal"));
+	sq_ok(db, "CREATE TABLE w(x); INSERT INTO w VALUES(randomblob(3000)), (randomblob(3000))");
+	sq_ok(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+	sq_ok(db, "INSERT INTO w VALUES(3)");
+	sqlite3_close(db); /* checkpoints and deletes the WAL */
+	char wp[4200];
+	snprintf(wp, sizeof(wp), "%s-wal", path);
+	CHECK(access(wp, F_OK) != 0);
+	db = sq_open_vfs(path, "atomio", 0);
+	sq_ok(db, "PRAGMA locking_mode=EXCLUSIVE");
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM w"), 3);
+	sq_integrity(db);
+	sqlite3_close(db);
+}
+
+/* nolock=1: SQLite never locks; the first write opens the store. */
+static void check_nolock(const char *path)
+{
+	char uri[4400];
+	snprintf(uri, sizeof(uri), "file:%s?nolock=1", path);
+	sq_register();
+	sqlite3 *db = NULL;
+	CHECK_EQ(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI,
+				 "atomio"), SQLITE_OK);
+	sq_ok(db, "PRAGMA journal_mode=MEMORY; CREATE TABLE n(x); INSERT INTO n VALUES(1), (2)");
+	sq_ok(db, "BEGIN; INSERT INTO n VALUES(3); ROLLBACK");
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM n"), 2);
+	sqlite3_close(db);
+	db = sq_open(path, 0);
+	CHECK_EQ(sq_int(db, "SELECT sum(x) FROM n"), 3);
 	sq_integrity(db);
 	sqlite3_close(db);
 }
@@ -245,5 +307,7 @@ int main(void)
 	check_journal_modes(t_path("modes.db"));
 	check_batch_atomic(t_path("batch.db"));
 	check_stale_log(t_path("stale.db"));
+	check_exclusive_wal(t_path("xwal.db"));
+	check_nolock(t_path("nolock.db"));
 	return 0;
 }

@@ -5,12 +5,16 @@
  * of a commit would see another sum.
  *  1. A writer process commits transfers while readers in other processes
  *     read in a loop, one through the plain unix VFS and one through atomio:
- *     every read sees the constant sum.  Meanwhile a third process that tries
- *     to write through atomio gets SQLITE_BUSY, every time, and the database
- *     stays intact.  Once the writer has closed, that process can write.
- *  2. Writers SIGKILLed at random moments, one after another, while an atomio
- *     reader keeps reading: the reader recovers the database itself when it
- *     finds the writer gone, and never sees a broken sum.
+ *     every read sees the constant sum.  Meanwhile a second writer process
+ *     commits its own transactions: the write lock is per transaction, the
+ *     store changes hands between processes, busy handlers wait for it.
+ *  1b. An idle writer (open, one commit, then nothing) does not keep another
+ *     process from writing, not even one without a busy handler.
+ *  1c. Four writer processes, 40 transactions each, counted in a row: every
+ *     one commits (none lost, none twice), readers see the constant sum.
+ *  2. Writers SIGKILLed at random moments, two at a time, while an atomio
+ *     reader keeps reading: the reader (or the surviving writer) recovers the
+ *     database when it finds a writer gone, and never sees a broken sum.
  *  3. Two connections of one process: the second is refused (SQLITE_BUSY)
  *     while the first holds a write transaction, and writes after it commits.
  */
@@ -106,30 +110,55 @@ static void reader(const char *path, const char *vfs, double secs)
 	_exit(reads >= 5 ? 0 : 2);
 }
 
-/* Try to write while another process is the writer: must be SQLITE_BUSY. */
-static void intruder(const char *path, int tries)
+/* Commit `n` transactions (transfers and one count in ctr) while other
+ * processes write: each waits in the busy handler for the store. */
+static void counted_writer(const char *path, int n)
 {
 	sqlite3 *db = sq_open(path, 0);
-	sqlite3_busy_timeout(db, 0); /* see every refusal */
-	int busy = 0;
-	for (int i = 0; i < tries; i++) {
-		int rc = sq_exec(db, "UPDATE acct SET v = v WHERE id = 1");
-		if (rc == SQLITE_BUSY)
-			busy++;
-		else {
-			fprintf(stderr, "intruder: write %d returned %d (%s)\n", i, rc, sqlite3_errmsg(db));
-			_exit(1);
+	sqlite3_busy_timeout(db, 30000);
+	sqlite3_stmt *up;
+	SQ_CHECK(db, sqlite3_prepare_v2(db, "UPDATE acct SET v = v + ?1 WHERE id = ?2", -1, &up, 0));
+	for (int i = 0; i < n; i++) {
+		int rc = sq_exec(db, "BEGIN IMMEDIATE");
+		if (rc != SQLITE_OK) {
+			fprintf(stderr, "writer %d: BEGIN %d: %s\n", (int)getpid(), i, sqlite3_errmsg(db));
+			_exit(5);
 		}
-		/* reading is allowed meanwhile */
-		sqlite3_busy_timeout(db, 10000);
-		if (sq_int(db, "SELECT sum(v) FROM acct") != TOTAL)
-			_exit(1);
-		sqlite3_busy_timeout(db, 0);
-		usleep(2000);
+		transfers(db, up, ((uint64_t)getpid() << 24) + (uint64_t)i, 3);
+		if (sq_exec(db, "UPDATE ctr SET n = n + 1") != SQLITE_OK || sq_exec(db, "COMMIT") != SQLITE_OK) {
+			fprintf(stderr, "writer %d: %s\n", (int)getpid(), sqlite3_errmsg(db));
+			_exit(6);
+		}
+	}
+	sqlite3_finalize(up);
+	sqlite3_close(db);
+	_exit(0);
+}
+
+/* One write with no busy handler at all: as with the unix VFS, it must not
+ * be refused while the other writer is idle. */
+static void impatient_writer(const char *path)
+{
+	sqlite3 *db = sq_open(path, 0);
+	sqlite3_busy_timeout(db, 0);
+	int rc = sq_exec(db, "UPDATE ctr SET n = n + 1");
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "impatient writer: %s\n", sqlite3_errmsg(db));
+		_exit(1);
 	}
 	sqlite3_close(db);
-	fprintf(stderr, "intruder: %d of %d writes refused with SQLITE_BUSY\n", busy, tries);
 	_exit(0);
+}
+
+/* One commit, then idle with the database open until killed. */
+static void idle_writer(const char *path, int ready_fd)
+{
+	sqlite3 *db = sq_open(path, 0);
+	sq_ok(db, "UPDATE ctr SET n = n + 1");
+	if (sq_stat(db, "writer") != 1 || write(ready_fd, "r", 1) != 1)
+		_exit(7);
+	for (;;)
+		pause();
 }
 
 static pid_t spawn(void (*fn)(void *), void *arg)
@@ -160,7 +189,17 @@ static void run_writer(void *a) { (void)a; writer(g_path, g_ready, 4); }
 static void run_killed_writer(void *a) { (void)a; writer(g_path, -1, 32); }
 static void run_reader_unix(void *a) { reader(g_path, NULL, *(double *)a); }
 static void run_reader_atomio(void *a) { reader(g_path, "atomio", *(double *)a); }
-static void run_intruder(void *a) { (void)a; intruder(g_path, 20); }
+static void run_counted(void *a) { counted_writer(g_path, *(int *)a); }
+static void run_idle(void *a) { (void)a; idle_writer(g_path, g_ready); }
+static void run_impatient(void *a) { (void)a; impatient_writer(g_path); }
+
+static long long ctr(const char *path)
+{
+	sqlite3 *db = sq_open(path, 0);
+	long long n = sq_int(db, "SELECT n FROM ctr");
+	sqlite3_close(db);
+	return n;
+}
 
 static void check_sum(const char *path)
 {
@@ -179,6 +218,7 @@ int main(void)
 	sq_ok(db, "CREATE TABLE acct(id INTEGER PRIMARY KEY, v INTEGER NOT NULL, pad BLOB)");
 	sq_ok(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<500) "
 		  "INSERT INTO acct SELECT i, 1000, zeroblob(300) FROM c");
+	sq_ok(db, "CREATE TABLE ctr(n INTEGER); INSERT INTO ctr VALUES(0)");
 	sqlite3_close(db);
 
 	/* 1. live writer, two readers, one refused writer */
@@ -194,8 +234,11 @@ int main(void)
 	g_ready = -1;
 	pid_t r1 = spawn(run_reader_unix, &secs);
 	pid_t r2 = spawn(run_reader_atomio, &secs);
-	pid_t in = spawn(run_intruder, NULL);
-	wait_ok(in, "the refused writer");
+	int twenty = 20;
+	pid_t in = spawn(run_counted, &twenty);
+	wait_ok(in, "the second writer");
+	CHECK(kill(w, 0) == 0); /* the first one still writes */
+	CHECK_EQ(ctr(path), 20);
 	wait_ok(r1, "the unix-VFS reader");
 	wait_ok(r2, "the atomio reader");
 	CHECK_OK(kill(w, SIGUSR1));
@@ -207,17 +250,48 @@ int main(void)
 	CHECK_EQ(sq_stat(db, "writer"), 1);
 	sqlite3_close(db);
 
+	/* 1b. an idle writer */
+	CHECK_OK(pipe(rp));
+	g_ready = rp[1];
+	pid_t idle = spawn(run_idle, NULL);
+	close(rp[1]);
+	CHECK_EQ(read(rp[0], &c, 1), 1);
+	close(rp[0]);
+	g_ready = -1;
+	wait_ok(spawn(run_impatient, NULL), "a writer without a busy handler beside an idle one");
+	int ten = 10;
+	wait_ok(spawn(run_counted, &ten), "a writer beside an idle one");
+	CHECK_OK(kill(idle, SIGKILL));
+	CHECK_EQ(waitpid(idle, NULL, 0), idle);
+	CHECK_EQ(ctr(path), 32);
+
+	/* 1c. many writers */
+	int forty = T_SCALE(40);
+	pid_t ws[4];
+	pid_t rr = spawn(run_reader_atomio, &secs);
+	for (int i = 0; i < 4; i++)
+		ws[i] = spawn(run_counted, &forty);
+	for (int i = 0; i < 4; i++)
+		wait_ok(ws[i], "one of four writers");
+	wait_ok(rr, "the reader beside four writers");
+	CHECK_EQ(ctr(path), 32 + 4 * forty);
+	check_sum(path);
+
 	/* 2. writers killed under a reader's feet */
 	int kills = T_SCALE(20);
 	double rsecs = 60;
 	pid_t r = spawn(run_reader_atomio, &rsecs);
 	for (int i = 0; i < kills; i++) {
-		pid_t k = spawn(run_killed_writer, NULL);
+		pid_t k = spawn(run_killed_writer, NULL), k2 = spawn(run_killed_writer, NULL);
 		struct timespec ts = {0, (long)(5000000 + sq_mix((uint64_t)i) % 60000000)};
 		nanosleep(&ts, NULL);
 		CHECK_OK(kill(k, SIGKILL));
+		nanosleep(&ts, NULL); /* the other one goes on alone for a while */
+		CHECK_OK(kill(k2, SIGKILL));
 		int st;
 		CHECK_EQ(waitpid(k, &st, 0), k);
+		CHECK(WIFSIGNALED(st));
+		CHECK_EQ(waitpid(k2, &st, 0), k2);
 		CHECK(WIFSIGNALED(st));
 	}
 	CHECK_OK(kill(r, SIGTERM)); /* the reader exits 1 itself on a broken sum */

@@ -1,0 +1,170 @@
+/*
+ * t_sqlite_xattach: a transaction over two databases (main and an ATTACHed
+ * one) commits both or neither, with journal_mode=MEMORY, where SQLite itself
+ * commits each database on its own.
+ *
+ *  1. A writer process runs transactions that count in both databases
+ *     (main.c.n and aux.c.n, always equal) and insert and delete blobs in
+ *     both, and is SIGKILLed at random moments, many times.  After each
+ *     kill, the ATTACHed database is first opened ALONE (its recovery must
+ *     find the group that lies in main's log), then both: the counters are
+ *     equal, integrity_check passes, and the count is what the writer saw
+ *     acknowledged, or one more (the commit in flight).  Kills land after
+ *     the writer's first commit, within 60 ms.  The test counts the
+ *     kills that left the two-database markers behind (landed inside a
+ *     two-database commit), and requires some.
+ *  2. Cost: the same transaction over one database and over two, ms each.
+ */
+#include <signal.h>
+#include <stdbool.h>
+
+#include "sq_t.h"
+
+#ifdef ATOMIO_SAN
+#define KILL_SPAN_NS 150000000L
+#else
+#define KILL_SPAN_NS 60000000L
+#endif
+
+static sqlite3 *open_pair(const char *m, const char *a)
+{
+	sqlite3 *db = sq_open(m, 8 << 20);
+	char sql[9000];
+	snprintf(sql, sizeof(sql),
+		 "ATTACH 'file:%s?vfs=atomio' AS aux; PRAGMA aux.journal_mode=MEMORY; "
+		 "PRAGMA aux.synchronous=FULL; PRAGMA main.cache_size=20; PRAGMA aux.cache_size=20",
+		 a);
+	sq_ok(db, sql);
+	return db;
+}
+
+/* Transaction k: count in both, a blob of 1..9 KiB into each, and the blobs
+ * of transaction k-6 out of each. */
+static void tx(sqlite3 *db, long long k)
+{
+	char sql[1024];
+	snprintf(sql, sizeof(sql),
+		 "BEGIN; UPDATE main.c SET n = n + 1; UPDATE aux.c SET n = n + 1;"
+		 "INSERT INTO main.b VALUES(%lld, randomblob(%lld));"
+		 "INSERT INTO aux.b VALUES(%lld, randomblob(%lld));"
+		 "DELETE FROM main.b WHERE k = %lld; DELETE FROM aux.b WHERE k = %lld; COMMIT",
+		 k, 1024 * (1 + k % 9), k, 1024 * (1 + (k * 7) % 9), k - 6, k - 6);
+	sq_ok(db, sql);
+}
+
+static void writer(const char *m, const char *a, int fd)
+{
+	sqlite3 *db = open_pair(m, a);
+	long long k = sq_int(db, "SELECT n FROM main.c");
+	for (;;) {
+		tx(db, ++k);
+		if (write(fd, &k, sizeof(k)) != sizeof(k))
+			_exit(7);
+	}
+}
+
+static bool exists(const char *path, const char *suffix)
+{
+	char p[4400];
+	snprintf(p, sizeof(p), "%s%s", path, suffix);
+	return access(p, F_OK) == 0;
+}
+
+int main(void)
+{
+	char m[4200], a[4200];
+	snprintf(m, sizeof(m), "%s", t_path("xm.db"));
+	snprintf(a, sizeof(a), "%s", t_path("xa.db"));
+	sqlite3 *db = open_pair(m, a);
+	sq_ok(db, "CREATE TABLE main.c(n INTEGER); INSERT INTO main.c VALUES(0);"
+		  "CREATE TABLE aux.c(n INTEGER); INSERT INTO aux.c VALUES(0);"
+		  "CREATE TABLE main.b(k INTEGER, v BLOB); CREATE TABLE aux.b(k INTEGER, v BLOB)");
+	for (long long k = 1; k <= 3; k++)
+		tx(db, k);
+	CHECK(!exists(m, "-atomio-group") && !exists(a, "-atomio-group"));
+	sqlite3_close(db);
+
+	int iters = T_SCALE(60), marked = 0, inflight = 0;
+	long long n = 3;
+	for (int it = 0; it < iters; it++) {
+		int p[2];
+		CHECK_OK(pipe(p));
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			close(p[0]);
+			writer(m, a, p[1]);
+			_exit(0);
+		}
+		close(p[1]);
+		/* from the writer's first commit on (its start, recovery
+		 * included, takes long on a loaded machine) */
+		long long k1;
+		CHECK_EQ(read(p[0], &k1, sizeof(k1)), (ssize_t)sizeof(k1));
+		CHECK_EQ(k1, n + 1);
+		uint64_t r = sq_mix((uint64_t)it * 7919 + 17);
+		struct timespec ts = {0, (long)(2000000 + r % (uint64_t)KILL_SPAN_NS)};
+		nanosleep(&ts, NULL);
+		CHECK_OK(kill(pid, SIGKILL));
+		int st;
+		CHECK_EQ(waitpid(pid, &st, 0), pid);
+		CHECK(WIFSIGNALED(st));
+		long long last = k1, k;
+		while (read(p[0], &k, sizeof(k)) == sizeof(k)) {
+			CHECK_EQ(k, last + 1);
+			last = k;
+		}
+		close(p[0]);
+		int had = exists(m, "-atomio-group") * 2 + exists(a, "-atomio-group");
+		marked += had != 0;
+		/* the attached database alone first: its recovery finds the
+		 * shared group in main's log */
+		sqlite3 *x = sq_open(a, 0);
+		long long na = sq_int(x, "SELECT n FROM c");
+		sq_integrity(x);
+		sqlite3_close(x);
+		x = open_pair(m, a);
+		long long nm = sq_int(x, "SELECT n FROM main.c");
+		if (exists(m, "-atomio-group") || exists(a, "-atomio-group")) {
+			fprintf(stderr, "kill %d: markers left after recovery: main %d, aux %d (before: %d)\n",
+				it, exists(m, "-atomio-group"), exists(a, "-atomio-group"), had);
+			return 1;
+		}
+		CHECK_EQ(sq_int(x, "SELECT n FROM aux.c"), na);
+		if (nm != na) {
+			fprintf(stderr, "kill %d: main counts %lld, aux %lld\n", it, nm, na);
+			return 1;
+		}
+		if (nm != last && nm != last + 1) {
+			fprintf(stderr, "kill %d: %lld transactions, %lld acknowledged\n", it, nm, last);
+			return 1;
+		}
+		inflight += nm == last + 1;
+		sq_integrity(x);
+		CHECK_EQ(sq_int(x, "SELECT count(*) FROM main.b"), sq_int(x, "SELECT count(*) FROM aux.b"));
+		sqlite3_close(x);
+		n = nm;
+	}
+	printf("%d kills: %lld transactions, %d kills inside a two-database commit "
+	       "(markers left), %d after its log write but before its acknowledgement\n",
+	       iters, n, marked, inflight);
+	CHECK(n >= iters);
+	CHECK(inflight > 0);
+	CHECK(marked > 0);
+
+	/* 2. cost of the second database */
+	db = open_pair(m, a);
+	int reps = T_SCALE(200);
+	double t0 = sq_now();
+	for (int i = 0; i < reps; i++)
+		sq_ok(db, "BEGIN; UPDATE main.c SET n = n; INSERT INTO main.b VALUES(-1, randomblob(5000));"
+			  "DELETE FROM main.b WHERE k = -1; COMMIT");
+	double one = (sq_now() - t0) / reps;
+	t0 = sq_now();
+	for (int i = 0; i < reps; i++)
+		tx(db, ++n);
+	double two = (sq_now() - t0) / reps;
+	sqlite3_close(db);
+	printf("commit of one database %.3f ms, of two (one transaction) %.3f ms\n", one * 1e3, two * 1e3);
+	return 0;
+}
