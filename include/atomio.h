@@ -217,7 +217,9 @@ struct atomio_stats {
 					 epoch found after the point where the valid log
 					 ended, not replayed (a torn write in flight, or
 					 damage: the error buffer says where) */
-	uint64_t reserved[1];
+	uint64_t bytes_written_back; /* home bytes whose write-back atomio started early
+					(sync_file_range) ahead of a checkpoint; this
+					took the last reserved field: same size */
 };
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps);

@@ -193,6 +193,7 @@ static void dirty_ckpt_begin_locked(atomio *st)
 	dset_free(&st->ckpt_set);
 	st->ckpt_set = st->dirty;
 	memset(&st->dirty, 0, sizeof(st->dirty));
+	wb_reset_locked(st); /* the sync writes back every range noted so far */
 	atomic_fetch_add(&st->stats.bytes_checkpointed, st->ckpt_set.used * DBLOCK);
 }
 

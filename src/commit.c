@@ -510,8 +510,10 @@ static int home_stage_locked(atomio *st, struct batch *b, int r)
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
 		st_fail_locked(st, r);
-	else if (!b->fast)
+	else if (!b->fast) {
 		dirty_note_locked(st, b->first, b->n);
+		wb_note_locked(st, b->first, b->n);
+	}
 	st->home_next = b->k + 1;
 	pthread_cond_broadcast(&st->home_cv);
 	if (r == 0 && !b->fast && b->bytes) {
@@ -538,6 +540,9 @@ static void finish_batch_locked(atomio *st, const struct batch *b, int r)
 		}
 		finish_locked(st, t, r);
 	}
+	/* Roles handed on and groups finished: start the write-back of older
+	 * home writes (writeback.c), off every other commit's path. */
+	wb_issue_locked(st);
 }
 
 /* Take the log role and move one batch from the head of the queue through

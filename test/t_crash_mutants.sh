@@ -5,8 +5,9 @@
 # RWF_DSYNC on records, syncing resized files, syncing data at checkpoints,
 # syncing a new file's directory, and two of the background checkpoint's
 # ordering: syncing before it moves the head, cutting only after batches whose
-# home writes are done; and the fast-path guard's bug that the background
-# checkpoint exposed).  `t_crash --mutant` hunts with random seeds; it must
+# home writes are done; the fast-path guard's bug that the background
+# checkpoint exposed; and an early write-back (sync_file_range) taken for
+# durability).  `t_crash --mutant` hunts with random seeds; it must
 # report a failure for every mutant within its time.
 # Environment: CRASH_SEED (base seed), MUTANT_SECONDS (per mutant, default 30).
 cd "$(dirname "$0")/.." || exit 1
@@ -14,7 +15,7 @@ secs=${MUTANT_SECONDS:-30}
 seed=${CRASH_SEED:-$(date +%s)}
 echo "mutants: seed $seed, up to $secs s each"
 fail=0
-for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall; do
+for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust; do
 	bin=build/mutants/t_crash-$m
 	[ -x "$bin" ] || { echo "mutants: $bin missing (make test-bins)"; exit 1; }
 	# Bias the hunt where a bug needs a rarer scenario.
