@@ -329,6 +329,7 @@ static void am_counters(void *state, struct mode_counters *c)
 	c->home_bytes = s.bytes_home;
 	c->checkpoints = s.checkpoints;
 	c->ckpt_bytes = s.bytes_checkpointed;
+	c->log_syncs = s.log_syncs;
 }
 
 static void am_teardown(void *state)
