@@ -97,6 +97,10 @@ int role_acquire(atomio *st)
 	 * syncs the data files and then gives up the records that could redo
 	 * them. */
 	drain_locked(st);
+	/* ... and no early write-back in flight (writeback.c): atomio_close
+	 * takes the role before it closes the files that call uses. */
+	while (st->wb.busy)
+		pthread_cond_wait(&st->role_cv, &st->lock);
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }

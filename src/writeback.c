@@ -250,6 +250,7 @@ void wb_issue_locked(atomio *st)
 	}
 	pthread_mutex_lock(&st->lock);
 	w->busy = false;
+	pthread_cond_broadcast(&st->role_cv); /* role_acquire waits for this */
 	if (unsupported)
 		w->off = true;
 }
