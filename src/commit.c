@@ -544,9 +544,10 @@ static void finish_batch_locked(atomio *st, const struct batch *b, int r)
 		}
 		finish_locked(st, t, r);
 	}
-	/* Roles handed on and groups finished: start the write-back of older
-	 * home writes (writeback.c), off every other commit's path. */
-	wb_issue_locked(st);
+	/* Without a checkpointer thread, the paced write-back's due batch is
+	 * started here, once the groups are handed back (writeback.c). */
+	if (st->flags & ATOMIO_NO_BG_CHECKPOINT)
+		wb_issue_locked(st);
 }
 
 /* Take the log role and move one batch from the head of the queue through

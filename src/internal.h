@@ -322,6 +322,7 @@ bool checkpoint_must_wait_locked(const atomio *st);
 void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n);
 void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
+int checkpoint_wake_locked(atomio *st);
 int checkpoint_full_role(atomio *st);
 void checkpoint_background_locked(atomio *st);
 void checkpoint_stop(atomio *st);
@@ -341,6 +342,7 @@ void wb_init(atomio *st);
 void wb_free(atomio *st);
 void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n);
 void wb_reset_locked(atomio *st);
+bool wb_due_locked(const atomio *st);
 void wb_issue_locked(atomio *st);
 
 /* tx.c */

@@ -30,8 +30,11 @@
  * that stays hot is left to the checkpoint, where it costs one write.
  *
  * Threading: the pending list is under st->lock; the sync_file_range calls
- * run unlocked, by the thread that ran the home stage, after it handed the
- * roles on (commit.c).
+ * run unlocked, by the checkpointer thread, which the home stage wakes when
+ * a batch is due (checkpoint_after_home_locked), so that no commit waits for
+ * them (measured: the 32 calls of a 512 KiB batch took 0.3-0.6 ms); with
+ * ATOMIO_NO_BG_CHECKPOINT, which runs no such thread, by the committing
+ * thread that finished a batch (commit.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -182,13 +185,20 @@ static int cmp_ent(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* Is a batch of ranges old enough to start?  Lock held. */
+bool wb_due_locked(const atomio *st)
+{
+	const struct wbstate *w = &st->wb;
+	return !w->off && !w->busy && w->n && w->pos - w->ring[w->head].at >= w->delay + w->batch;
+}
+
 /* Start the write-back of up to WB_BATCH bytes of ranges that are old enough
  * (none if fewer are).  Called with the lock held, by a thread holding no
  * role; drops the lock around the system calls. */
 void wb_issue_locked(atomio *st)
 {
 	struct wbstate *w = &st->wb;
-	if (w->off || w->busy || !w->n || w->pos - w->ring[w->head].at < w->delay + w->batch)
+	if (!wb_due_locked(st))
 		return;
 	struct wbent v[WB_BATCH / WB_PAGE];
 	unsigned nv = 0;
