@@ -438,6 +438,8 @@ static bool stop_suspect(struct rcv *rc, uint64_t stop, uint64_t seq_end)
 int recover(atomio *st)
 {
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
+	struct codec_found *found = NULL; /* freed at out: set before any goto */
+	size_t nfound = 0;
 	int r = -ENOMEM;
 	rc.buf = aligned_alloc_zero(4096, CHUNK);
 	/* Tables by file id, up to the highest id in the catalog (a record
@@ -460,8 +462,6 @@ int recover(atomio *st)
 
 	/* A damaged superblock slot: the records say whether it was the newer
 	 * one (codec_sb_fallback); never reuse an epoch. */
-	struct codec_found *found = NULL;
-	size_t nfound = 0;
 	bool scanned = false;
 	if (st->sb_damaged) {
 		r = scan(&rc, &found, &nfound);
