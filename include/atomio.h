@@ -81,7 +81,7 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
 #define ATOMIO_NO_COMPRESS 0x800u
 
 struct atomio_options {
-	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 64 MiB */
+	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 256 MiB */
 	uint32_t flags;    /* 0 or ATOMIO_* options above, ORed (at most one of each pair) */
 	/* Checkpoint policy (docs/API.md, "Wear"): a background checkpoint runs
 	 * when the log is more than ckpt_percent full (0 = 50; at most 99) or when
@@ -218,7 +218,9 @@ struct atomio_stats {
 					 epoch found after the point where the valid log
 					 ended, not replayed (a torn write in flight, or
 					 damage: the error buffer says where) */
-	uint64_t reserved[1];
+	uint64_t bytes_written_back; /* home bytes whose write-back atomio started early
+					(sync_file_range) ahead of a checkpoint; this
+					took the last reserved field: same size */
 };
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps);

@@ -109,6 +109,11 @@ void checkpoint_after_home_locked(atomio *st)
 	if ((st->used > st->ckpt_at || over) && !st->ckpt_busy && !st->ckpt_wanted &&
 	    !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
 		(void)checkpoint_request_locked(st);
+	/* The paced write-back has a batch due (writeback.c): the checkpointer
+	 * starts it, off the commits' path.  (No thread: the checkpoint will
+	 * write those pages, as without the write-back.) */
+	else if (wb_due_locked(st) && !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
+		(void)checkpoint_wake_locked(st);
 }
 
 /* --- the dirty set ------------------------------------------------------------- */
@@ -193,6 +198,7 @@ static void dirty_ckpt_begin_locked(atomio *st)
 	dset_free(&st->ckpt_set);
 	st->ckpt_set = st->dirty;
 	memset(&st->dirty, 0, sizeof(st->dirty));
+	wb_reset_locked(st); /* the sync writes back every range noted so far */
 	atomic_fetch_add(&st->stats.bytes_checkpointed, st->ckpt_set.used * DBLOCK);
 }
 
@@ -394,12 +400,22 @@ static void *ckpter_main(void *arg)
 	atomio *st = arg;
 	pthread_mutex_lock(&st->lock);
 	while (!st->ckpter_stop) {
-		if (st->ckpt_wanted && !st->ckpt_busy) {
+		/* One batch of the paced write-back (writeback.c) if one is
+		 * due, then the checkpoint if one is wanted: a write-back
+		 * batch delays a checkpoint by at most one batch's calls, and
+		 * the batch noted before the checkpoint is not dropped by it. */
+		bool did = false;
+		if (wb_due_locked(st)) {
+			wb_issue_locked(st);
+			did = true;
+		}
+		if (st->ckpt_wanted && !st->ckpt_busy && !st->ckpter_stop) {
 			st->ckpt_wanted = false;
 			checkpoint_background_locked(st);
-		} else {
-			pthread_cond_wait(&st->ckpter_cv, &st->lock);
+			did = true;
 		}
+		if (!did)
+			pthread_cond_wait(&st->ckpter_cv, &st->lock);
 	}
 	pthread_mutex_unlock(&st->lock);
 	return NULL;
@@ -409,6 +425,18 @@ static void *ckpter_main(void *arg)
  * Lock held.  0 or -EAGAIN. */
 int checkpoint_request_locked(atomio *st)
 {
+	int r = checkpoint_wake_locked(st);
+	if (r == 0) {
+		st->ckpt_wanted = true;
+		pthread_cond_signal(&st->ckpter_cv);
+	}
+	return r;
+}
+
+/* Wake the checkpointer (started if need be): it runs a checkpoint wanted,
+ * or else the paced write-back's due batch.  Lock held.  0 or -EAGAIN. */
+int checkpoint_wake_locked(atomio *st)
+{
 	if (!st->ckpter_on) {
 		st->ckpter_stop = false;
 		int r = pthread_create(&st->ckpter, NULL, ckpter_main, st);
@@ -416,7 +444,6 @@ int checkpoint_request_locked(atomio *st)
 			return -r;
 		st->ckpter_on = true;
 	}
-	st->ckpt_wanted = true;
 	pthread_cond_signal(&st->ckpter_cv);
 	return 0;
 }

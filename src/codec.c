@@ -387,6 +387,32 @@ void codec_rec_build(char *buf, const struct rec_src *r, uint64_t seq, uint64_t 
 	memcpy(buf, &h, sizeof(h));
 }
 
+/* Does data of len bytes look worth a full LZ4 attempt?  On incompressible
+ * data the attempt is pure cost on the commit's path (2.1 us for a 16 KiB
+ * page here, LZ4 giving up only near the end); LZ4 on SAMPLE_PIECES pieces of
+ * SAMPLE_PIECE bytes spread over the data, gathered, costs 1.2 us (most of
+ * it LZ4's fixed cost: clearing its 16 KiB table).
+ * Spread, not a prefix: a database page often holds its records at one end
+ * and its free space (zeros) in the middle: 8 pieces of 512 bytes catch any
+ * zero run of 2.3 KiB or more on a 16 KiB page.  The full attempt runs when the
+ * sample shrinks by at least 1/32; a page that saves less would rarely save
+ * a whole log block (records are padded to blocks).  Under 16 KiB: always. */
+#define SAMPLE_PIECE 512u
+#define SAMPLE_PIECES 8u
+static bool sample_compresses(const char *src, uint64_t len)
+{
+	const unsigned slen = SAMPLE_PIECE * SAMPLE_PIECES;
+	if (len < 4 * (uint64_t)slen)
+		return true;
+	char sample[SAMPLE_PIECE * SAMPLE_PIECES];
+	char out[LZ4_COMPRESSBOUND(SAMPLE_PIECE * SAMPLE_PIECES)];
+	for (unsigned i = 0; i < SAMPLE_PIECES; i++)
+		memcpy(sample + i * SAMPLE_PIECE, src + (len - SAMPLE_PIECE) / (SAMPLE_PIECES - 1) * i,
+		       SAMPLE_PIECE);
+	int want = (int)(slen - slen / 32);
+	return LZ4_compress_default(sample, out, (int)slen, want) > 0;
+}
+
 bool codec_rec_compress(const struct rec_src *r, void **cdata, uint64_t *clen, uint64_t *rec_len)
 {
 	if (r->data_len < 64 || r->data_len > COMP_MAX)
@@ -420,6 +446,10 @@ bool codec_rec_compress(const struct rec_src *r, void **cdata, uint64_t *clen, u
 				at += r->segs[i].len;
 			}
 		src = gather;
+	}
+	if (!sample_compresses(src, r->data_len)) {
+		free(gather);
+		return false; /* incompressible by the sample: raw, without the full attempt */
 	}
 	char *out = malloc(cap);
 	int n = out ? LZ4_compress_default(src, out, (int)r->data_len, (int)cap) : 0;

@@ -97,6 +97,10 @@ int role_acquire(atomio *st)
 	 * syncs the data files and then gives up the records that could redo
 	 * them. */
 	drain_locked(st);
+	/* ... and no early write-back in flight (writeback.c): atomio_close
+	 * takes the role before it closes the files that call uses. */
+	while (st->wb.busy)
+		pthread_cond_wait(&st->role_cv, &st->lock);
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
@@ -510,8 +514,10 @@ static int home_stage_locked(atomio *st, struct batch *b, int r)
 	pthread_mutex_lock(&st->lock);
 	if (r < 0)
 		st_fail_locked(st, r);
-	else if (!b->fast)
+	else if (!b->fast) {
 		dirty_note_locked(st, b->first, b->n);
+		wb_note_locked(st, b->first, b->n);
+	}
 	st->home_next = b->k + 1;
 	pthread_cond_broadcast(&st->home_cv);
 	if (r == 0 && !b->fast && b->bytes) {
@@ -538,6 +544,10 @@ static void finish_batch_locked(atomio *st, const struct batch *b, int r)
 		}
 		finish_locked(st, t, r);
 	}
+	/* Without a checkpointer thread, the paced write-back's due batch is
+	 * started here, once the groups are handed back (writeback.c). */
+	if (st->flags & ATOMIO_NO_BG_CHECKPOINT)
+		wb_issue_locked(st);
 }
 
 /* Take the log role and move one batch from the head of the queue through

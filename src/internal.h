@@ -233,6 +233,20 @@ struct atomio {
 	} dirty, ckpt_set;
 	bool ckpt_bg_running; /* a background checkpoint syncs: drop only what it synced */
 
+	/* paced write-back (writeback.c), under lock: home ranges noted in
+	 * order, ring[head..head+n) of cap, and each 4 KiB block's newest note */
+	struct wbstate {
+		struct wbent *ring;
+		uint32_t cap, head, n;
+		struct wbkey *keys;
+		uint64_t kcap, kused;
+		uint64_t pos;   /* home bytes noted so far */
+		uint64_t delay; /* age (in home bytes) before a range is written back */
+		uint64_t batch; /* bytes started at once */
+		bool off;       /* not used: no sync_file_range, or no memory */
+		bool busy;      /* a thread issues a batch */
+	} wb;
+
 	/* the checkpointer thread (checkpoint.c), under lock */
 	pthread_t ckpter;
 	bool ckpter_on, ckpter_stop;
@@ -249,7 +263,8 @@ struct atomio {
 	struct {
 		_Atomic uint64_t commits, bytes_logged, bytes_home, log_syncs, data_syncs,
 			checkpoints, groups_recovered, batches, log_full_waits, fast_writes,
-			bytes_raw, records_compressed, bytes_checkpointed, records_beyond_tail;
+			bytes_raw, records_compressed, bytes_checkpointed, records_beyond_tail,
+			bytes_written_back;
 	} stats;
 };
 
@@ -307,6 +322,7 @@ bool checkpoint_must_wait_locked(const atomio *st);
 void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n);
 void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
+int checkpoint_wake_locked(atomio *st);
 int checkpoint_full_role(atomio *st);
 void checkpoint_background_locked(atomio *st);
 void checkpoint_stop(atomio *st);
@@ -320,6 +336,14 @@ void lead_locked(atomio *st);
 bool can_lead_locked(const atomio *st);
 int role_acquire(atomio *st);
 void role_release(atomio *st);
+
+/* writeback.c */
+void wb_init(atomio *st);
+void wb_free(atomio *st);
+void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n);
+void wb_reset_locked(atomio *st);
+bool wb_due_locked(const atomio *st);
+void wb_issue_locked(atomio *st);
 
 /* tx.c */
 void tx_release(atomio_tx *tx);

@@ -26,6 +26,7 @@ static void st_free(atomio *st)
 	if (st->log_fd >= 0)
 		atomio_sys->close(st->log_fd); /* also drops the flock */
 	tx_pool_free(st);
+	wb_free(st);
 	free(st->files);
 	free(st->log_path);
 	free(st->log_dir);
@@ -167,6 +168,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		goto fail;
 	commit_init(st);
 	checkpoint_policy_init(st, opts->ckpt_percent, opts->dirty_limit);
+	wb_init(st);
 	r = engine_open(st, opts->flags);
 	if (r < 0)
 		goto fail;
@@ -262,6 +264,7 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	s->records_compressed = atomic_load(&st->stats.records_compressed);
 	s->bytes_checkpointed = atomic_load(&st->stats.bytes_checkpointed);
 	s->records_beyond_tail = atomic_load(&st->stats.records_beyond_tail);
+	s->bytes_written_back = atomic_load(&st->stats.bytes_written_back);
 	pthread_mutex_lock(&st->lock);
 	s->dirty_bytes = st->dirty.used * 4096;
 	pthread_mutex_unlock(&st->lock);

@@ -129,6 +129,11 @@ static int lx_fadvise(int fd, off_t off, off_t len, int advice)
 	return -posix_fadvise(fd, off, len, advice); /* returns the error number itself */
 }
 
+static int lx_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
+{
+	return sync_file_range(fd, off, len, flags) < 0 ? -errno : 0;
+}
+
 static off_t lx_lseek(int fd, off_t off, int whence)
 {
 	off_t r = lseek(fd, off, whence);
@@ -183,6 +188,7 @@ const struct atomio_sysops atomio_sys_linux = {
 	.lseek = lx_lseek,
 	.getrlimit = lx_getrlimit,
 	.listdir = lx_listdir,
+	.sync_file_range = lx_sync_file_range,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -309,6 +315,11 @@ int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *a
 int sys_getrlimit(int resource, struct rlimit *rl)
 {
 	return atomio_sys->getrlimit ? atomio_sys->getrlimit(resource, rl) : -ENOSYS;
+}
+
+int sys_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
+{
+	return atomio_sys->sync_file_range ? atomio_sys->sync_file_range(fd, off, len, flags) : -ENOSYS;
 }
 
 int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off)

@@ -141,6 +141,11 @@ struct atomio_sysops {
 	 * negative errno.  Used to find the log's stale temporary files; NULL
 	 * in a test backend: none are swept. */
 	int (*listdir)(const char *dir, int (*fn)(void *arg, const char *name), void *arg);
+	/* sync_file_range(2) (returns 0 or a negative errno).  Used only with
+	 * SYNC_FILE_RANGE_WRITE, to START the write-back of home writes early
+	 * (writeback.c): it makes nothing durable, and atomio never counts on
+	 * it for durability.  May be NULL: no early write-back then. */
+	int (*sync_file_range)(int fd, off_t off, off_t len, unsigned flags);
 };
 
 /* The table in use; the default is atomio_sys_linux. */
@@ -170,6 +175,7 @@ ssize_t sys_write(int fd, const void *buf, size_t len);
 int sys_fadvise(int fd, off_t off, off_t len, int advice);
 int sys_getrlimit(int resource, struct rlimit *rl);
 int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg);
+int sys_sync_file_range(int fd, off_t off, off_t len, unsigned flags);
 
 /* Write the whole buffer at off, durable when it returns: RWF_DSYNC, or where
  * the kernel or filesystem refuses it (EOPNOTSUPP: Linux before 4.7, some

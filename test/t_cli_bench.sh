@@ -63,6 +63,11 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8", error
 	! command -v python3 >/dev/null || fail "bench --json - is not strict UTF-8 JSON"
 grep -q '^unsafe ' "$T/stderr" || fail "bench --json -: no table on stderr: $(cat "$T/stderr")"
 [ "$(grep -cE '^atomio +[0-9]' "$T/out")" -eq 4 ] || fail "expected 4 tables: $(cat "$T/out")"
+# asynchronous commits (named only): every group queued is reaped and counted
+$A bench -q -d 0.6 -n 1 -s 2M -m atomio-async --json "$T/a.json" "$T" >"$T/out" ||
+	fail "atomio-async bench failed: $(cat "$T/out")"
+jqv '.runs[] | select(.mode=="atomio-async") | .ops > 0 and .home_bytes == .user_bytes
+     and .log_syncs_per_op > 0 and .log_syncs_per_op <= 1' "$T/a.json"
 one_line_error 2 $A bench --page-size 1000 "$T"
 one_line_error 2 $A bench --modes nosuch "$T"
 one_line_error 3 $A bench "$T/nonexistent"

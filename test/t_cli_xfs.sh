@@ -39,7 +39,7 @@ for A in $BINS; do
 done
 
 A=build/atomio
-$A bench -q -d 1 -n 2 -s 4M -m unsafe,atomio,kernel --json "$T/b.json" "$MNT" >"$T/out" ||
+$A bench -q -d 1 -n 2 -s 4M --log-size 16M -m unsafe,atomio,kernel --json "$T/b.json" "$MNT" >"$T/out" ||
 	fail "bench on XFS: $(cat "$T/out")"
 jqv '.filesystem == "xfs"' "$T/b.json"
 if [ $kernel -eq 1 ]; then

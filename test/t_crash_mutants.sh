@@ -5,8 +5,9 @@
 # RWF_DSYNC on records, syncing resized files, syncing data at checkpoints,
 # syncing a new file's directory, and two of the background checkpoint's
 # ordering: syncing before it moves the head, cutting only after batches whose
-# home writes are done; and the fast-path guard's bug that the background
-# checkpoint exposed).  `t_crash --mutant` hunts through random
+# home writes are done; the fast-path guard's bug that the background
+# checkpoint exposed; and an early write-back (sync_file_range) taken for
+# durability).  `t_crash --mutant` hunts through random
 # configurations derived from one seed; it must report a failure for every
 # mutant within its budget of crash states (not seconds: a loaded machine
 # checks fewer states per second, and must not fail for it).
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.." || exit 1
 seed=${ATOMIO_SEED:-1}
 echo "mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
 fail=0
-for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall; do
+for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust; do
 	bin=build/mutants/t_crash-$m
 	[ -x "$bin" ] || { echo "mutants: $bin missing (make test-bins)"; exit 1; }
 	# Bias the hunt where a bug needs a rarer scenario.  The budgets are

@@ -77,6 +77,7 @@ struct mode_counters {
 	/* modes with a log (atomio): its own accounting, else 0 */
 	uint64_t log_bytes, home_bytes, checkpoints;
 	uint64_t ckpt_bytes; /* distinct home bytes its checkpoints made durable */
+	uint64_t log_syncs;  /* of waits: the durable log writes of commits */
 };
 
 #define BENCH_SKIP 1

@@ -30,7 +30,7 @@ static void help(void)
 	       "  --sizes LIST      write sizes to classify (default 4k,16k,64k,256k,1M,4M)\n"
 	       "  --try-writes      also try one RWF_ATOMIC|RWF_DSYNC write of each size to a\n"
 	       "                    temporary file in PATH's directory (never to PATH itself)\n"
-	       "  --log-size SIZE   log size assumed for the largest group (default 64M)\n"
+	       "  --log-size SIZE   log size assumed for the largest group (default 256M)\n"
 	       "  -h, --help        this help\n\n"
 	       "Exit status: 0 printed, 2 usage error, 3 PATH cannot be examined.\n");
 }
@@ -96,7 +96,7 @@ int cmd_probe(int argc, char **argv)
 	bool json = false, try_writes = false;
 	uint64_t sizes[16] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
 	unsigned nsizes = 6;
-	uint64_t log_size = 64ull << 20;
+	uint64_t log_size = 256ull << 20; /* the library's default */
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {

@@ -446,7 +446,9 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 	       "%" PRIu64 " with a torn record followed by a checksummed one, %" PRIu64
 	       " with a data file's size change lost, %" PRIu64 " home writes checked to follow a durable record\n",
 	       label, s->stale_end, s->torn_valid, s->size_lost, s->home_checked);
-	printf("%s: %" PRIu64 " LZ4-compressed records written\n", label, s->compressed);
+	printf("%s: %" PRIu64 " LZ4-compressed records written; %" PRIu64
+	       " early write-backs started (sync_file_range: nothing durable)\n",
+	       label, s->compressed, s->early_writebacks);
 }
 
 /* --- the run ---------------------------------------------------------------------------- */
@@ -1626,6 +1628,7 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 				  .no_direct = x->c.nodirect, .no_rwf_dsync = x->c.nodsync,
 				  .atomic_write_max = x->c.fast ? ATOMIC_MAX : 0,
 				  .proc_fd = !x->c.noproc, .seed = mix64(x->c.seed ^ 0xd15c)};
+	uint64_t sfr0 = atomic_load(&simfs_sfr_calls);
 	x->fs = simfs_new(&sc);
 	simfs_mkdir(x->fs, "/d");
 	simfs_mkdir(x->fs, "/e");
@@ -1745,6 +1748,7 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	free(x->snap.order);
 	free(x->snap.oseq);
 	simfs_free(x->fs);
+	x->s.early_writebacks += atomic_load(&simfs_sfr_calls) - sfr0;
 	cache_clear(x);
 	for (int f = 0; f < MAXF; f++) {
 		mf_free(&x->base[f]);

@@ -140,6 +140,7 @@ struct cs_stats {
 	uint64_t twin_writes;    /* home writes of O_DIRECT files through a buffered twin */
 	uint64_t reordered;      /* log writes in flight together that reached the disk
 				    out of commit order */
+	uint64_t early_writebacks; /* sync_file_range calls of the paced write-back */
 };
 
 /* Defaults for a small sampled run. */

@@ -1272,6 +1272,26 @@ static int s_ftruncate(int fd, off_t size)
 	return r;
 }
 
+/* sync_file_range(2): starts write-back, makes NOTHING durable -- in a crash
+ * image the range's pending writes landed or not, as any pending write's.  So
+ * a store that counted on it for durability fails the crash suite.  Counted,
+ * so that a run shows the path was taken. */
+_Atomic uint64_t simfs_sfr_calls;
+
+static int s_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
+{
+	CUR_OR_FAIL(fs);
+	FD_OR_FAIL(fs, o, fd);
+	int r = 0;
+	if (o_in->isdir || off < 0 || len < 0 ||
+	    (flags & ~(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)))
+		r = -EINVAL;
+	else
+		atomic_fetch_add(&simfs_sfr_calls, 1);
+	unlock(fs);
+	return r;
+}
+
 static void fill_stat(struct simfs *fs, const struct inode *in, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -1534,6 +1554,7 @@ const struct atomio_sysops simfs_ops = {
 	.unlink = s_unlink,
 	.getrandom = s_getrandom,
 	.realpath = s_realpath,
+	.sync_file_range = s_sync_file_range,
 };
 
 /* --- pending items and images ---------------------------------------------------------- */

@@ -159,6 +159,9 @@ typedef void (*simfs_hook_fn)(struct simfs *fs, const struct simfs_opinfo *op, v
  * itself runs, nor on images it builds unless it sets a hook on them. */
 void simfs_set_hook(struct simfs *fs, simfs_hook_fn fn, void *arg);
 uint64_t simfs_points(struct simfs *fs);
+/* sync_file_range calls answered by every simfs of the process (they make
+ * nothing durable). */
+extern _Atomic uint64_t simfs_sfr_calls;
 /* Hold fs: until simfs_unlock, every other thread's call on fs (and so its
  * hook) waits.  For a hook's caller that changes what the hook reads while
  * store threads (atomio's checkpointer) may reach crash points.  Recursive;

@@ -1,0 +1,266 @@
+/*
+ * writeback.c: paced write-back of home writes (issue 11).
+ *
+ * Home writes go to a page cache (buffered files, and the buffered twin of an
+ * O_DIRECT file, engine.c) and stay dirty until a checkpoint syncs the file.
+ * Left alone, a checkpoint hands the device the dirty pages of half a log at
+ * once (up to 128 MiB with the default log); measured on ext4/virtio with a
+ * 64 MiB log, its fdatasync took 27-29 ms, and a log write's flush issued
+ * meanwhile queued behind that write-back.  So atomio starts the write-back
+ * itself, early and in small pieces: sync_file_range(SYNC_FILE_RANGE_WRITE) over ranges written
+ * home some time ago, up to WB_BATCH bytes at a time, so that the device takes the
+ * home data in step with the log and the checkpoint's fdatasync finds little
+ * left to write.  (The idea of PostgreSQL's checkpoint_flush_after and of
+ * InnoDB's adaptive flushing.)
+ *
+ * DURABILITY: none is claimed.  SYNC_FILE_RANGE_WRITE only starts write-back
+ * of dirty pages; it waits for nothing, flushes no device cache and writes no
+ * metadata, so a checkpoint still fdatasyncs every dirty file before the
+ * superblock moves the head (checkpoint.c, format.h SYNC ORDER).  A page
+ * written back early is, for a crash, what the kernel's own flusher may do
+ * to any dirty page at any time: its record stays live until that fdatasync,
+ * and replay rewrites it.  The crash simulator models the call as making
+ * nothing durable (test/support/simfs.c), and a mutant that trusts it
+ * (test/crash/mutate.sh, "sfrtrust") is caught.
+ *
+ * WEAR.  A page written back early and written again before the checkpoint
+ * reaches the device twice.  So a range is written back only once it is
+ * WB_DELAY-old (in home bytes written since) and only if it was not written
+ * again meanwhile (the newer write is written back in its own time): a page
+ * that stays hot is left to the checkpoint, where it costs one write.
+ *
+ * Threading: the pending list is under st->lock; the sync_file_range calls
+ * run unlocked, by the checkpointer thread, which the home stage wakes when
+ * a batch is due (checkpoint_after_home_locked), so that no commit waits for
+ * them (measured: the 32 calls of a 512 KiB batch took 0.3-0.6 ms); with
+ * ATOMIO_NO_BG_CHECKPOINT, which runs no such thread, by the committing
+ * thread that finished a batch (commit.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define WB_BATCH (512u << 10)  /* most bytes started per call of wb_issue_locked */
+#define WB_PAGE 4096u          /* granularity of "written again" */
+
+struct wbent {
+	uint32_t file;
+	uint64_t off, len;
+	uint64_t at; /* st->wb.pos when noted */
+};
+
+/* newest note of a 4 KiB block: open addressing, key blk + 1 */
+struct wbkey {
+	uint64_t blk1;
+	uint32_t file;
+	uint64_t at;
+};
+
+void wb_init(atomio *st)
+{
+	memset(&st->wb, 0, sizeof(st->wb));
+	/* Batches of 1/16 of the interval between two background checkpoints
+	 * (ckpt_at bytes of log, about as many home bytes), WB_BATCH at most;
+	 * a range waits half that interval. */
+	st->wb.batch = st->ckpt_at / 16;
+	if (st->wb.batch > WB_BATCH)
+		st->wb.batch = WB_BATCH;
+	if (st->wb.batch < WB_PAGE)
+		st->wb.batch = WB_PAGE;
+	st->wb.delay = st->ckpt_at / 2;
+	st->wb.cap = (uint32_t)(st->wb.delay / WB_PAGE * 2 + 64); /* entries of at least a page */
+	if (st->wb.cap > (1u << 20))
+		st->wb.cap = 1u << 20;
+	/* No early write-back where the backend cannot do it. */
+	st->wb.off = !atomio_sys->sync_file_range;
+}
+
+void wb_free(atomio *st)
+{
+	free(st->wb.ring);
+	free(st->wb.keys);
+	memset(&st->wb, 0, sizeof(st->wb));
+}
+
+static uint64_t wb_hash(uint32_t file, uint64_t blk)
+{
+	uint64_t x = (blk + 1) * 0x9E3779B97F4A7C15ull ^ file;
+	return x ^ (x >> 29);
+}
+
+static struct wbkey *wb_slot(struct wbstate *w, uint32_t file, uint64_t blk)
+{
+	for (uint64_t i = wb_hash(file, blk) & (w->kcap - 1);; i = (i + 1) & (w->kcap - 1))
+		if (!w->keys[i].blk1 || (w->keys[i].blk1 == blk + 1 && w->keys[i].file == file))
+			return &w->keys[i];
+}
+
+/* Forget every pending range (a checkpoint's sync writes them all, or memory
+ * ran out).  Lock held. */
+void wb_reset_locked(atomio *st)
+{
+	struct wbstate *w = &st->wb;
+	w->head = w->n = 0;
+	w->kused = 0;
+	if (w->keys)
+		memset(w->keys, 0, sizeof(*w->keys) * w->kcap);
+}
+
+static bool wb_alloc(struct wbstate *w)
+{
+	if (w->ring)
+		return true;
+	w->ring = calloc(w->cap, sizeof(*w->ring));
+	w->kcap = 1;
+	while (w->kcap < 2 * (uint64_t)w->cap)
+		w->kcap *= 2;
+	w->keys = calloc(w->kcap, sizeof(*w->keys));
+	if (!w->ring || !w->keys) {
+		free(w->ring);
+		free(w->keys);
+		w->ring = NULL;
+		w->keys = NULL;
+		w->off = true; /* no memory: the checkpoint writes everything, as before */
+		return false;
+	}
+	return true;
+}
+
+/* A batch's home writes are done: note the ranges that went to a page cache.
+ * Lock held. */
+void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n)
+{
+	struct wbstate *w = &st->wb;
+	if (w->off || !wb_alloc(w))
+		return;
+	uint32_t i = 0;
+	for (atomio_tx *t = first; i < n; t = t->qnext, i++)
+		for (uint32_t j = 0; j < t->nsegs; j++) {
+			const struct seg *s = &t->segs[j];
+			if (s->kind != SEG_WRITE || !s->len)
+				continue;
+			const struct afile *f = file_get(st, (int)s->file);
+			if (!f || f->direct_home)
+				continue;
+			if (w->n == w->cap || w->kused * 2 >= w->kcap) {
+				/* Full: drop the notes (a hint only; the
+				 * checkpoint writes what they named). */
+				wb_reset_locked(st);
+			}
+			w->pos += s->len;
+			w->ring[(w->head + w->n) % w->cap] =
+				(struct wbent){.file = s->file, .off = s->off, .len = s->len, .at = w->pos};
+			w->n++;
+			for (uint64_t b = s->off / WB_PAGE; b <= (s->off + s->len - 1) / WB_PAGE; b++) {
+				struct wbkey *k = wb_slot(w, s->file, b);
+				if (!k->blk1) {
+					k->blk1 = b + 1;
+					k->file = s->file;
+					w->kused++;
+				}
+				k->at = w->pos;
+			}
+		}
+}
+
+/* Was a range noted at 'at' written again since?  Lock held. */
+static bool wb_rewritten(struct wbstate *w, const struct wbent *e)
+{
+	for (uint64_t b = e->off / WB_PAGE; b <= (e->off + e->len - 1) / WB_PAGE; b++) {
+		struct wbkey *k = wb_slot(w, e->file, b);
+		if (k->blk1 && k->at != e->at)
+			return true;
+	}
+	return false;
+}
+
+static int cmp_ent(const void *a, const void *b)
+{
+	const struct wbent *x = a, *y = b;
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Is a batch of ranges old enough to start?  Lock held. */
+bool wb_due_locked(const atomio *st)
+{
+	const struct wbstate *w = &st->wb;
+	return !w->off && !w->busy && w->n && w->pos - w->ring[w->head].at >= w->delay + w->batch;
+}
+
+/* Start the write-back of up to WB_BATCH bytes of ranges that are old enough
+ * (none if fewer are).  Called with the lock held, by a thread holding no
+ * role; drops the lock around the system calls. */
+void wb_issue_locked(atomio *st)
+{
+	struct wbstate *w = &st->wb;
+	if (!wb_due_locked(st))
+		return;
+	struct wbent v[WB_BATCH / WB_PAGE];
+	unsigned nv = 0;
+	uint64_t bytes = 0;
+	while (w->n && nv < WB_BATCH / WB_PAGE && bytes < w->batch &&
+	       w->pos - w->ring[w->head].at >= w->delay) {
+		struct wbent e = w->ring[w->head];
+		w->head = (w->head + 1) % w->cap;
+		w->n--;
+		if (!wb_rewritten(w, &e)) {
+			v[nv++] = e;
+			bytes += e.len;
+		}
+		/* The blocks' notes go with the newest range that names them. */
+		for (uint64_t b = e.off / WB_PAGE; b <= (e.off + e.len - 1) / WB_PAGE; b++) {
+			struct wbkey *k = wb_slot(w, e.file, b);
+			if (k->blk1 && k->at == e.at) {
+				/* delete by re-inserting the cluster after it */
+				uint64_t i = (uint64_t)(k - w->keys);
+				w->keys[i].blk1 = 0;
+				w->kused--;
+				for (uint64_t jx = (i + 1) & (w->kcap - 1); w->keys[jx].blk1;
+				     jx = (jx + 1) & (w->kcap - 1)) {
+					struct wbkey m = w->keys[jx];
+					w->keys[jx].blk1 = 0;
+					*wb_slot(w, m.file, m.blk1 - 1) = m;
+				}
+			}
+		}
+	}
+	if (!nv)
+		return;
+	w->busy = true;
+	pthread_mutex_unlock(&st->lock);
+	qsort(v, nv, sizeof(*v), cmp_ent);
+	bool unsupported = false;
+	for (unsigned i = 0; i < nv;) {
+		unsigned j = i + 1;
+		uint64_t end = v[i].off + v[i].len;
+		while (j < nv && v[j].file == v[i].file && v[j].off <= end) {
+			if (v[j].off + v[j].len > end)
+				end = v[j].off + v[j].len;
+			j++;
+		}
+		struct afile *f = file_get(st, (int)v[i].file);
+		int fd = f ? __atomic_load_n(&f->hfd, __ATOMIC_ACQUIRE) : -1;
+		if (fd >= 0) {
+			int r = sys_sync_file_range(fd, (off_t)v[i].off, (off_t)(end - v[i].off),
+						    SYNC_FILE_RANGE_WRITE);
+			if (r == -ENOSYS || r == -EOPNOTSUPP || r == -ESPIPE) {
+				unsupported = true; /* the checkpoint writes everything */
+				break;
+			}
+			/* Any other error is the checkpoint's to meet: its
+			 * fdatasync reports a failed write-back. */
+			atomic_fetch_add(&st->stats.bytes_written_back, end - v[i].off);
+		}
+		i = j;
+	}
+	pthread_mutex_lock(&st->lock);
+	w->busy = false;
+	pthread_cond_broadcast(&st->role_cv); /* role_acquire waits for this */
+	if (unsupported)
+		w->off = true;
+}
