@@ -24,11 +24,7 @@
 
 void async_init(atomio *st)
 {
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* atomio_poll's timeout */
-	pthread_cond_init(&st->cq_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&st->cq_cv); /* atomio_poll's timeout */
 	pthread_cond_init(&st->worker_cv, NULL);
 	st->efd = -1;
 }
@@ -135,14 +131,7 @@ int atomio_poll(atomio *st, int timeout_ms)
 			while (!st->cq_head && st->async_busy)
 				pthread_cond_wait(&st->cq_cv, &st->lock);
 		} else {
-			struct timespec dl;
-			clock_gettime(CLOCK_MONOTONIC, &dl);
-			dl.tv_sec += timeout_ms / 1000;
-			dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-			if (dl.tv_nsec >= 1000000000L) {
-				dl.tv_sec++;
-				dl.tv_nsec -= 1000000000L;
-			}
+			struct timespec dl = mono_deadline((uint64_t)timeout_ms * 1000000u);
 			while (!st->cq_head && st->async_busy)
 				if (pthread_cond_timedwait(&st->cq_cv, &st->lock, &dl) == ETIMEDOUT)
 					break;

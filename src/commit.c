@@ -21,6 +21,23 @@
  * log write is in flight the next batch gathers in the queue, and while one
  * batch is applied home the next one's log write runs.
  *
+ * BATCHES THAT FILL.  Committing threads come back in cohorts: the groups of
+ * one batch return together once its log write is durable and its home
+ * writes are done, and commit again.  Were the next batch to start as soon
+ * as the log is free, it would carry only the groups queued while the last
+ * write ran, and the returning cohort would make the batch after it: two
+ * half batches taking turns, each paying a device wait.  So a leader that
+ * finds fewer groups queued than the store recently had committing
+ * (fill_want: the groups queued plus those in batches not yet handed back,
+ * seen at each batch; it drops by one a batch when fewer show up) waits for
+ * them, at most a quarter of a log write (fill_wait_locked): waiting that
+ * long to share a write costs a latecomer less than the whole write it
+ * would otherwise wait for.  A second write in flight (a second slot)
+ * starts only when a full batch is queued.  A lone committer never waits:
+ * it is the whole population.  (Measured in the README, "Speed at the
+ * defaults": from 8 threads, 2.6 groups per log write before, 6-7 after,
+ * at the same rate.)
+ *
  * A group that takes the kernel fast path (fastpath.c) is a batch of its own,
  * written in place durably in the log stage instead of a log write, with no
  * home stage work; its place in the commit order is that of its batch.
@@ -40,17 +57,23 @@
 
 #define MAX_BATCH (8u << 20)   /* bytes of records per log write */
 #define STAGE_KEEP (16u << 20) /* staging kept between batches */
+/* The fill wait's bounds (fill_wait_locked): a quarter of a log write, but
+ * never so short that no thread could be woken in time, nor longer than a
+ * slow disk's write would justify. */
+#define FILL_WAIT_MIN_NS 10000u
+#define FILL_WAIT_MAX_NS 1000000u
 
 /* May a thread start leading a batch now?  The log role is free, no
  * role_acquire is waiting, and no log write is in flight -- or a slot is free
- * and at least two groups wait: a second write in flight overlaps device
- * waits, but a batch of one while another write runs would only spend a
- * device wait where waiting for that write and sharing the next is cheaper.
- * Lock held. */
+ * and a full batch waits (at least two groups, and fill_want): a second
+ * write in flight overlaps device waits, but a small batch while another
+ * write runs would only spend a device wait where waiting for that write and
+ * sharing the next is cheaper.  Lock held. */
 bool can_lead_locked(const atomio *st)
 {
 	return !st->log_busy && !st->role_waiters &&
-	       (!st->log_inflight || (st->log_inflight < LOG_SLOTS && st->q_len >= 2));
+	       (!st->log_inflight ||
+		(st->log_inflight < LOG_SLOTS && st->q_len >= 2 && st->q_len >= st->fill_want));
 }
 
 /* Let whoever should lead next know: the waiter of the queue's head -- or,
@@ -89,6 +112,7 @@ int role_acquire(atomio *st)
 {
 	pthread_mutex_lock(&st->lock);
 	st->role_waiters++;
+	pthread_cond_signal(&st->fill_cv); /* a leader's fill wait ends at once */
 	while (st->log_busy)
 		pthread_cond_wait(&st->role_cv, &st->lock);
 	st->role_waiters--;
@@ -200,6 +224,7 @@ static int build_batch_role(atomio *st, struct logslot *ls, atomio_tx *first, ui
 static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t off)
 {
 	uint64_t len = align_up(bytes, st->block);
+	uint64_t t0 = mono_ns();
 	/* The commit point: one sequential write made durable before it
 	 * returns (engine.h).  No separate commit block: the checksum tells a
 	 * whole record from a torn one.  Writes in flight together cover
@@ -216,6 +241,10 @@ static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t 
 		ls->cap = 0;
 	}
 	if (r == 0) {
+		uint64_t took = mono_ns() - t0;
+		pthread_mutex_lock(&st->lock);
+		st->log_write_ns = st->log_write_ns ? (st->log_write_ns * 7 + took) / 8 : took;
+		pthread_mutex_unlock(&st->lock);
 		atomic_fetch_add(&st->stats.log_syncs, 1);
 		atomic_fetch_add(&st->stats.batches, 1);
 		atomic_fetch_add(&st->stats.bytes_logged, len);
@@ -368,6 +397,7 @@ static void take_batch_locked(atomio *st, struct batch *b)
 	b->end_off = st->tail % st->area_size;
 	b->k = st->batch_next++;
 	st->q_len -= b->n;
+	st->pipe_groups += b->n;
 	st->q_head = b->last->qnext;
 	if (!st->q_head)
 		st->q_tail = NULL;
@@ -531,6 +561,7 @@ static int home_stage_locked(atomio *st, struct batch *b, int r)
 /* Stage 5: count the groups and hand each to its owner.  Lock held. */
 static void finish_batch_locked(atomio *st, const struct batch *b, int r)
 {
+	st->pipe_groups -= b->n;
 	uint32_t i = 0;
 	for (atomio_tx *t = b->first, *next; i < b->n; t = next, i++) {
 		next = t->qnext;
@@ -550,6 +581,32 @@ static void finish_batch_locked(atomio *st, const struct batch *b, int r)
 		wb_issue_locked(st);
 }
 
+/* Before a batch is formed with no log write in flight: wait, a bounded
+ * time, for the groups of the recent population that are not queued yet
+ * (see BATCHES THAT FILL above).  Lock and log role held; the lock is
+ * dropped while waiting. */
+static void fill_wait_locked(atomio *st)
+{
+	uint32_t pop = st->q_len + st->pipe_groups;
+	if (pop >= st->fill_want)
+		st->fill_want = pop;
+	else
+		st->fill_want--;
+	/* (A fast-path group is a batch of its own: nothing to wait for.) */
+	if (st->q_len >= st->fill_want || st->log_inflight || fast_eligible_locked(st, st->q_head))
+		return;
+	uint64_t ns = st->log_write_ns / 4;
+	ns = ns < FILL_WAIT_MIN_NS ? FILL_WAIT_MIN_NS : ns > FILL_WAIT_MAX_NS ? FILL_WAIT_MAX_NS : ns;
+	struct timespec dl = mono_deadline(ns);
+	st->fill_waiting = true;
+	/* A checkpoint or close waiting for the role, or a failure, ends the
+	 * wait: the batch goes as it is. */
+	while (st->q_len < st->fill_want && !st->failed && !st->role_waiters)
+		if (pthread_cond_timedwait(&st->fill_cv, &st->lock, &dl) == ETIMEDOUT)
+			break;
+	st->fill_waiting = false;
+}
+
 /* Take the log role and move one batch from the head of the queue through
  * the stages above.  Called and returns with the lock held; the caller
  * checked can_lead_locked and that the queue is not empty. */
@@ -558,6 +615,7 @@ void lead_locked(atomio *st)
 	struct batch b;
 	int r;
 	st->log_busy = true;
+	fill_wait_locked(st);
 	do {
 		if (!wait_for_room_locked(st, &b))
 			return;
@@ -605,6 +663,8 @@ void commit_enqueue_locked(atomio *st, atomio_tx *tx)
 	else
 		st->q_head = tx;
 	st->q_tail = tx;
+	if (st->fill_waiting && st->q_len >= st->fill_want)
+		pthread_cond_signal(&st->fill_cv);
 }
 
 int commit_tx(atomio_tx *tx)

@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -195,6 +196,12 @@ struct atomio {
 	struct logslot slots[LOG_SLOTS];
 	unsigned slot_busy;   /* bit per slot, under lock */
 	unsigned log_inflight;
+	/* batch filling (commit.c, fill_wait_locked), under lock */
+	uint32_t pipe_groups; /* groups in batches not yet handed back */
+	uint32_t fill_want;   /* groups a new batch waits for: the recent population */
+	bool fill_waiting;    /* a leader waits on fill_cv */
+	pthread_cond_t fill_cv;
+	uint64_t log_write_ns; /* a log write's duration, smoothed */
 
 	/* registered files: files[id] published with release/acquire */
 	_Atomic(struct afile *) *files;
@@ -274,6 +281,11 @@ struct atomio {
 void st_err(atomio *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void st_fail_locked(atomio *st, int err); /* poison the store: the first error stays */
 void *aligned_alloc_zero(size_t align, size_t size);
+/* A condition variable whose timed waits use CLOCK_MONOTONIC; that clock now
+ * in ns, and the deadline ns from now for pthread_cond_timedwait. */
+void cond_init_monotonic(pthread_cond_t *cv);
+uint64_t mono_ns(void);
+struct timespec mono_deadline(uint64_t ns_from_now);
 char *dir_of(const char *path);
 /* Open what fd refers to again, through /proc/self/fd (the same inode even if
  * its path was swapped meanwhile): the new fd, -ENOENT without /proc, or

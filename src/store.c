@@ -34,6 +34,7 @@ static void st_free(atomio *st)
 	pthread_mutex_destroy(&st->cat_lock);
 	pthread_cond_destroy(&st->home_cv);
 	pthread_cond_destroy(&st->role_cv);
+	pthread_cond_destroy(&st->fill_cv);
 	async_destroy(st);
 	checkpoint_destroy(st);
 	free(st);
@@ -79,6 +80,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	pthread_mutex_init(&st->cat_lock, NULL);
 	pthread_cond_init(&st->home_cv, NULL);
 	pthread_cond_init(&st->role_cv, NULL);
+	cond_init_monotonic(&st->fill_cv); /* the fill wait's bound (commit.c) */
 	async_init(st);
 	checkpoint_setup(st);
 	int r = -ENOMEM;

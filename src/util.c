@@ -52,6 +52,28 @@ char *dir_of(const char *path)
 	return strndup(path, (size_t)(slash - path));
 }
 
+void cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct timespec mono_deadline(uint64_t ns_from_now)
+{
+	uint64_t t = mono_ns() + ns_from_now;
+	return (struct timespec){.tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u)};
+}
+
 int proc_reopen(int fd, int flags)
 {
 	char p[64];
