@@ -112,7 +112,7 @@ void checkpoint_after_home_locked(atomio *st)
 	/* The paced write-back has a batch due (writeback.c): the checkpointer
 	 * starts it, off the commits' path.  (No thread: the checkpoint will
 	 * write those pages, as without the write-back.) */
-	else if (wb_due_locked(st) && !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
+	else if ((wb_due_locked(st) || log_zero_due_locked(st)) && !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
 		(void)checkpoint_wake_locked(st);
 }
 
@@ -412,6 +412,12 @@ static void *ckpter_main(void *arg)
 		if (st->ckpt_wanted && !st->ckpt_busy && !st->ckpter_stop) {
 			st->ckpt_wanted = false;
 			checkpoint_background_locked(st);
+			did = true;
+		}
+		/* Then a chunk of the new log's zeroing (logfile.c), if the
+		 * records come near the unwritten part. */
+		if (!did && !st->ckpter_stop && log_zero_due_locked(st)) {
+			log_zero_step_locked(st);
 			did = true;
 		}
 		if (!did)

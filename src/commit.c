@@ -384,6 +384,12 @@ static void take_batch_locked(atomio *st, struct batch *b)
 			b->last = t;
 		}
 		uint64_t len = align_up(b->bytes, st->block);
+		/* Never where the log's lazy zeroing writes (logfile.c): wait
+		 * for its chunk, then keep it above this batch. */
+		while (st->zero_busy && b->off + len > st->zero_lo)
+			pthread_cond_wait(&st->role_cv, &st->lock);
+		if (b->off + len > st->zero_lo)
+			st->zero_lo = b->off + len;
 		if (b->off != st->tail)
 			st->used += st->area_size - st->tail; /* a wrap skips the end */
 		st->used += len;

@@ -196,6 +196,12 @@ struct atomio {
 	struct logslot slots[LOG_SLOTS];
 	unsigned slot_busy;   /* bit per slot, under lock */
 	unsigned log_inflight;
+	/* the log's lazy zeroing (logfile.c), under lock: every block of the
+	 * record area below zero_lo is written (zeros or records); zero_busy
+	 * while the checkpointer zeroes the chunk at zero_lo; zero_buf is its */
+	uint64_t zero_lo;
+	bool zero_busy;
+	void *zero_buf;
 	/* batch filling (commit.c, fill_wait_locked), under lock */
 	uint32_t pipe_groups; /* groups in batches not yet handed back */
 	uint32_t fill_want;   /* groups a new batch waits for: the recent population */
@@ -296,7 +302,28 @@ int proc_reopen(int fd, int flags);
 uint32_t sysfs_queue_u32(dev_t dev, const char *name);
 
 /* logfile.c */
-int log_create(atomio *st, const char *path, uint64_t log_size);
+/* Lazy zeroing of a new log's record area: a new log is written only up to
+ * one unit of its area (the rest fallocated); the checkpointer zeroes a
+ * unit at a time while zero_lo (the area offset below which every block is
+ * written) is less than LOG_ZERO_AHEAD units ahead of the tail.  A unit is
+ * 1/16 of the area, at least a block, at most LOG_ZERO_MAX. */
+#define LOG_ZERO_MAX (4u << 20)
+#define LOG_ZERO_AHEAD 8u
+#define LOG_ZERO_BUF (1u << 20)
+static inline uint64_t log_zero_unit(uint64_t area_size, uint32_t block)
+{
+	uint64_t u = area_size / 16 / block * block;
+	return u < block ? block : u > LOG_ZERO_MAX ? LOG_ZERO_MAX : u;
+}
+/* At open: zero_lo from the filesystem (FIEMAP), else what this open's
+ * log_create wrote (created_lo; UINT64_MAX: the log existed), else the
+ * whole area. */
+void log_zero_init(atomio *st, uint64_t created_lo);
+bool log_zero_due_locked(const atomio *st);
+/* Zero one chunk at zero_lo (the checkpointer).  Lock held; dropped while
+ * writing. */
+void log_zero_step_locked(atomio *st);
+int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *written_lo);
 void log_sweep_tmp(atomio *st, const char *path);
 int log_open_fd(atomio *st, const char *path);
 int log_load_sb(atomio *st);

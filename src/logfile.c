@@ -5,6 +5,7 @@
  * which says what a valid superblock is.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,7 +328,7 @@ static int tmp_create(atomio *st, const char *path, char *tmp, size_t tmpsz)
 	return fd;
 }
 
-int log_create(atomio *st, const char *path, uint64_t log_size)
+int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *written_lo)
 {
 	uint64_t rnd[2];
 	int r = atomio_sys->getrandom(rnd, sizeof(rnd));
@@ -356,10 +357,24 @@ int log_create(atomio *st, const char *path, uint64_t log_size)
 		area_size = MIN_LOG_BLOCKS * block;
 	uint64_t total = area_off + area_size;
 
-	/* Write every byte (not fallocate): record writes must be overwrites of
-	 * written blocks so that RWF_DSYNC needs no metadata commit. */
-	for (uint64_t off = 0; off < total; off += 1 << 20) {
-		size_t n = total - off < (1 << 20) ? (size_t)(total - off) : (size_t)1 << 20;
+	/* Record writes should be overwrites of written blocks, so that
+	 * RWF_DSYNC needs no metadata commit (an unwritten extent's conversion
+	 * is one: measured 1.45x slower).  Writing the whole log here would cost
+	 * its size in device writes and seconds at creation, used or not, so
+	 * the file gets its blocks from fallocate (no ENOSPC later) and only
+	 * the header and the area's first unit are written now;
+	 * the checkpointer thread zeroes the rest ahead of the records
+	 * (log_zero_step_locked).  Without fallocate, every byte now. */
+	uint64_t written = total;
+	r = sys_fallocate(fd, 0, 0, (off_t)total);
+	if (r == 0)
+		written = area_off + log_zero_unit(area_size, block);
+	else if (r != -ENOSYS && r != -EOPNOTSUPP && r != -EINVAL) {
+		st_err(st, "allocating %llu bytes for %s: %s", (unsigned long long)total, tmp, strerror(-r));
+		goto out_unlink;
+	}
+	for (uint64_t off = 0; off < written; off += 1 << 20) {
+		size_t n = written - off < (1 << 20) ? (size_t)(written - off) : (size_t)1 << 20;
 		r = sys_pwrite_full(fd, zero, n, (off_t)off, 0);
 		if (r < 0) {
 			st_err(st, "writing %s: %s", tmp, strerror(-r));
@@ -417,6 +432,8 @@ int log_create(atomio *st, const char *path, uint64_t log_size)
 	r = sys_fsync_dir(dir);
 	if (r < 0)
 		st_err(st, "syncing directory %s: %s", dir, strerror(-r));
+	else
+		*written_lo = written - area_off;
 	goto out;
 out_unlink:
 	atomio_sys->unlink(tmp);
@@ -429,6 +446,63 @@ out:
 	return r;
 }
 /* --- open / close ---------------------------------------------------------- */
+
+/* --- lazy zeroing of the record area ------------------------------------------ */
+
+void log_zero_init(atomio *st, uint64_t created_lo)
+{
+	uint64_t first;
+	if (sys_unwritten_from(st->log_fd, st->area_off, st->area_size, &first) == 0)
+		st->zero_lo = first > st->area_off ? (first - st->area_off) / st->block * st->block : 0;
+	else if (created_lo != UINT64_MAX)
+		st->zero_lo = created_lo; /* a test backend: what log_create wrote */
+	else
+		st->zero_lo = st->area_size; /* no FIEMAP: written whole, as far as atomio knows */
+	if (st->zero_lo > st->area_size)
+		st->zero_lo = st->area_size;
+}
+
+bool log_zero_due_locked(const atomio *st)
+{
+	return !st->zero_busy && st->zero_lo < st->area_size &&
+	       st->zero_lo < st->tail + LOG_ZERO_AHEAD * log_zero_unit(st->area_size, st->block) && !st->failed;
+}
+
+void log_zero_step_locked(atomio *st)
+{
+	uint64_t lo = st->zero_lo;
+	uint64_t unit = log_zero_unit(st->area_size, st->block);
+	uint64_t n = st->area_size - lo < unit ? st->area_size - lo : unit;
+	/* Records are written only below zero_lo (commit.c raises it past
+	 * each batch before writing, and waits while a chunk is zeroed here),
+	 * so these zeros land on no record. */
+	st->zero_busy = true;
+	pthread_mutex_unlock(&st->lock);
+	int r = 0;
+	if (!st->zero_buf && !(st->zero_buf = aligned_alloc_zero(4096, LOG_ZERO_BUF)))
+		r = -ENOMEM;
+	if (r == 0) {
+		struct iovec iov[LOG_ZERO_MAX / LOG_ZERO_BUF];
+		int cnt = 0;
+		for (uint64_t left = n; left; cnt++) {
+			iov[cnt].iov_base = st->zero_buf;
+			iov[cnt].iov_len = left < LOG_ZERO_BUF ? left : LOG_ZERO_BUF;
+			left -= iov[cnt].iov_len;
+		}
+		r = sys_pwritev_full(st->log_fd, iov, cnt, (off_t)(st->area_off + lo), 0);
+	}
+	/* fdatasync: the extents' conversion to written is metadata; committed
+	 * now, in this thread, a commit's RWF_DSYNC write there need not. */
+	if (r == 0)
+		r = sys_fdatasync_full(st->log_fd);
+	pthread_mutex_lock(&st->lock);
+	st->zero_busy = false;
+	/* On an error, stop zeroing: the zeros only spare later record writes
+	 * a metadata commit, records written over unwritten blocks are as
+	 * durable, and a log write that fails fails the commit itself. */
+	st->zero_lo = r == 0 ? lo + n : st->area_size;
+	pthread_cond_broadcast(&st->role_cv);
+}
 
 int log_open_fd(atomio *st, const char *path)
 {

@@ -27,6 +27,7 @@ static void st_free(atomio *st)
 		atomio_sys->close(st->log_fd); /* also drops the flock */
 	tx_pool_free(st);
 	wb_free(st);
+	free(st->zero_buf);
 	free(st->files);
 	free(st->log_path);
 	free(st->log_dir);
@@ -93,8 +94,9 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	 * (logfile.c): gone before anything else looks at the directory. */
 	log_sweep_tmp(st, log_path);
 	int fd = log_open_fd(st, log_path);
+	uint64_t created_lo = UINT64_MAX;
 	if (fd == -ENOENT && (opts->flags & ATOMIO_CREATE)) {
-		r = log_create(st, log_path, opts->log_size);
+		r = log_create(st, log_path, opts->log_size, &created_lo);
 		if (r < 0)
 			goto fail;
 		fd = log_open_fd(st, log_path);
@@ -169,6 +171,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (r < 0)
 		goto fail;
 	commit_init(st);
+	log_zero_init(st, created_lo);
 	checkpoint_policy_init(st, opts->ckpt_percent, opts->dirty_limit);
 	wb_init(st);
 	r = engine_open(st, opts->flags);

@@ -15,6 +15,9 @@
 #include <liburing.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -134,6 +137,49 @@ static int lx_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
 	return sync_file_range(fd, off, len, flags) < 0 ? -errno : 0;
 }
 
+static int lx_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	return NEG(fallocate(fd, mode, off, len));
+}
+
+/* FIEMAP, 32 extents at a time, from off on: the first gap between extents
+ * (a hole) or extent flagged unwritten. */
+static int lx_unwritten_from(int fd, uint64_t off, uint64_t len, uint64_t *first)
+{
+	enum { N = 32 };
+	union {
+		struct fiemap fm;
+		char b[sizeof(struct fiemap) + N * sizeof(struct fiemap_extent)];
+	} u;
+	uint64_t pos = off, end = off + len;
+	while (pos < end) {
+		memset(&u, 0, sizeof(u));
+		u.fm.fm_start = pos;
+		u.fm.fm_length = end - pos;
+		u.fm.fm_extent_count = N;
+		if (ioctl(fd, FS_IOC_FIEMAP, &u.fm) < 0)
+			return errno == ENOTTY ? -EOPNOTSUPP : -errno;
+		if (u.fm.fm_mapped_extents == 0)
+			break; /* a hole to the end */
+		for (unsigned i = 0; i < u.fm.fm_mapped_extents; i++) {
+			const struct fiemap_extent *e = &u.fm.fm_extents[i];
+			if (e->fe_logical > pos || (e->fe_flags & FIEMAP_EXTENT_UNWRITTEN)) {
+				*first = e->fe_logical > pos ? pos : e->fe_logical;
+				if (*first < off)
+					*first = off;
+				return 0;
+			}
+			pos = e->fe_logical + e->fe_length;
+			if ((e->fe_flags & FIEMAP_EXTENT_LAST) || pos >= end) {
+				*first = pos >= end ? end : pos;
+				return 0;
+			}
+		}
+	}
+	*first = pos < end ? pos : end;
+	return 0;
+}
+
 static off_t lx_lseek(int fd, off_t off, int whence)
 {
 	off_t r = lseek(fd, off, whence);
@@ -189,6 +235,8 @@ const struct atomio_sysops atomio_sys_linux = {
 	.getrlimit = lx_getrlimit,
 	.listdir = lx_listdir,
 	.sync_file_range = lx_sync_file_range,
+	.fallocate = lx_fallocate,
+	.unwritten_from = lx_unwritten_from,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -320,6 +368,16 @@ int sys_getrlimit(int resource, struct rlimit *rl)
 int sys_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
 {
 	return atomio_sys->sync_file_range ? atomio_sys->sync_file_range(fd, off, len, flags) : -ENOSYS;
+}
+
+int sys_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	return atomio_sys->fallocate ? atomio_sys->fallocate(fd, mode, off, len) : -ENOSYS;
+}
+
+int sys_unwritten_from(int fd, uint64_t off, uint64_t len, uint64_t *first)
+{
+	return atomio_sys->unwritten_from ? atomio_sys->unwritten_from(fd, off, len, first) : -ENOSYS;
 }
 
 int sys_pwrite_durable(int fd, const void *buf, size_t len, off_t off)

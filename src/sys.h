@@ -146,6 +146,19 @@ struct atomio_sysops {
 	 * (writeback.c): it makes nothing durable, and atomio never counts on
 	 * it for durability.  May be NULL: no early write-back then. */
 	int (*sync_file_range)(int fd, off_t off, off_t len, unsigned flags);
+
+	/* --- added for the log's lazy zeroing (logfile.c, issue 11) --- */
+	/* fallocate(2) (0 or a negative errno).  Used only with mode 0, to give
+	 * a new log its blocks without writing them.  May be NULL: the whole
+	 * log is written with zeros at creation then. */
+	int (*fallocate)(int fd, int mode, off_t off, off_t len);
+	/* Where, in [off, off + len) of fd, the first block that the
+	 * filesystem holds as allocated but never written (an unwritten
+	 * extent) or not allocated at all (a hole) begins, from FIEMAP; off +
+	 * len when there is none.  0 or a negative errno (-EOPNOTSUPP where the
+	 * filesystem has no FIEMAP).  May be NULL: the log is then taken to be
+	 * written whole. */
+	int (*unwritten_from)(int fd, uint64_t off, uint64_t len, uint64_t *first);
 };
 
 /* The table in use; the default is atomio_sys_linux. */
@@ -176,6 +189,8 @@ int sys_fadvise(int fd, off_t off, off_t len, int advice);
 int sys_getrlimit(int resource, struct rlimit *rl);
 int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg);
 int sys_sync_file_range(int fd, off_t off, off_t len, unsigned flags);
+int sys_fallocate(int fd, int mode, off_t off, off_t len);
+int sys_unwritten_from(int fd, uint64_t off, uint64_t len, uint64_t *first);
 
 /* Write the whole buffer at off, durable when it returns: RWF_DSYNC, or where
  * the kernel or filesystem refuses it (EOPNOTSUPP: Linux before 4.7, some

@@ -6,8 +6,9 @@
 # syncing a new file's directory, and two of the background checkpoint's
 # ordering: syncing before it moves the head, cutting only after batches whose
 # home writes are done; the fast-path guard's bug that the background
-# checkpoint exposed; and an early write-back (sync_file_range) taken for
-# durability).  `t_crash --mutant` hunts through random
+# checkpoint exposed; an early write-back (sync_file_range) taken for
+# durability; and a batch that does not keep a new log's lazy zeroing above
+# it).  `t_crash --mutant` hunts through random
 # configurations derived from one seed; it must report a failure for every
 # mutant within its budget of crash states (not seconds: a loaded machine
 # checks fewer states per second, and must not fail for it).
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.." || exit 1
 seed=${ATOMIO_SEED:-1}
 echo "mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
 fail=0
-for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust; do
+for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover; do
 	bin=build/mutants/t_crash-$m
 	[ -x "$bin" ] || { echo "mutants: $bin missing (make test-bins)"; exit 1; }
 	# Bias the hunt where a bug needs a rarer scenario.  The budgets are
@@ -52,6 +53,8 @@ for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut
 	# work onto that thread, seed 1 took 730 to 59,537 states in eight runs
 	# on a quiet machine (and once missed 20,000): 5x that maximum.
 	bgcut) cfg="threads=1,bg=1,ckpt_pct=0,reopen_pct=0,nest_pct=0" states=300000 ;;
+	# zeroover needs the checkpointer thread, which zeroes a new log.
+	zeroover) cfg="threads=1,bg=1,reopen_pct=0,nest_pct=0" ;;
 	guardall) cfg="seed=7627076981479606886,files=1,groups=20,threads=7,ranges=4,abort_pct=11,ckpt_pct=11,reopen_pct=4,crash_pct=9,trunc_pct=15,pwrite_pct=67,direct=3,unit=4096,dio=512,span=53674,samples=4,nest_pct=0,fast=1,bg=1"
 		states=80000 ;;
 	*) cfg="threads=1,bg=0" ;;

@@ -20,6 +20,7 @@ bgsync)   file=checkpoint.c ; expr='s/(int r = )sync_files\(st\);(\n\tif \(r == 
 guardall) file=fastpath.c   ; expr='s/for \(uint64_t c = c0; c <= c1; c\+\+\)\n(\t+)guard_put/for (uint64_t c = c0; c <= c1 \&\& !g->all; c++)\n${1}guard_put/' ;; # the fast-path guard forgets records logged under a live size change (the bug 7e792ba fixed)
 bgcut)    file=checkpoint.c ; expr='s/uint64_t cut_seq = st->home_seq, cut_off = st->home_off;/uint64_t cut_seq = st->next_seq, cut_off = st->tail % st->area_size;/' ;; # a background checkpoint cuts after batches whose home writes are not done (not flagged for its sync)
 sfrtrust) file=writeback.c  ; expr='s/(atomic_fetch_add\(&st->stats\.bytes_written_back, end - v\[i\]\.off\);)/$1\n\t\t\t__atomic_store_n(\&f->dirty, false, __ATOMIC_RELEASE);/' ;; # an early write-back (sync_file_range) is taken for durability: the checkpoint skips the file's fdatasync
+zeroover) file=commit.c    ; expr='s/\t\tif \(b->off \+ len > st->zero_lo\)\n\t\t\tst->zero_lo = b->off \+ len;\n//' ;; # a batch written beyond the new log's zeroed part does not keep the lazy zeroing above it: the zeros overwrite records
 *) echo "mutate.sh: unknown mutant '$name'" >&2; exit 2 ;;
 esac
 src=$(dirname "$0")/../../src/$file

@@ -174,6 +174,7 @@ SIMPLE(rename_noreplace, FOP_RENAME, (const char *from, const char *to), (from, 
 SIMPLE(unlink, FOP_UNLINK, (const char *path), (path))
 SIMPLE(getrandom, FOP_GETRANDOM, (void *buf, size_t len), (buf, len))
 SIMPLE(realpath, FOP_REALPATH, (const char *path, char *out), (path, out))
+SIMPLE(fallocate, FOP_FALLOCATE, (int fd, int mode, off_t off, off_t len), (fd, mode, off, len))
 
 static off_t f_lseek(int fd, off_t off, int whence)
 {
@@ -201,6 +202,7 @@ static struct atomio_sysops fault_ops = {
 	.getrandom = f_getrandom,
 	.realpath = f_realpath,
 	.lseek = f_lseek,
+	.fallocate = f_fallocate,
 };
 
 void fault_install(void)
@@ -235,7 +237,8 @@ const char *fault_op_name(enum fault_op op)
 {
 	static const char *n[FOP_COUNT] = {"open",  "close", "pread", "pwritev", "fsync",  "fdatasync",
 					   "ftruncate", "fstat", "lstat", "fstatfs", "statx", "flock",
-					   "rename", "unlink", "getrandom", "realpath", "lseek"};
+					   "rename", "unlink", "getrandom", "realpath", "lseek",
+					   "fallocate"};
 	return op < FOP_COUNT ? n[op] : "?";
 }
 

@@ -38,6 +38,7 @@ enum fault_op {
 	FOP_GETRANDOM,
 	FOP_REALPATH,
 	FOP_LSEEK,
+	FOP_FALLOCATE,
 	FOP_COUNT
 };
 

@@ -1278,6 +1278,28 @@ static int s_ftruncate(int fd, off_t size)
  * so that a run shows the path was taken. */
 _Atomic uint64_t simfs_sfr_calls;
 
+/* fallocate mode 0: the size grows to off + len (blocks read as zeros), a
+ * size change like ftruncate's, durable at the next fsync.  Other modes are
+ * not simulated. */
+static int s_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	if (mode != 0)
+		return -EOPNOTSUPP;
+	CUR_OR_FAIL(fs);
+	FD_OR_FAIL(fs, o, fd);
+	int r = 0;
+	if (o_in->isdir || (o->flags & O_ACCMODE) == O_RDONLY || off < 0 || len <= 0) {
+		r = -EINVAL;
+	} else if ((uint64_t)(off + len) > o_in->vsize) {
+		size_change(fs, o_in, (uint64_t)(off + len), o->path);
+		struct simfs_opinfo oi = {.kind = SIMFS_OP_TRUNCATE, .path = o->path,
+					  .len = (uint64_t)(off + len)};
+		crash_point(fs, &oi);
+	}
+	unlock(fs);
+	return r;
+}
+
 static int s_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
 {
 	CUR_OR_FAIL(fs);
@@ -1555,6 +1577,7 @@ const struct atomio_sysops simfs_ops = {
 	.getrandom = s_getrandom,
 	.realpath = s_realpath,
 	.sync_file_range = s_sync_file_range,
+	.fallocate = s_fallocate,
 };
 
 /* --- pending items and images ---------------------------------------------------------- */
