@@ -157,6 +157,26 @@ const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_
 	return NULL;
 }
 
+struct fid codec_cat_entry_fid(const struct cat_entry_disk *e)
+{
+	return (struct fid){.dev = e->dev, .ino = e->ino, .fsid = e->fsid, .btime_ns = e->btime_ns,
+			    .flags = e->id_flags};
+}
+
+bool codec_fid_same(const struct fid *rec, const struct fid *now)
+{
+	/* Same inode on the same filesystem (the device number may change
+	 * across boots; the filesystem id usually does not), born at the
+	 * same time where both birth times are known. */
+	if (rec->ino != now->ino)
+		return false;
+	if (rec->dev != now->dev && !(rec->fsid && rec->fsid == now->fsid))
+		return false;
+	if ((rec->flags & now->flags & CAT_ID_BTIME) && rec->btime_ns != now->btime_ns)
+		return false;
+	return true;
+}
+
 size_t codec_cat_put(char *buf, size_t cap, size_t pos, const struct cat_entry_disk *e, const char *path)
 {
 	size_t need = align_up(CAT_ENTRY_HDR + (size_t)e->path_len, 8);

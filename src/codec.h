@@ -68,6 +68,19 @@ uint32_t codec_cat_entry_hdr(const struct cat_hdr_disk *h);
  * NULL, or why the entry is malformed. */
 const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_t *pos,
 			    struct cat_entry_disk *e, const char **path);
+/* A data file's identity (format.h, CATALOG): as a catalog entry records it
+ * at registration, or as the file is now. */
+struct fid {
+	uint64_t dev, ino, fsid;
+	uint64_t btime_ns; /* birth time, when flags & CAT_ID_BTIME */
+	uint32_t flags;
+};
+/* The identity catalog entry e records. */
+struct fid codec_cat_entry_fid(const struct cat_entry_disk *e);
+/* Is the file identified now as now the file recorded?  Recovery's identity
+ * rule (and atomio dump's): the same inode on the same filesystem, born at
+ * the same time where both birth times are known. */
+bool codec_fid_same(const struct fid *recorded, const struct fid *now);
 /* Append an entry at pos of buf (cap bytes): the next position, 0 when full. */
 size_t codec_cat_put(char *buf, size_t cap, size_t pos, const struct cat_entry_disk *e, const char *path);
 /* Write the header of the catalog buf[0, used) holding count entries, with

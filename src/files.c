@@ -91,20 +91,6 @@ int file_identity(int fd, struct fid *id)
 	return 0;
 }
 
-bool fid_same(const struct fid *rec, const struct fid *now)
-{
-	/* Same inode on the same filesystem (the device number may change
-	 * across boots; the filesystem id usually does not), born at the
-	 * same time where both birth times are known. */
-	if (rec->ino != now->ino)
-		return false;
-	if (rec->dev != now->dev && !(rec->fsid && rec->fsid == now->fsid))
-		return false;
-	if ((rec->flags & now->flags & CAT_ID_BTIME) && rec->btime_ns != now->btime_ns)
-		return false;
-	return true;
-}
-
 /* The largest size the file's filesystem allows (ext4: 16 TiB, vfat: 4 GiB),
  * at most MAX_OFFSET.  A write beyond it fails with EFBIG, and fails again at
  * every replay: a record that can never be applied would make the store
@@ -249,8 +235,7 @@ int cat_load(atomio *st)
 		}
 		f->id = e.id;
 		f->cat_flags = e.flags;
-		f->idn = (struct fid){.dev = e.dev, .ino = e.ino, .fsid = e.fsid,
-				      .btime_ns = e.btime_ns, .flags = e.id_flags};
+		f->idn = codec_cat_entry_fid(&e);
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[e.id], f);
 		if (e.id >= st->files_hi)
@@ -637,7 +622,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	}
 	if (f && f->fd >= 0) {
 		/* Already open in this session: one id per file. */
-		if (!by_inode && !fid_same(&f->idn, &idn)) {
+		if (!by_inode && !codec_fid_same(&f->idn, &idn)) {
 			st_err(st, "%s: replaced while open in the store", canon);
 			r = ATOMIO_EIDENTITY;
 		} else if (f->direct != direct) {

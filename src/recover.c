@@ -203,7 +203,7 @@ static int same_file(int fd, const struct afile *f, struct stat *sb)
 		return r;
 	if (!S_ISREG(sb->st_mode))
 		return 2;
-	return fid_same(&f->idn, &now);
+	return codec_fid_same(&f->idn, &now);
 }
 
 /* Recovery holds a descriptor for every data file its records name, from the

@@ -610,7 +610,8 @@ static void dump_files(struct dump *x)
 			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s%s%s", x->d.dir, strcmp(x->d.dir, "/") ? "/" : "", rec);
 		else
 			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s", rec);
-		/* Recovery's identity rule: same inode, and same device or filesystem id. */
+		/* Recovery's identity rule (codec_fid_same): same inode, same
+		 * device or filesystem id, same birth time where both are known. */
 		struct stat fs;
 		const char *state;
 		if (lstat(x->fe[i].path, &fs) < 0)
@@ -620,15 +621,26 @@ static void dump_files(struct dump *x)
 		else if (!S_ISREG(fs.st_mode))
 			state = "not a regular file";
 		else {
-			uint64_t fsid = 0;
+			struct fid now = {.dev = fs.st_dev, .ino = fs.st_ino};
 			struct statfs sfs;
 			if (statfs(x->fe[i].path, &sfs) == 0) {
 				uint32_t v[2];
 				memcpy(v, &sfs.f_fsid, sizeof(v));
-				fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
+				now.fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
 			}
-			bool same = fs.st_ino == e.ino && (fs.st_dev == e.dev || (fsid && fsid == e.fsid));
-			state = same ? "present" : "replaced (another inode at this path)";
+			struct statx stx;
+			if (statx(AT_FDCWD, x->fe[i].path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &stx) == 0 &&
+			    (stx.stx_mask & STATX_BTIME) && stx.stx_btime.tv_sec >= 0) {
+				now.btime_ns = (uint64_t)stx.stx_btime.tv_sec * 1000000000ull + stx.stx_btime.tv_nsec;
+				now.flags |= CAT_ID_BTIME;
+			}
+			const struct fid rec_id = codec_cat_entry_fid(&e);
+			if (codec_fid_same(&rec_id, &now))
+				state = "present";
+			else if (now.ino == e.ino)
+				state = "replaced (the same inode number, another file born later)";
+			else
+				state = "replaced (another inode at this path)";
 		}
 		x->fe[i].state = state;
 		if (x->o.json) {
