@@ -140,6 +140,19 @@ int codec_area_scan(uint64_t store_id, uint32_t version, uint64_t area_size, cod
  * ATOMIO_ECORRUPT: later records that this cannot account for. */
 int codec_sb_fallback(const struct sb_disk *sb, const struct codec_found *f, size_t n,
 		      uint64_t *epoch, uint64_t *head_seq);
+/* Should the area be scanned for valid records after the walk's end?  The
+ * walk from the head stopped at area offset stop expecting seq_end (and,
+ * stop being a block boundary other than 0, found nothing at offset 0
+ * either).  Yes (1) when the header there is a record of this epoch that was
+ * due or later (torn or damaged); or when it is written but not that --
+ * stale, or a record whose own magic, epoch or seq is damaged -- and the
+ * header where its length says the next record starts (packed after it, at
+ * the next block, or at offset 0 after a wrap) is one of this epoch due or
+ * later.  A healthy log holds neither after its end; a torn write in flight
+ * at a crash, or damage, does.  No (0) otherwise, or rd's error.  rd reads
+ * area offsets. */
+int codec_stop_suspect(codec_read_fn rd, void *ctx, uint64_t area_size, uint32_t block, uint64_t epoch,
+		       uint64_t stop, uint64_t seq_end);
 /* How many found records of epoch lie at or beyond seq_end (the valid log's
  * end): valid records after the stop point.  *lo, *hi: their seq range. */
 uint64_t codec_count_beyond(const struct codec_found *f, size_t n, uint64_t epoch, uint64_t seq_end,

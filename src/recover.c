@@ -418,23 +418,6 @@ static int scan(struct rcv *rc, struct codec_found **f, size_t *n)
 			       rc->buf, CHUNK, f, n);
 }
 
-/* Does the walk's stop point hold a record of this epoch that was due, or a
- * later one (not zeros, not a record of an earlier open or lap)? */
-static bool stop_suspect(struct rcv *rc, uint64_t stop, uint64_t seq_end)
-{
-	atomio *st = rc->st;
-	for (int k = 0; k < 2; k++) {
-		uint64_t pos = k ? 0 : stop;
-		struct rec_hdr_disk h;
-		if (k && (stop % st->block || stop == 0))
-			break;
-		if (codec_rec_fits(pos, st->area_size) && area_read(rc, pos, &h, sizeof(h)) == 0 &&
-		    h.magic == REC_MAGIC && h.epoch == rc->epoch && h.seq >= seq_end)
-			return true;
-	}
-	return false;
-}
-
 int recover(atomio *st)
 {
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
@@ -496,12 +479,16 @@ int recover(atomio *st)
 	 * Recovery cannot tell the two apart, keeps the torn-tail rule, and
 	 * says so (error buffer, atomio_stats().records_beyond_tail).  Looked
 	 * for when the stop point holds a record of this epoch that was due
-	 * (torn or damaged), or a superblock slot was damaged. */
-	if (!scanned && stop_suspect(&rc, stop, seq_end)) {
-		r = scan(&rc, &found, &nfound);
+	 * (torn or damaged), or a record with a damaged header followed by
+	 * such a record (codec_stop_suspect), or a superblock slot was damaged. */
+	if (!scanned) {
+		r = codec_stop_suspect(area_read_fn, &rc, st->area_size, st->block, rc.epoch, stop, seq_end);
+		if (r == 1) {
+			r = scan(&rc, &found, &nfound);
+			scanned = r == 0;
+		}
 		if (r < 0)
 			goto out;
-		scanned = true;
 	}
 	uint64_t lo, hi_seq, beyond = scanned ? codec_count_beyond(found, nfound, rc.epoch, seq_end, &lo, &hi_seq) : 0;
 	if (beyond && st->sb_damaged) {

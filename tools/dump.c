@@ -784,15 +784,11 @@ static void dump_records(struct dump *x)
 	 * write in flight, or damage)? */
 	if (x->fatal || x->bad_rec)
 		return;
-	bool suspect = x->scanned;
-	for (int k = 0; k < 2 && !suspect; k++) {
-		uint64_t pos = k ? 0 : x->end_pos;
-		struct rec_hdr_disk h;
-		if (k && (x->end_pos % x->d.sb.block || x->end_pos == 0))
-			break;
-		suspect = codec_rec_fits(pos, x->d.sb.area_size) && area_rd(&x->d, pos, &h, sizeof(h)) == 0 &&
-			  h.magic == REC_MAGIC && h.epoch == x->d.sb.epoch && h.seq >= x->seq;
-	}
+	int suspect = x->scanned ? 1
+				 : codec_stop_suspect(area_rd, &x->d, x->d.sb.area_size, x->d.sb.block, x->d.sb.epoch,
+						      x->end_pos, x->seq);
+	if (suspect < 0)
+		cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-suspect));
 	if (!suspect)
 		return;
 	scan_area(x);
