@@ -293,12 +293,20 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	}
 	if (r == 0 && !(st->flags & ATOMIO_FORCE_PATHS)) {
 		atomio_sys->close(pfd);
+		/* The identity recorded is the catalog copy's in use; a damaged
+		 * newer copy may have held the file's re-registration. */
+		char cat[192] = "";
+		if (st->cat_damaged)
+			snprintf(cat, sizeof(cat), ", as catalog copy %d records it; catalog copy %d fails "
+						   "its checksum (damaged, or torn) and may have held this "
+						   "file's newer registration",
+				 2 - st->cat_damaged, st->cat_damaged - 1);
 		st_err(st, "%s: data file %s was replaced since it was registered (inode %llu, "
-			   "recorded %llu%s); nothing replayed; check it and reopen with "
+			   "recorded %llu%s%s); nothing replayed; check it and reopen with "
 			   "ATOMIO_FORCE_PATHS (atomio recover --force-paths) to replay into it",
 		       st->log_path, path, (unsigned long long)sb.st_ino, (unsigned long long)f->idn.ino,
-		       (uint64_t)sb.st_ino == f->idn.ino ? "; same number, another file born later"
-							: "");
+		       (uint64_t)sb.st_ino == f->idn.ino ? "; same number, another file born later" : "",
+		       cat);
 		return ATOMIO_EIDENTITY;
 	}
 	/* Then open for writing the inode just checked, not the path again:

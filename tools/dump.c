@@ -811,10 +811,16 @@ static void dump_verdict(struct dump *x)
 	const char *needs = NULL;
 	for (uint32_t i = 0; i < x->nf && !x->fatal; i++)
 		if ((x->touched[x->fe[i].id / 8] & (1u << (x->fe[i].id % 8))) && strcmp(x->fe[i].state, "present")) {
-			static char msg[2 * PATH_MAX + 256];
-			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s: recovery replays nothing "
+			static char msg[2 * PATH_MAX + 512];
+			char cat[192] = "";
+			if (x->cat_damaged >= 0 && !strncmp(x->fe[i].state, "replaced", 8))
+				snprintf(cat, sizeof(cat), ", as catalog copy %d records it; catalog copy %d "
+							   "fails its checksum (damaged, or torn) and may have "
+							   "held this file's newer registration",
+					 1 - x->cat_damaged, x->cat_damaged);
+			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s%s: recovery replays nothing "
 						   "(ATOMIO_EIDENTITY; see atomio recover --force-paths)",
-				 x->fe[i].id, cli_esc(x->fe[i].path), x->fe[i].state);
+				 x->fe[i].id, cli_esc(x->fe[i].path), x->fe[i].state, cat);
 			needs = msg;
 			x->rc = EX_FOUND;
 		}
