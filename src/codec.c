@@ -157,6 +157,29 @@ const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_
 	return NULL;
 }
 
+const char *codec_path_problem(const char *path, size_t len, uint16_t flags)
+{
+	if (len == 0 || len >= PATH_MAX)
+		return "is empty or too long";
+	if (memchr(path, 0, len))
+		return "holds a NUL byte";
+	const bool rel = flags & CAT_F_RELATIVE;
+	if (rel == (path[0] == '/'))
+		return rel ? "is marked relative but starts with '/'" : "is neither absolute nor marked relative";
+	const char *p = rel ? path : path + 1, *end = path + len;
+	if (p == end)
+		return "is the root directory, no file";
+	for (;;) {
+		const char *e = memchr(p, '/', (size_t)(end - p));
+		size_t n = e ? (size_t)(e - p) : (size_t)(end - p);
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return "has an empty, '.' or '..' component";
+		if (!e)
+			return NULL;
+		p = e + 1;
+	}
+}
+
 struct fid codec_cat_entry_fid(const struct cat_entry_disk *e)
 {
 	return (struct fid){.dev = e->dev, .ino = e->ino, .fsid = e->fsid, .btime_ns = e->btime_ns,

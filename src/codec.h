@@ -68,6 +68,11 @@ uint32_t codec_cat_entry_hdr(const struct cat_hdr_disk *h);
  * NULL, or why the entry is malformed. */
 const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_t *pos,
 			    struct cat_entry_disk *e, const char **path);
+/* The path rules (README, Security) for a catalog entry's path (len bytes,
+ * flags: CAT_F_RELATIVE): absolute, or relative to the log's directory as
+ * the flag says; no empty, "." or ".." component; shorter than PATH_MAX.
+ * NULL, or what is wrong. */
+const char *codec_path_problem(const char *path, size_t len, uint16_t flags);
 /* A data file's identity (format.h, CATALOG): as a catalog entry records it
  * at registration, or as the file is now. */
 struct fid {

@@ -33,25 +33,7 @@ struct afile *file_get(atomio *st, int id)
 
 int file_check_path(const char *path, uint16_t flags)
 {
-	size_t n = strnlen(path, PATH_MAX);
-	if (n == 0 || n >= PATH_MAX)
-		return ATOMIO_EBADPATH;
-	bool rel = flags & CAT_F_RELATIVE;
-	if (rel == (path[0] == '/'))
-		return ATOMIO_EBADPATH;
-	const char *p = rel ? path : path + 1;
-	if (!*p)
-		return ATOMIO_EBADPATH; /* "/" itself is no file */
-	for (;;) {
-		const char *e = strchr(p, '/');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
-			return ATOMIO_EBADPATH;
-		if (!e)
-			break;
-		p = e + 1;
-	}
-	return 0;
+	return codec_path_problem(path, strnlen(path, PATH_MAX), flags) ? ATOMIO_EBADPATH : 0;
 }
 
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz)

@@ -604,6 +604,22 @@ static void dump_files(struct dump *x)
 		char rec[PATH_MAX];
 		memcpy(rec, rp, e.path_len);
 		rec[e.path_len] = 0;
+		/* As recovery's catalog load: each id once, each path by the
+		 * path rules (codec.c), or the whole log is refused. */
+		const char *pw = codec_path_problem(rp, e.path_len, e.flags);
+		if (!x->fatal && (x->d.known[e.id / 8] & (1u << (e.id % 8)))) {
+			static char m[128];
+			snprintf(m, sizeof(m), "file catalog entry is malformed: file id %u appears twice: "
+					       "recovery refuses the log (ATOMIO_ECORRUPT)", e.id);
+			x->fatal = m;
+			x->rc = EX_FOUND;
+		} else if (!x->fatal && pw) {
+			static char m[2 * PATH_MAX + 128];
+			snprintf(m, sizeof(m), "catalog path '%s' %s, against the path rules: recovery "
+					       "refuses the log (ATOMIO_EBADPATH)", cli_esc(rec), pw);
+			x->fatal = m;
+			x->rc = EX_FOUND;
+		}
 		x->d.known[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
 		x->fe[i].id = e.id;
 		if (e.flags & CAT_F_RELATIVE)
