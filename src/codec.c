@@ -157,6 +157,49 @@ const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_
 	return NULL;
 }
 
+const char *codec_path_problem(const char *path, size_t len, uint16_t flags)
+{
+	if (len == 0 || len >= PATH_MAX)
+		return "is empty or too long";
+	if (memchr(path, 0, len))
+		return "holds a NUL byte";
+	const bool rel = flags & CAT_F_RELATIVE;
+	if (rel == (path[0] == '/'))
+		return rel ? "is marked relative but starts with '/'" : "is neither absolute nor marked relative";
+	const char *p = rel ? path : path + 1, *end = path + len;
+	if (p == end)
+		return "is the root directory, no file";
+	for (;;) {
+		const char *e = memchr(p, '/', (size_t)(end - p));
+		size_t n = e ? (size_t)(e - p) : (size_t)(end - p);
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return "has an empty, '.' or '..' component";
+		if (!e)
+			return NULL;
+		p = e + 1;
+	}
+}
+
+struct fid codec_cat_entry_fid(const struct cat_entry_disk *e)
+{
+	return (struct fid){.dev = e->dev, .ino = e->ino, .fsid = e->fsid, .btime_ns = e->btime_ns,
+			    .flags = e->id_flags};
+}
+
+bool codec_fid_same(const struct fid *rec, const struct fid *now)
+{
+	/* Same inode on the same filesystem (the device number may change
+	 * across boots; the filesystem id usually does not), born at the
+	 * same time where both birth times are known. */
+	if (rec->ino != now->ino)
+		return false;
+	if (rec->dev != now->dev && !(rec->fsid && rec->fsid == now->fsid))
+		return false;
+	if ((rec->flags & now->flags & CAT_ID_BTIME) && rec->btime_ns != now->btime_ns)
+		return false;
+	return true;
+}
+
 size_t codec_cat_put(char *buf, size_t cap, size_t pos, const struct cat_entry_disk *e, const char *path)
 {
 	size_t need = align_up(CAT_ENTRY_HDR + (size_t)e->path_len, 8);
@@ -293,6 +336,51 @@ int codec_sb_fallback(const struct sb_disk *sb, const struct codec_found *f, siz
 			return 1;
 		}
 	return ATOMIO_ECORRUPT;
+}
+
+/* A header of this epoch due at seq_end or later: what no healthy log holds
+ * after its end. */
+static bool due_or_later(const struct rec_hdr_disk *h, uint64_t epoch, uint64_t seq_end)
+{
+	return h->magic == REC_MAGIC && h->epoch == epoch && h->seq >= seq_end;
+}
+
+int codec_stop_suspect(codec_read_fn rd, void *ctx, uint64_t area_size, uint32_t block, uint64_t epoch,
+		       uint64_t stop, uint64_t seq_end)
+{
+	static const struct rec_hdr_disk zero;
+	const int where = stop % block == 0 && stop != 0 ? 2 : 1; /* stop, and 0 after a wrap */
+	for (int k = 0; k < where; k++) {
+		const uint64_t pos = k ? 0 : stop;
+		struct rec_hdr_disk h;
+		if (!codec_rec_fits(pos, area_size))
+			continue;
+		int r = rd(ctx, pos, &h, sizeof(h));
+		if (r < 0)
+			return r;
+		if (due_or_later(&h, epoch, seq_end))
+			return 1;
+		if (!memcmp(&h, &zero, sizeof(h)) || h.rec_len < REC_HDR || h.rec_len > area_size - pos)
+			continue; /* never written, or not a record's header */
+		/* Written, but no due record: a stale one, torn bytes -- or a
+		 * record whose magic, epoch or seq was damaged, which then
+		 * cannot say it was due.  Its other fields, its length among
+		 * them, still say where the next record starts: packed after
+		 * it, at the next block (it ended a log write), or at offset 0
+		 * (the next write wrapped).  That one can say it. */
+		const uint64_t next[3] = {pos + h.rec_len, align_up(pos + h.rec_len, block), 0};
+		for (int i = 0; i < 3; i++) {
+			struct rec_hdr_disk n;
+			if (!codec_rec_fits(next[i], area_size))
+				continue;
+			r = rd(ctx, next[i], &n, sizeof(n));
+			if (r < 0)
+				return r;
+			if (due_or_later(&n, epoch, seq_end))
+				return 1;
+		}
+	}
+	return 0;
 }
 
 uint64_t codec_count_beyond(const struct codec_found *f, size_t n, uint64_t epoch, uint64_t seq_end,

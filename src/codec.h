@@ -68,6 +68,24 @@ uint32_t codec_cat_entry_hdr(const struct cat_hdr_disk *h);
  * NULL, or why the entry is malformed. */
 const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_t *pos,
 			    struct cat_entry_disk *e, const char **path);
+/* The path rules (README, Security) for a catalog entry's path (len bytes,
+ * flags: CAT_F_RELATIVE): absolute, or relative to the log's directory as
+ * the flag says; no empty, "." or ".." component; shorter than PATH_MAX.
+ * NULL, or what is wrong. */
+const char *codec_path_problem(const char *path, size_t len, uint16_t flags);
+/* A data file's identity (format.h, CATALOG): as a catalog entry records it
+ * at registration, or as the file is now. */
+struct fid {
+	uint64_t dev, ino, fsid;
+	uint64_t btime_ns; /* birth time, when flags & CAT_ID_BTIME */
+	uint32_t flags;
+};
+/* The identity catalog entry e records. */
+struct fid codec_cat_entry_fid(const struct cat_entry_disk *e);
+/* Is the file identified now as now the file recorded?  Recovery's identity
+ * rule (and atomio dump's): the same inode on the same filesystem, born at
+ * the same time where both birth times are known. */
+bool codec_fid_same(const struct fid *recorded, const struct fid *now);
 /* Append an entry at pos of buf (cap bytes): the next position, 0 when full. */
 size_t codec_cat_put(char *buf, size_t cap, size_t pos, const struct cat_entry_disk *e, const char *path);
 /* Write the header of the catalog buf[0, used) holding count entries, with
@@ -127,6 +145,19 @@ int codec_area_scan(uint64_t store_id, uint32_t version, uint64_t area_size, cod
  * ATOMIO_ECORRUPT: later records that this cannot account for. */
 int codec_sb_fallback(const struct sb_disk *sb, const struct codec_found *f, size_t n,
 		      uint64_t *epoch, uint64_t *head_seq);
+/* Should the area be scanned for valid records after the walk's end?  The
+ * walk from the head stopped at area offset stop expecting seq_end (and,
+ * stop being a block boundary other than 0, found nothing at offset 0
+ * either).  Yes (1) when the header there is a record of this epoch that was
+ * due or later (torn or damaged); or when it is written but not that --
+ * stale, or a record whose own magic, epoch or seq is damaged -- and the
+ * header where its length says the next record starts (packed after it, at
+ * the next block, or at offset 0 after a wrap) is one of this epoch due or
+ * later.  A healthy log holds neither after its end; a torn write in flight
+ * at a crash, or damage, does.  No (0) otherwise, or rd's error.  rd reads
+ * area offsets. */
+int codec_stop_suspect(codec_read_fn rd, void *ctx, uint64_t area_size, uint32_t block, uint64_t epoch,
+		       uint64_t stop, uint64_t seq_end);
 /* How many found records of epoch lie at or beyond seq_end (the valid log's
  * end): valid records after the stop point.  *lo, *hi: their seq range. */
 uint64_t codec_count_beyond(const struct codec_found *f, size_t n, uint64_t epoch, uint64_t seq_end,

@@ -33,25 +33,7 @@ struct afile *file_get(atomio *st, int id)
 
 int file_check_path(const char *path, uint16_t flags)
 {
-	size_t n = strnlen(path, PATH_MAX);
-	if (n == 0 || n >= PATH_MAX)
-		return ATOMIO_EBADPATH;
-	bool rel = flags & CAT_F_RELATIVE;
-	if (rel == (path[0] == '/'))
-		return ATOMIO_EBADPATH;
-	const char *p = rel ? path : path + 1;
-	if (!*p)
-		return ATOMIO_EBADPATH; /* "/" itself is no file */
-	for (;;) {
-		const char *e = strchr(p, '/');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
-			return ATOMIO_EBADPATH;
-		if (!e)
-			break;
-		p = e + 1;
-	}
-	return 0;
+	return codec_path_problem(path, strnlen(path, PATH_MAX), flags) ? ATOMIO_EBADPATH : 0;
 }
 
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz)
@@ -89,20 +71,6 @@ int file_identity(int fd, struct fid *id)
 		id->flags |= CAT_ID_BTIME;
 	}
 	return 0;
-}
-
-bool fid_same(const struct fid *rec, const struct fid *now)
-{
-	/* Same inode on the same filesystem (the device number may change
-	 * across boots; the filesystem id usually does not), born at the
-	 * same time where both birth times are known. */
-	if (rec->ino != now->ino)
-		return false;
-	if (rec->dev != now->dev && !(rec->fsid && rec->fsid == now->fsid))
-		return false;
-	if ((rec->flags & now->flags & CAT_ID_BTIME) && rec->btime_ns != now->btime_ns)
-		return false;
-	return true;
 }
 
 /* The largest size the file's filesystem allows (ext4: 16 TiB, vfat: 4 GiB),
@@ -249,8 +217,7 @@ int cat_load(atomio *st)
 		}
 		f->id = e.id;
 		f->cat_flags = e.flags;
-		f->idn = (struct fid){.dev = e.dev, .ino = e.ino, .fsid = e.fsid,
-				      .btime_ns = e.btime_ns, .flags = e.id_flags};
+		f->idn = codec_cat_entry_fid(&e);
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[e.id], f);
 		if (e.id >= st->files_hi)
@@ -637,7 +604,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	}
 	if (f && f->fd >= 0) {
 		/* Already open in this session: one id per file. */
-		if (!by_inode && !fid_same(&f->idn, &idn)) {
+		if (!by_inode && !codec_fid_same(&f->idn, &idn)) {
 			st_err(st, "%s: replaced while open in the store", canon);
 			r = ATOMIO_EIDENTITY;
 		} else if (f->direct != direct) {

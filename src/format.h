@@ -137,11 +137,15 @@
  *
  *   Valid records after the end: when the record at the end offset (or at
  *   offset 0 after a wrap) is one of this epoch that was due or later (torn
- *   or damaged, not zeros or stale), recovery looks at every checksummed
- *   record in the area.  Valid records of this epoch with seq >= the end's
- *   are not replayed (a torn write that was in flight at a crash leaves them,
- *   never acknowledged; damage to an acknowledged record leaves the same),
- *   but reported: the error buffer and atomio_stats().records_beyond_tail.
+ *   or damaged, not zeros or stale) -- or its header is written but not that
+ *   (stale, or its own magic, epoch or seq damaged) and the header where its
+ *   length says the next record starts (packed after it, at the next block,
+ *   or at offset 0) is one of this epoch due or later -- recovery looks at
+ *   every checksummed record in the area.  Valid records of this epoch with
+ *   seq >= the end's are not replayed (a torn write that was in flight at a
+ *   crash leaves them, never acknowledged; damage to an acknowledged record
+ *   leaves the same), but reported: the error buffer and
+ *   atomio_stats().records_beyond_tail.
  *
  *   One superblock slot damaged (invalid, not all zeros) and the other valid:
  *   recovery looks at every checksummed record in the area.  None of a later

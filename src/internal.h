@@ -66,13 +66,6 @@ struct fcaps {
 	uint32_t fast_max; /* fast-path limit for this file and store, 0 = none */
 };
 
-/* A data file's identity (format.h, CATALOG). */
-struct fid {
-	uint64_t dev, ino, fsid;
-	uint64_t btime_ns; /* birth time, when flags & CAT_ID_BTIME */
-	uint32_t flags;
-};
-
 /* A registered data file. */
 struct afile {
 	uint32_t id;
@@ -336,7 +329,6 @@ struct afile *file_get(atomio *st, int id);
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz);
 int file_check_path(const char *path, uint16_t flags);
 int file_identity(int fd, struct fid *id);
-bool fid_same(const struct fid *recorded, const struct fid *now);
 uint64_t file_max_size(int fd);
 void files_close_all(atomio *st);
 

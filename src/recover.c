@@ -203,7 +203,7 @@ static int same_file(int fd, const struct afile *f, struct stat *sb)
 		return r;
 	if (!S_ISREG(sb->st_mode))
 		return 2;
-	return fid_same(&f->idn, &now);
+	return codec_fid_same(&f->idn, &now);
 }
 
 /* Recovery holds a descriptor for every data file its records name, from the
@@ -293,12 +293,20 @@ static int open_checked(struct rcv *rc, struct afile *f)
 	}
 	if (r == 0 && !(st->flags & ATOMIO_FORCE_PATHS)) {
 		atomio_sys->close(pfd);
+		/* The identity recorded is the catalog copy's in use; a damaged
+		 * newer copy may have held the file's re-registration. */
+		char cat[192] = "";
+		if (st->cat_damaged)
+			snprintf(cat, sizeof(cat), ", as catalog copy %d records it; catalog copy %d fails "
+						   "its checksum (damaged, or torn) and may have held this "
+						   "file's newer registration",
+				 2 - st->cat_damaged, st->cat_damaged - 1);
 		st_err(st, "%s: data file %s was replaced since it was registered (inode %llu, "
-			   "recorded %llu%s); nothing replayed; check it and reopen with "
+			   "recorded %llu%s%s); nothing replayed; check it and reopen with "
 			   "ATOMIO_FORCE_PATHS (atomio recover --force-paths) to replay into it",
 		       st->log_path, path, (unsigned long long)sb.st_ino, (unsigned long long)f->idn.ino,
-		       (uint64_t)sb.st_ino == f->idn.ino ? "; same number, another file born later"
-							: "");
+		       (uint64_t)sb.st_ino == f->idn.ino ? "; same number, another file born later" : "",
+		       cat);
 		return ATOMIO_EIDENTITY;
 	}
 	/* Then open for writing the inode just checked, not the path again:
@@ -418,23 +426,6 @@ static int scan(struct rcv *rc, struct codec_found **f, size_t *n)
 			       rc->buf, CHUNK, f, n);
 }
 
-/* Does the walk's stop point hold a record of this epoch that was due, or a
- * later one (not zeros, not a record of an earlier open or lap)? */
-static bool stop_suspect(struct rcv *rc, uint64_t stop, uint64_t seq_end)
-{
-	atomio *st = rc->st;
-	for (int k = 0; k < 2; k++) {
-		uint64_t pos = k ? 0 : stop;
-		struct rec_hdr_disk h;
-		if (k && (stop % st->block || stop == 0))
-			break;
-		if (codec_rec_fits(pos, st->area_size) && area_read(rc, pos, &h, sizeof(h)) == 0 &&
-		    h.magic == REC_MAGIC && h.epoch == rc->epoch && h.seq >= seq_end)
-			return true;
-	}
-	return false;
-}
-
 int recover(atomio *st)
 {
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
@@ -496,12 +487,16 @@ int recover(atomio *st)
 	 * Recovery cannot tell the two apart, keeps the torn-tail rule, and
 	 * says so (error buffer, atomio_stats().records_beyond_tail).  Looked
 	 * for when the stop point holds a record of this epoch that was due
-	 * (torn or damaged), or a superblock slot was damaged. */
-	if (!scanned && stop_suspect(&rc, stop, seq_end)) {
-		r = scan(&rc, &found, &nfound);
+	 * (torn or damaged), or a record with a damaged header followed by
+	 * such a record (codec_stop_suspect), or a superblock slot was damaged. */
+	if (!scanned) {
+		r = codec_stop_suspect(area_read_fn, &rc, st->area_size, st->block, rc.epoch, stop, seq_end);
+		if (r == 1) {
+			r = scan(&rc, &found, &nfound);
+			scanned = r == 0;
+		}
 		if (r < 0)
 			goto out;
-		scanned = true;
 	}
 	uint64_t lo, hi_seq, beyond = scanned ? codec_count_beyond(found, nfound, rc.epoch, seq_end, &lo, &hi_seq) : 0;
 	if (beyond && st->sb_damaged) {

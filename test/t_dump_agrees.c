@@ -2,10 +2,16 @@
  * for hostile variants of it (a slot or catalog generation at the 2^62 bound,
  * re-sealed; a checksummed record naming an unknown file; a flipped byte in
  * the current superblock slot, in the current catalog copy, in a record in
- * the middle; a truncated file), dump's verdict (--json: recovery
- * .would_succeed and .groups) is what atomio_open then does (success, and
- * groups_recovered).  Dump used to skip the generation bound the library
- * enforces, and so called a slot valid that the library refuses. */
+ * the middle; a truncated file; a catalog entry, of a file no record names,
+ * whose path breaks the path rules or whose id another entry has, re-sealed;
+ * a data file replaced by one that the filesystem gave the same inode
+ * number), dump's verdict (--json: recovery .would_succeed and .groups) is
+ * what atomio_open then does (success, and groups_recovered).  Dump used to
+ * skip the generation bound the library enforces, and so called a slot valid
+ * that the library refuses; it skipped the catalog's path rules and id
+ * uniqueness, which the library checks before anything else; and it judged a
+ * data file by inode alone, without the birth time the library also
+ * compares, so it called a replaced file "present". */
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/wait.h>
@@ -41,6 +47,19 @@ static uint64_t rec_pos(const struct lp *l, const struct sb_disk *sb, int n)
 	return pos;
 }
 
+/* The catalog entry of file c. */
+static struct cat_entry_disk *entry_c(struct cat_hdr_disk *c)
+{
+	for (uint32_t i = 0; i < c->count; i++) {
+		struct cat_entry_disk *e = lp_cat_entry(c, i);
+		CHECK(e != NULL);
+		if (e->path_len == 1 && ((char *)(e + 1))[0] == 'c')
+			return e;
+	}
+	CHECK(!"file c is in the catalog");
+	return NULL;
+}
+
 static void mutate(struct lp *l, int m)
 {
 	struct sb_disk *sb = lp_sb(l);
@@ -64,6 +83,14 @@ static void mutate(struct lp *l, int m)
 		l->b[sb->area_off + p + REC_HDR + REC_DESC + 8] ^= 0x01;
 		break;
 	case 7: l->n = (size_t)(sb->area_off + sb->area_size / 2); break;
+	case 8: /* the path of c (no record names it) becomes ".": it breaks the path rules */
+		((char *)(entry_c(c) + 1))[0] = '.';
+		CHECK_OK(lp_cat_seal(sb, c));
+		break;
+	case 9: /* c takes a's id: two files, one id */
+		entry_c(c)->id = lp_cat_entry(c, 0)->id;
+		CHECK_OK(lp_cat_seal(sb, c));
+		break;
 	}
 }
 
@@ -77,6 +104,7 @@ int main(int argc, char **argv)
 	atomio *st;
 	CHECK_OK(atomio_open(t_path("s.log"), &o, &st));
 	CHECK(atomio_file_open(st, t_path("a"), O_CREAT, 0644) >= 0);
+	CHECK(atomio_file_open(st, t_path("c"), O_CREAT, 0644) >= 0); /* no record names it */
 	CHECK_OK(atomio_close(st));
 	CHECK_EQ(lp_crash_child(session, NULL), 0);
 	struct lp img, da, db;
@@ -86,8 +114,10 @@ int main(int argc, char **argv)
 	static const char *names[] = {"sound", "slot generation 2^62", "catalog generation 2^62",
 				      "record names an unknown file", "current slot byte flipped",
 				      "current catalog byte flipped", "record 6 byte flipped",
-				      "truncated"};
-	for (int m = 0; m < 8; m++) {
+				      "truncated", "catalog path breaks the rules", "catalog id twice",
+				      "data file replaced, same inode"};
+	bool reused = false;
+	for (int m = 0; m < 11; m++) {
 		struct lp l = {malloc(img.n), img.n};
 		CHECK(l.b != NULL);
 		memcpy(l.b, img.b, img.n);
@@ -96,6 +126,18 @@ int main(int argc, char **argv)
 		lp_free(&l);
 		CHECK_OK(lp_store(&da, t_path("a")));
 		CHECK_OK(lp_store(&db, t_path("b")));
+		if (m == 10) {
+			/* last: a replaced by a new file, the inode number reused where
+			 * the filesystem hands it out again (ext4 does at once) */
+			struct stat old, now;
+			CHECK_OK(stat(t_path("a"), &old));
+			for (int i = 0; i < 64 && !reused; i++) {
+				CHECK_OK(unlink(t_path("a")));
+				CHECK_OK(lp_store(&da, t_path("a")));
+				CHECK_OK(stat(t_path("a"), &now));
+				reused = now.st_ino == old.st_ino;
+			}
+		}
 
 		char line[8192], out[1 << 16];
 		snprintf(line, sizeof(line), "%s dump --json %s > %s 2>/dev/null", cmd, t_path("s.log"),
@@ -135,6 +177,9 @@ int main(int argc, char **argv)
 	lp_free(&img);
 	lp_free(&da);
 	lp_free(&db);
+	if (!reused)
+		fprintf(stderr, "(the filesystem gave the new data file another inode number: "
+				"the birth time was not needed)\n");
 	printf("ok: dump's verdict is the library's\n");
 	return 0;
 }

@@ -45,5 +45,37 @@ for p in man/*.1 man/*.3 man/*.7; do
 	[ "$out" -ge 10 ] || bad "man -l $p rendered only $out lines"
 	n=$((n + 1))
 done
+# What docs/API.md documents, the pages say too (issue 12: the pages had
+# kept codes and limits from before it): every atomio code and errno that a
+# section names from its "Errors" on appears in one of the section's pages;
+# every ATOMIO_E* code of atomio.h in atomio_strerror(3); every counter of
+# struct atomio_stats in atomio_stats(3).
+has() { # TOKEN FILE...: TOKEN as a word in one of the files (font escapes aside)
+	t=$1; shift
+	for pg in "$@"; do
+		sed 's/\\f[BIRP]//g; s/\\-/-/g' "$pg" | grep -qE "(^|[^A-Za-z0-9_])$t([^A-Za-z0-9_]|\$)" && return 0
+	done
+	return 1
+}
+awk '/^## /{ sec = substr($0, 4); on = 0 } /Errors/{ on = 1 } on && sec != "" { print sec "|" $0 }' docs/API.md |
+	while IFS='|' read -r sec line; do
+		pages=""
+		for f in $(echo "$sec" | tr -d ','); do
+			[ -f "man/$f.3" ] && pages="$pages man/$f.3"
+		done
+		[ -n "$pages" ] || continue
+		for t in $(echo "$line" | grep -oE 'ATOMIO_E[A-Z]+|-E[A-Z0-9]+' | sed 's/^-//'); do
+			# shellcheck disable=SC2086
+			has "$t" $pages || echo "FAIL: docs/API.md, $sec: $t is not in$pages"
+		done
+	done | sort -u | grep . && fail=1
+for t in $(sed -n 's/^#define \(ATOMIO_E[A-Z]*\) (-[0-9]*).*/\1/p' include/atomio.h); do
+	has "$t" man/atomio_strerror.3 || bad "include/atomio.h's $t is not in man/atomio_strerror.3"
+	has "$t" docs/API.md || bad "include/atomio.h's $t is not in docs/API.md"
+done
+for c in $(sed -n '/^struct atomio_stats {/,/^};/s/^[[:space:]]*uint64_t \([a-z_]*\)[;[].*/\1/p' include/atomio.h); do
+	[ "$c" = reserved ] && continue
+	has "$c" man/atomio_stats.3 || bad "struct atomio_stats's $c is not in man/atomio_stats.3"
+done
 [ $fail -eq 0 ] && echo "man ok: $n pages, $(echo "$syms" | wc -w) exported functions"
 exit $fail

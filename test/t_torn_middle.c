@@ -6,7 +6,10 @@
  * (replays 1-9), but it no longer does so silently: atomio_open fills the
  * error buffer with a line naming the stop point and the valid records
  * after it, and atomio_stats().records_beyond_tail counts them; atomio dump
- * reports them and exits 1.  A plain torn tail (the last record) stays
+ * reports them and exits 1.  The same when the damaged byte is in record
+ * 10's header -- its magic, its epoch, its seq made lower -- so that the
+ * header no longer says it was due: the records after it do (they were
+ * dropped silently, dump exit 0).  A plain torn tail (the last record) stays
  * silent: nothing valid follows it. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,8 +36,9 @@ static void session(void *arg)
 	}
 }
 
-/* Flip a data byte of the n-th live record (1-based). */
-static void damage(int n)
+/* Flip bits (mask) of the byte at offset off of the n-th live record
+ * (1-based); mask 0: the lowest set bit of that byte. */
+static void damage(int n, size_t off, uint8_t mask)
 {
 	struct lp l;
 	CHECK_OK(lp_load(&l, t_path("s.log")));
@@ -48,7 +52,9 @@ static void damage(int n)
 	}
 	struct rec_hdr_disk *h = lp_rec(&l, sb, pos);
 	CHECK(h && h->magic == REC_MAGIC && h->rec_len > REC_HDR + REC_DESC + 100);
-	l.b[sb->area_off + pos + REC_HDR + REC_DESC + 100] ^= 0x40;
+	uint8_t *b = &l.b[sb->area_off + pos + off];
+	CHECK(mask || *b);
+	*b ^= mask ? mask : (uint8_t)(*b & -*b);
 	CHECK_OK(lp_store(&l, t_path("s.log")));
 	lp_free(&l);
 }
@@ -76,28 +82,42 @@ int main(int argc, char **argv)
 	CHECK_OK(atomio_close(st));
 	o.flags = 0;
 
-	/* damage in the middle */
-	CHECK_EQ(lp_crash_child(session, NULL), 0);
-	damage(10);
-	if (have_dump) {
-		CHECK_EQ(dump(cmd), 1);
-		char line[8192];
-		snprintf(line, sizeof(line), "grep -q '10 valid records' %s", t_path("out"));
-		CHECK_EQ(system(line), 0);
-	}
-	err[0] = 0;
-	CHECK_OK(atomio_open(t_path("s.log"), &o, &st));
-	fprintf(stderr, "open: %s\n", err);
+	/* damage in the middle: a data byte, then header bytes (the seq's
+	 * lowest set bit cleared: it reads as an earlier lap's record) */
+	static const struct {
+		const char *what;
+		size_t off;
+		uint8_t mask;
+	} dm[] = {
+		{"a data byte", REC_HDR + REC_DESC + 100, 0x40},
+		{"the magic", offsetof(struct rec_hdr_disk, magic), 0x40},
+		{"the epoch", offsetof(struct rec_hdr_disk, epoch), 0x40},
+		{"the seq, made lower,", offsetof(struct rec_hdr_disk, seq), 0},
+	};
 	struct atomio_stats s;
-	CHECK_OK(atomio_stats(st, &s));
-	CHECK_EQ(s.groups_recovered, 9);
-	CHECK_EQ(s.records_beyond_tail, NG - 10);
-	CHECK(strstr(err, "seq") != NULL && strstr(err, "10 valid records") != NULL);
-	CHECK_OK(atomio_close(st));
+	for (size_t k = 0; k < sizeof(dm) / sizeof(dm[0]); k++) {
+		CHECK_EQ(lp_crash_child(session, NULL), 0);
+		damage(10, dm[k].off, dm[k].mask);
+		fprintf(stderr, "record 10 of %d, %s damaged\n", NG, dm[k].what);
+		if (have_dump) {
+			CHECK_EQ(dump(cmd), 1);
+			char line[8192];
+			snprintf(line, sizeof(line), "grep -q '10 valid records' %s", t_path("out"));
+			CHECK_EQ(system(line), 0);
+		}
+		err[0] = 0;
+		CHECK_OK(atomio_open(t_path("s.log"), &o, &st));
+		fprintf(stderr, "open: %s\n", err);
+		CHECK_OK(atomio_stats(st, &s));
+		CHECK_EQ(s.groups_recovered, 9);
+		CHECK_EQ(s.records_beyond_tail, NG - 10);
+		CHECK(strstr(err, "seq") != NULL && strstr(err, "10 valid records") != NULL);
+		CHECK_OK(atomio_close(st));
+	}
 
 	/* a torn last record: the normal end, silent */
 	CHECK_EQ(lp_crash_child(session, NULL), 0);
-	damage(NG);
+	damage(NG, REC_HDR + REC_DESC + 100, 0x40);
 	if (have_dump)
 		CHECK_EQ(dump(cmd), 0);
 	err[0] = 0;

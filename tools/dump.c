@@ -604,13 +604,30 @@ static void dump_files(struct dump *x)
 		char rec[PATH_MAX];
 		memcpy(rec, rp, e.path_len);
 		rec[e.path_len] = 0;
+		/* As recovery's catalog load: each id once, each path by the
+		 * path rules (codec.c), or the whole log is refused. */
+		const char *pw = codec_path_problem(rp, e.path_len, e.flags);
+		if (!x->fatal && (x->d.known[e.id / 8] & (1u << (e.id % 8)))) {
+			static char m[128];
+			snprintf(m, sizeof(m), "file catalog entry is malformed: file id %u appears twice: "
+					       "recovery refuses the log (ATOMIO_ECORRUPT)", e.id);
+			x->fatal = m;
+			x->rc = EX_FOUND;
+		} else if (!x->fatal && pw) {
+			static char m[2 * PATH_MAX + 128];
+			snprintf(m, sizeof(m), "catalog path '%s' %s, against the path rules: recovery "
+					       "refuses the log (ATOMIO_EBADPATH)", cli_esc(rec), pw);
+			x->fatal = m;
+			x->rc = EX_FOUND;
+		}
 		x->d.known[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
 		x->fe[i].id = e.id;
 		if (e.flags & CAT_F_RELATIVE)
 			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s%s%s", x->d.dir, strcmp(x->d.dir, "/") ? "/" : "", rec);
 		else
 			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s", rec);
-		/* Recovery's identity rule: same inode, and same device or filesystem id. */
+		/* Recovery's identity rule (codec_fid_same): same inode, same
+		 * device or filesystem id, same birth time where both are known. */
 		struct stat fs;
 		const char *state;
 		if (lstat(x->fe[i].path, &fs) < 0)
@@ -620,15 +637,26 @@ static void dump_files(struct dump *x)
 		else if (!S_ISREG(fs.st_mode))
 			state = "not a regular file";
 		else {
-			uint64_t fsid = 0;
+			struct fid now = {.dev = fs.st_dev, .ino = fs.st_ino};
 			struct statfs sfs;
 			if (statfs(x->fe[i].path, &sfs) == 0) {
 				uint32_t v[2];
 				memcpy(v, &sfs.f_fsid, sizeof(v));
-				fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
+				now.fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
 			}
-			bool same = fs.st_ino == e.ino && (fs.st_dev == e.dev || (fsid && fsid == e.fsid));
-			state = same ? "present" : "replaced (another inode at this path)";
+			struct statx stx;
+			if (statx(AT_FDCWD, x->fe[i].path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &stx) == 0 &&
+			    (stx.stx_mask & STATX_BTIME) && stx.stx_btime.tv_sec >= 0) {
+				now.btime_ns = (uint64_t)stx.stx_btime.tv_sec * 1000000000ull + stx.stx_btime.tv_nsec;
+				now.flags |= CAT_ID_BTIME;
+			}
+			const struct fid rec_id = codec_cat_entry_fid(&e);
+			if (codec_fid_same(&rec_id, &now))
+				state = "present";
+			else if (now.ino == e.ino)
+				state = "replaced (the same inode number, another file born later)";
+			else
+				state = "replaced (another inode at this path)";
 		}
 		x->fe[i].state = state;
 		if (x->o.json) {
@@ -772,15 +800,11 @@ static void dump_records(struct dump *x)
 	 * write in flight, or damage)? */
 	if (x->fatal || x->bad_rec)
 		return;
-	bool suspect = x->scanned;
-	for (int k = 0; k < 2 && !suspect; k++) {
-		uint64_t pos = k ? 0 : x->end_pos;
-		struct rec_hdr_disk h;
-		if (k && (x->end_pos % x->d.sb.block || x->end_pos == 0))
-			break;
-		suspect = codec_rec_fits(pos, x->d.sb.area_size) && area_rd(&x->d, pos, &h, sizeof(h)) == 0 &&
-			  h.magic == REC_MAGIC && h.epoch == x->d.sb.epoch && h.seq >= x->seq;
-	}
+	int suspect = x->scanned ? 1
+				 : codec_stop_suspect(area_rd, &x->d, x->d.sb.area_size, x->d.sb.block, x->d.sb.epoch,
+						      x->end_pos, x->seq);
+	if (suspect < 0)
+		cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-suspect));
 	if (!suspect)
 		return;
 	scan_area(x);
@@ -803,10 +827,16 @@ static void dump_verdict(struct dump *x)
 	const char *needs = NULL;
 	for (uint32_t i = 0; i < x->nf && !x->fatal; i++)
 		if ((x->touched[x->fe[i].id / 8] & (1u << (x->fe[i].id % 8))) && strcmp(x->fe[i].state, "present")) {
-			static char msg[2 * PATH_MAX + 256];
-			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s: recovery replays nothing "
+			static char msg[2 * PATH_MAX + 512];
+			char cat[192] = "";
+			if (x->cat_damaged >= 0 && !strncmp(x->fe[i].state, "replaced", 8))
+				snprintf(cat, sizeof(cat), ", as catalog copy %d records it; catalog copy %d "
+							   "fails its checksum (damaged, or torn) and may have "
+							   "held this file's newer registration",
+					 1 - x->cat_damaged, x->cat_damaged);
+			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s%s: recovery replays nothing "
 						   "(ATOMIO_EIDENTITY; see atomio recover --force-paths)",
-				 x->fe[i].id, cli_esc(x->fe[i].path), x->fe[i].state);
+				 x->fe[i].id, cli_esc(x->fe[i].path), x->fe[i].state, cat);
 			needs = msg;
 			x->rc = EX_FOUND;
 		}
