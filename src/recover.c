@@ -363,8 +363,7 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 		if (r < 0)
 			return r;
 		/* The bytes applied are the bytes the scan checksummed. */
-		if (fmt_csum(rc->buf, rec->h.rec_len, st->store_id,
-			     offsetof(struct rec_hdr_disk, csum)) != rec->h.csum ||
+		if (!codec_rec_sum_ok(rc->buf, &rec->h, st->store_id) ||
 		    memcmp(rc->buf + REC_HDR, rec->segs, (size_t)REC_DESC * rec->h.nsegs)) {
 			st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
 			       (unsigned long long)rec->h.seq);
@@ -416,23 +415,6 @@ static int scan(struct rcv *rc, struct codec_found **f, size_t *n)
 {
 	return codec_area_scan(rc->st->store_id, rc->st->sb.version, rc->st->area_size, area_read_fn, rc,
 			       rc->buf, CHUNK, f, n);
-}
-
-/* Does the walk's stop point hold a record of this epoch that was due, or a
- * later one (not zeros, not a record of an earlier open or lap)? */
-static bool stop_suspect(struct rcv *rc, uint64_t stop, uint64_t seq_end)
-{
-	atomio *st = rc->st;
-	for (int k = 0; k < 2; k++) {
-		uint64_t pos = k ? 0 : stop;
-		struct rec_hdr_disk h;
-		if (k && (stop % st->block || stop == 0))
-			break;
-		if (codec_rec_fits(pos, st->area_size) && area_read(rc, pos, &h, sizeof(h)) == 0 &&
-		    h.magic == REC_MAGIC && h.epoch == rc->epoch && h.seq >= seq_end)
-			return true;
-	}
-	return false;
 }
 
 int recover(atomio *st)
@@ -497,7 +479,8 @@ int recover(atomio *st)
 	 * says so (error buffer, atomio_stats().records_beyond_tail).  Looked
 	 * for when the stop point holds a record of this epoch that was due
 	 * (torn or damaged), or a superblock slot was damaged. */
-	if (!scanned && stop_suspect(&rc, stop, seq_end)) {
+	if (!scanned &&
+	    codec_stop_suspect(area_read_fn, &rc, st->area_size, st->block, rc.epoch, stop, seq_end)) {
 		r = scan(&rc, &found, &nfound);
 		if (r < 0)
 			goto out;

@@ -466,8 +466,7 @@ static bool dump_superblocks(struct dump *x)
 	x->d.sb = s[cur];
 	x->d.sb_ok = true;
 	x->d.store_id = x->d.sb.store_id;
-	static const char zero[SB_SIZE];
-	if (why[1 - cur] && memcmp(&s[1 - cur], zero, SB_SIZE)) {
+	if (codec_sb_damaged(&s[0], !why[0], &s[1], !why[1]) >= 0) {
 		/* As recovery: the records say whether the damaged slot was
 		 * the newer one (codec_sb_fallback). */
 		x->sb_damaged = 2 - cur;
@@ -533,15 +532,12 @@ static void dump_catalogs(struct dump *x)
 		memcpy(&x->ch[i], x->cat[i], sizeof(x->ch[i]));
 		if (!k)
 			cwhy[i] = "beyond the end of the file";
-		else if ((cwhy[i] = codec_cat_hdr_problem(&x->ch[i], x->d.store_id, x->d.sb.cat_size)))
-			;
-		else if (fmt_csum(x->cat[i], x->ch[i].used, x->d.store_id, offsetof(struct cat_hdr_disk, csum)) != x->ch[i].csum)
-			cwhy[i] = "checksum mismatch (torn or damaged)";
+		else
+			cwhy[i] = codec_cat_problem(x->cat[i], x->d.store_id, x->d.sb.cat_size);
 	}
 	const bool cok[2] = {!cwhy[0], !cwhy[1]};
 	x->ccur = codec_cat_current(x->ch, cok);
-	x->cat_damaged = x->ccur >= 0 && !cok[1 - x->ccur] && x->ch[1 - x->ccur].magic == CAT_MAGIC
-				 ? 1 - x->ccur : -1;
+	x->cat_damaged = codec_cat_damaged(x->ch, cok);
 	if (x->o.json)
 		json_arr(&x->j, "catalogs");
 	for (int i = 0; i < 2; i++) {
@@ -772,16 +768,8 @@ static void dump_records(struct dump *x)
 	 * write in flight, or damage)? */
 	if (x->fatal || x->bad_rec)
 		return;
-	bool suspect = x->scanned;
-	for (int k = 0; k < 2 && !suspect; k++) {
-		uint64_t pos = k ? 0 : x->end_pos;
-		struct rec_hdr_disk h;
-		if (k && (x->end_pos % x->d.sb.block || x->end_pos == 0))
-			break;
-		suspect = codec_rec_fits(pos, x->d.sb.area_size) && area_rd(&x->d, pos, &h, sizeof(h)) == 0 &&
-			  h.magic == REC_MAGIC && h.epoch == x->d.sb.epoch && h.seq >= x->seq;
-	}
-	if (!suspect)
+	if (!x->scanned && !codec_stop_suspect(area_rd, &x->d, x->d.sb.area_size, x->d.sb.block, x->d.sb.epoch,
+					       x->end_pos, x->seq))
 		return;
 	scan_area(x);
 	x->beyond = codec_count_beyond(x->found, x->nfound, x->d.sb.epoch, x->seq, &x->blo, &x->bhi);
