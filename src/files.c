@@ -31,6 +31,21 @@ struct afile *file_get(atomio *st, int id)
 	return f && __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0 ? f : NULL;
 }
 
+const struct seg *file_cached_next(struct file_cached *w)
+{
+	for (; w->n; w->t = w->t->qnext, w->n--, w->j = 0)
+		while (w->j < w->t->nsegs) {
+			const struct seg *s = &w->t->segs[w->j++];
+			if (s->kind != SEG_WRITE || !s->len)
+				continue;
+			/* ATOMIO_DIRECT_HOME files hold no page cache */
+			const struct afile *f = file_get(w->st, (int)s->file);
+			if (f && !f->direct_home)
+				return s;
+		}
+	return NULL;
+}
+
 int file_check_path(const char *path, uint16_t flags)
 {
 	size_t n = strnlen(path, PATH_MAX);
