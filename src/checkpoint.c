@@ -345,8 +345,10 @@ int checkpoint_full_role(atomio *st)
 	return 0;
 }
 
-/* Background checkpoint (the worker thread).  Lock held on entry and exit. */
-void checkpoint_background_locked(atomio *st)
+/* Background checkpoint (the checkpointer thread).  Called and returns with
+ * the lock held; drops it while it syncs the files and writes the
+ * superblock. */
+static void checkpoint_background_locked(atomio *st)
 {
 	if (st->ckpt_busy || st->failed)
 		return;

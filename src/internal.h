@@ -335,7 +335,6 @@ void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
 int checkpoint_wake_locked(atomio *st);
 int checkpoint_full_role(atomio *st);
-void checkpoint_background_locked(atomio *st);
 void checkpoint_stop(atomio *st);
 
 /* commit.c */
