@@ -2,7 +2,7 @@
  * writeback.c: paced write-back of home writes (issue 11).
  *
  * Home writes go to a page cache (buffered files, and the buffered twin of an
- * O_DIRECT file, engine.c) and stay dirty until a checkpoint syncs the file.
+ * O_DIRECT file, engine_pick.c) and stay dirty until a checkpoint syncs the file.
  * Left alone, a checkpoint hands the device the dirty pages of half a log at
  * once (up to 128 MiB with the default log); measured on ext4/virtio with a
  * 64 MiB log, its fdatasync took 27-29 ms, and a log write's flush issued
