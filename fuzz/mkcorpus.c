@@ -168,8 +168,10 @@ static void emit(const char *name, const char *path, int wrap_first)
 	unsigned n = lp_count_recs(&l, osb);
 	uint64_t first_len = 0;
 	for (unsigned i = 0; i < n; i++) {
-		struct rec_hdr_disk *h = lp_rec(&l, osb, opos);
-		CHECK(h && h->seq == seq);
+		struct rec_hdr_disk *h = lp_rec_live(&l, osb, opos, seq);
+		if (!h && opos % osb->block == 0 && opos)
+			h = lp_rec_live(&l, osb, opos = 0, seq); /* the log wrapped (a background checkpoint) */
+		CHECK(h);
 		uint64_t next = lp_rec_next(osb, h, opos);
 		if (wrap_first && i == 0) {
 			first_len = h->rec_len;

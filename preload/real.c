@@ -242,6 +242,13 @@ static off_t op_lseek(int fd, off_t off, int whence)
 	return r < 0 ? -errno : r;
 }
 
+/* The paced write-back's SYNC_FILE_RANGE_WRITE (src/writeback.c): it makes
+ * nothing durable, so the trace has no record of it. */
+static int op_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
+{
+	return real.sync_file_range(fd, off, len, flags) < 0 ? -errno : 0;
+}
+
 static struct atomio_sysops preload_ops;
 
 void real_install_ops(void)
@@ -262,6 +269,7 @@ void real_install_ops(void)
 	preload_ops.read = op_read;
 	preload_ops.write = op_write;
 	preload_ops.lseek = op_lseek;
+	preload_ops.sync_file_range = op_sync_file_range;
 	/* No io_uring: its writes would escape the trace, and the default
 	 * engine takes it only for ATOMIO_DIRECT_HOME stores anyway. */
 	preload_ops.uring_init = NULL;

@@ -173,22 +173,13 @@ static bool dset_add(struct dset *d, uint32_t file, uint64_t blk)
  * page cache).  Lock held. */
 void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n)
 {
-	uint32_t i = 0;
-	for (atomio_tx *t = first; i < n; t = t->qnext, i++)
-		for (uint32_t j = 0; j < t->nsegs; j++) {
-			const struct seg *s = &t->segs[j];
-			if (s->kind != SEG_WRITE || !s->len)
-				continue;
-			/* ATOMIO_DIRECT_HOME files hold no page cache to bound */
-			const struct afile *f = file_get(st, (int)s->file);
-			if (!f || f->direct_home)
-				continue;
-			for (uint64_t b = s->off / DBLOCK; b <= (s->off + s->len - 1) / DBLOCK; b++)
-				if (!dset_add(&st->dirty, s->file, b)) {
-					st->dirty.overflow = true;
-					return;
-				}
-		}
+	struct file_cached w = {.st = st, .t = first, .n = n};
+	for (const struct seg *s; (s = file_cached_next(&w));)
+		for (uint64_t b = s->off / DBLOCK; b <= (s->off + s->len - 1) / DBLOCK; b++)
+			if (!dset_add(&st->dirty, s->file, b)) {
+				st->dirty.overflow = true;
+				return;
+			}
 }
 
 /* A checkpoint starts (before it takes the files' dirty flags and syncs):
@@ -354,8 +345,10 @@ int checkpoint_full_role(atomio *st)
 	return 0;
 }
 
-/* Background checkpoint (the worker thread).  Lock held on entry and exit. */
-void checkpoint_background_locked(atomio *st)
+/* Background checkpoint (the checkpointer thread).  Called and returns with
+ * the lock held; drops it while it syncs the files and writes the
+ * superblock. */
+static void checkpoint_background_locked(atomio *st)
 {
 	if (st->ckpt_busy || st->failed)
 		return;

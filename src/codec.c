@@ -114,6 +114,14 @@ int codec_sb_current(const struct sb_disk *s0, bool ok0, const struct sb_disk *s
 	return ok0 ? 0 : ok1 ? 1 : -1;
 }
 
+int codec_sb_damaged(const struct sb_disk *s0, bool ok0, const struct sb_disk *s1, bool ok1)
+{
+	static const char zero[SB_SIZE];
+	if (ok0 == ok1)
+		return -1;
+	return ok0 ? (memcmp(s1, zero, SB_SIZE) ? 1 : -1) : (memcmp(s0, zero, SB_SIZE) ? 0 : -1);
+}
+
 /* --- catalog ---------------------------------------------------------------- */
 
 const char *codec_cat_hdr_problem(const struct cat_hdr_disk *h, uint64_t store_id, uint64_t cat_size)
@@ -129,9 +137,27 @@ const char *codec_cat_hdr_problem(const struct cat_hdr_disk *h, uint64_t store_i
 	return NULL;
 }
 
+const char *codec_cat_problem(const void *copy, uint64_t store_id, uint64_t cat_size)
+{
+	struct cat_hdr_disk h;
+	memcpy(&h, copy, sizeof(h));
+	const char *why = codec_cat_hdr_problem(&h, store_id, cat_size);
+	if (!why && fmt_csum(copy, h.used, store_id, offsetof(struct cat_hdr_disk, csum)) != h.csum)
+		why = "checksum mismatch (torn or damaged)";
+	return why;
+}
+
 int codec_cat_current(const struct cat_hdr_disk h[2], const bool ok[2])
 {
 	return ok[0] && ok[1] ? (h[1].generation > h[0].generation) : ok[1] ? 1 : ok[0] ? 0 : -1;
+}
+
+int codec_cat_damaged(const struct cat_hdr_disk h[2], const bool ok[2])
+{
+	if (ok[0] == ok[1])
+		return -1;
+	int other = ok[0] ? 1 : 0;
+	return h[other].magic == CAT_MAGIC ? other : -1;
 }
 
 uint32_t codec_cat_entry_hdr(const struct cat_hdr_disk *h)
@@ -431,6 +457,11 @@ uint64_t codec_rec_next(const struct rec_hdr_disk *h, uint64_t pos, uint32_t blo
 {
 	uint64_t end = pos + h->rec_len;
 	return h->flags & REC_F_LAST ? align_up(end, block) : end;
+}
+
+bool codec_rec_sum_ok(const void *rec, const struct rec_hdr_disk *h, uint64_t store_id)
+{
+	return fmt_csum(rec, h->rec_len, store_id, offsetof(struct rec_hdr_disk, csum)) == h->csum;
 }
 
 void codec_rec_build(char *buf, const struct rec_src *r, uint64_t seq, uint64_t epoch, bool last,

@@ -50,15 +50,28 @@ void codec_sb_seal(struct sb_disk *sb);
 /* Which slot is current, given which are valid: 0 or 1 (the higher
  * generation), -1 none valid, -2 both valid but of two stores. */
 int codec_sb_current(const struct sb_disk *s0, bool ok0, const struct sb_disk *s1, bool ok1);
+/* When exactly one slot is valid: the other one if it was written once (not
+ * all zeros) -- damaged, and perhaps the newer (codec_sb_fallback) -- else
+ * -1. */
+int codec_sb_damaged(const struct sb_disk *s0, bool ok0, const struct sb_disk *s1, bool ok1);
 
 /* --- catalog ---------------------------------------------------------------- */
 
 /* The header of a catalog copy of a store, before its checksum is checked.
  * NULL when plausible. */
 const char *codec_cat_hdr_problem(const struct cat_hdr_disk *h, uint64_t store_id, uint64_t cat_size);
+/* Is the catalog copy at copy valid: its header plausible
+ * (codec_cat_hdr_problem) and its checksum right over its used bytes?  copy
+ * holds at least those (cat_size bytes always do).  NULL, or why not.  (A
+ * copy read piecewise: codec_cat_hdr_problem, then codec_csum_read.) */
+const char *codec_cat_problem(const void *copy, uint64_t store_id, uint64_t cat_size);
 /* Which copy is current, given which are valid: the higher generation
  * (copy 0 on a tie), -1 none. */
 int codec_cat_current(const struct cat_hdr_disk h[2], const bool ok[2]);
+/* When exactly one copy is valid: the other one if it was written once (our
+ * magic) -- damaged, and perhaps the newer, holding registrations the valid
+ * one lacks -- else -1. */
+int codec_cat_damaged(const struct cat_hdr_disk h[2], const bool ok[2]);
 /* Its entry header size (format.h: 0 reads as the first layout's), or 0
  * when unknown. */
 uint32_t codec_cat_entry_hdr(const struct cat_hdr_disk *h);
@@ -120,6 +133,9 @@ bool codec_rec_lz4_ok(const char *rec, const struct rec_hdr_disk *h, char *raw);
 const char *codec_seg_problem(const struct seg_disk *d, uint64_t raw_len, bool file_known);
 /* Area offset of the record after the one at pos. */
 uint64_t codec_rec_next(const struct rec_hdr_disk *h, uint64_t pos, uint32_t block);
+/* Is the checksum of the record rec (h: its header, rec_len bytes in memory)
+ * right? */
+bool codec_rec_sum_ok(const void *rec, const struct rec_hdr_disk *h, uint64_t store_id);
 
 /* --- whole-area scan (damage that the valid-prefix walk cannot see) ---------
 

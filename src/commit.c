@@ -318,7 +318,8 @@ struct batch {
 /* Stage 1: wait until the queue's head can go -- a fast-path group once no
  * log write is in flight, a logged one once the log has room -- freeing
  * space when the log is full.  false: nothing to lead (queue empty or store
- * failed); the role is given up.  Lock and log role held. */
+ * failed); the role is given up.  Lock and log role held; the lock is
+ * dropped while a full checkpoint runs. */
 static bool wait_for_room_locked(atomio *st, struct batch *b)
 {
 	for (;;) {
@@ -614,8 +615,9 @@ static void fill_wait_locked(atomio *st)
 }
 
 /* Take the log role and move one batch from the head of the queue through
- * the stages above.  Called and returns with the lock held; the caller
- * checked can_lead_locked and that the queue is not empty. */
+ * the stages above.  Called and returns with the lock held, which the
+ * stages drop for their I/O and wait on; the caller checked can_lead_locked
+ * and that the queue is not empty. */
 void lead_locked(atomio *st)
 {
 	struct batch b;

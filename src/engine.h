@@ -24,7 +24,8 @@ struct engine_ops {
 	 * refused before anything was written (the group is logged instead). */
 	int (*atomic_write)(atomio *st, struct afile *f, const void *buf, size_t len, uint64_t off);
 	/* A batch's home writes (txs linked by qnext, n of them), in group
-	 * order, no flush; the written files are marked for the checkpoint. */
+	 * order, no flush; the written files are marked for the checkpoint.
+	 * Home stage held, lock not held. */
 	int (*home)(atomio *st, atomio_tx *first, uint32_t n);
 	/* Free what the backend set up. */
 	void (*close)(atomio *st);

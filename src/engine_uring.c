@@ -262,7 +262,8 @@ static int wave_add(atomio *st, struct wave *w, int fd, const void *buf, size_t 
 }
 
 /* The plain backend's home stage, with the O_DIRECT writes of
- * ATOMIO_DIRECT_HOME files queued on the home ring. */
+ * ATOMIO_DIRECT_HOME files queued on the home ring.  Home stage held, lock
+ * not held. */
 static int uring_home(atomio *st, atomio_tx *first, uint32_t n)
 {
 	struct wave w;

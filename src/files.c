@@ -31,6 +31,21 @@ struct afile *file_get(atomio *st, int id)
 	return f && __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0 ? f : NULL;
 }
 
+const struct seg *file_cached_next(struct file_cached *w)
+{
+	for (; w->n; w->t = w->t->qnext, w->n--, w->j = 0)
+		while (w->j < w->t->nsegs) {
+			const struct seg *s = &w->t->segs[w->j++];
+			if (s->kind != SEG_WRITE || !s->len)
+				continue;
+			/* ATOMIO_DIRECT_HOME files hold no page cache */
+			const struct afile *f = file_get(w->st, (int)s->file);
+			if (f && !f->direct_home)
+				return s;
+		}
+	return NULL;
+}
+
 int file_check_path(const char *path, uint16_t flags)
 {
 	return codec_path_problem(path, strnlen(path, PATH_MAX), flags) ? ATOMIO_EBADPATH : 0;
@@ -171,16 +186,14 @@ int cat_load(atomio *st)
 	/* The other copy written once (our magic) but failing its checks: it
 	 * may have been the newer one, holding the newest registrations;
 	 * recovery names it if a record needs a file this copy lacks. */
-	st->cat_damaged = !ok[1 - pick] && h[1 - pick].magic == CAT_MAGIC ? 2 - pick : 0;
+	st->cat_damaged = 1 + codec_cat_damaged(h, ok);
 	/* Only the chosen copy's used bytes are held, and its checksum is
 	 * checked again on exactly the bytes parsed below. */
 	char *buf = malloc(h[pick].used);
 	if (!buf)
 		return -ENOMEM;
 	r = log_read(st, st->cat_off + (uint64_t)pick * st->cat_size, buf, h[pick].used);
-	if (r == 0 && (memcmp(buf, &h[pick], CAT_HDR) ||
-		       fmt_csum(buf, h[pick].used, st->store_id, offsetof(struct cat_hdr_disk, csum)) !=
-			       h[pick].csum)) {
+	if (r == 0 && (memcmp(buf, &h[pick], CAT_HDR) || codec_cat_problem(buf, st->store_id, st->cat_size))) {
 		st_err(st, "%s: the file catalog changed while it was read", st->log_path);
 		r = ATOMIO_ECORRUPT;
 	}

@@ -326,6 +326,17 @@ int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoc
 /* files.c */
 int cat_load(atomio *st);
 struct afile *file_get(atomio *st, int id);
+/* The home writes of a batch that went to a page cache (bytes written, to a
+ * file whose home writes are not O_DIRECT), one at a time: what the
+ * checkpoint's dirty set and the paced write-back count.
+ *   struct file_cached w = {.st = st, .t = first, .n = n};
+ *   for (const struct seg *s; (s = file_cached_next(&w));) ... */
+struct file_cached {
+	atomio *st;
+	atomio_tx *t; /* the batch's groups, linked by qnext: n of them */
+	uint32_t n, j;
+};
+const struct seg *file_cached_next(struct file_cached *w);
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz);
 int file_check_path(const char *path, uint16_t flags);
 int file_identity(int fd, struct fid *id);
@@ -355,7 +366,6 @@ void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
 int checkpoint_wake_locked(atomio *st);
 int checkpoint_full_role(atomio *st);
-void checkpoint_background_locked(atomio *st);
 void checkpoint_stop(atomio *st);
 
 /* commit.c */

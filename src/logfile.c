@@ -152,11 +152,10 @@ int log_load_sb(atomio *st)
 	 * the damaged one may have been the newer; recovery looks at the
 	 * records (recover.c). */
 	st->sb_damaged = 0;
-	for (int i = 0; i < 2 && r == 0; i++) {
-		const struct sb_disk *s = (const void *)(buf + i * SB_SLOT);
-		static const char zero[SB_SIZE];
-		if (codec_sb_check(s, (uint64_t)fs.st_size, NULL) && memcmp(s, zero, SB_SIZE))
-			st->sb_damaged = i + 1;
+	if (r == 0) {
+		const struct sb_disk *s0 = (const void *)buf, *s1 = (const void *)(buf + SB_SLOT);
+		st->sb_damaged = 1 + codec_sb_damaged(s0, !codec_sb_check(s0, (uint64_t)fs.st_size, NULL), s1,
+						      !codec_sb_check(s1, (uint64_t)fs.st_size, NULL));
 	}
 	const struct sb_disk *sane = NULL; /* a slot sound but for the file's size */
 	for (int i = 0; i < 2 && r < 0 && !two; i++) {

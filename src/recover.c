@@ -46,6 +46,9 @@ struct rcv {
 	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
 	uint64_t log_dev, log_ino; /* the log itself is never a data file */
 	uint32_t hi;               /* the tables above have this many entries */
+	struct codec_found *found; /* the area scan's, once one ran (scanned) */
+	size_t nfound;
+	bool scanned;
 };
 
 static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
@@ -371,8 +374,7 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 		if (r < 0)
 			return r;
 		/* The bytes applied are the bytes the scan checksummed. */
-		if (fmt_csum(rc->buf, rec->h.rec_len, st->store_id,
-			     offsetof(struct rec_hdr_disk, csum)) != rec->h.csum ||
+		if (!codec_rec_sum_ok(rc->buf, &rec->h, st->store_id) ||
 		    memcmp(rc->buf + REC_HDR, rec->segs, (size_t)REC_DESC * rec->h.nsegs)) {
 			st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
 			       (unsigned long long)rec->h.seq);
@@ -426,87 +428,103 @@ static int scan(struct rcv *rc, struct codec_found **f, size_t *n)
 			       rc->buf, CHUNK, f, n);
 }
 
-int recover(atomio *st)
+/* The tables by file id, up to the highest id in the catalog (a record
+ * naming any other id is refused before it is used as an index), and the
+ * log's identity. */
+static int rcv_init(struct rcv *rc)
 {
-	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
-	struct codec_found *found = NULL; /* the area scan's, when one ran */
-	size_t nfound = 0;
-	bool scanned = false;
-	int r = -ENOMEM;
-	rc.buf = aligned_alloc_zero(4096, CHUNK);
-	/* Tables by file id, up to the highest id in the catalog (a record
-	 * naming any other id is refused before it is used as an index). */
+	atomio *st = rc->st;
+	rc->buf = aligned_alloc_zero(4096, CHUNK);
 	const uint32_t hi = st->files_hi ? st->files_hi : 1;
-	rc.hi = hi;
-	rc.fds = malloc(sizeof(int) * hi);
-	rc.needed = calloc((hi + 7) / 8, 1);
-	rc.maxend = calloc(hi, sizeof(*rc.maxend));
-	if (!rc.buf || !rc.fds || !rc.needed || !rc.maxend)
-		goto out;
-	for (uint32_t i = 0; i < hi; i++)
-		rc.fds[i] = -1;
+	rc->hi = hi;
+	rc->fds = malloc(sizeof(int) * hi);
+	for (uint32_t i = 0; rc->fds && i < hi; i++)
+		rc->fds[i] = -1; /* before any return: rcv_free closes what is open */
+	rc->needed = calloc((hi + 7) / 8, 1);
+	rc->maxend = calloc(hi, sizeof(*rc->maxend));
+	if (!rc->buf || !rc->fds || !rc->needed || !rc->maxend)
+		return -ENOMEM;
 	struct stat ls;
-	r = atomio_sys->fstat(st->log_fd, &ls);
+	int r = atomio_sys->fstat(st->log_fd, &ls);
 	if (r < 0)
-		goto out;
-	rc.log_dev = ls.st_dev;
-	rc.log_ino = ls.st_ino;
+		return r;
+	rc->log_dev = ls.st_dev;
+	rc->log_ino = ls.st_ino;
+	return 0;
+}
 
-	/* A damaged superblock slot: the records say whether it was the newer
-	 * one (codec_sb_fallback); never reuse an epoch. */
-	if (st->sb_damaged) {
-		r = scan(&rc, &found, &nfound);
-		if (r < 0)
-			goto out;
-		scanned = true;
-		uint64_t ep, hs;
-		int k = codec_sb_fallback(&st->sb, found, nfound, &ep, &hs);
-		if (k < 0) {
-			st_err(st, "%s: superblock slot %d is damaged, and slot %d (epoch %llu) cannot reach "
-				   "newer records in the log; refusing rather than lose acknowledged "
-				   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
-			       2 - st->sb_damaged, (unsigned long long)st->sb.epoch);
-			r = ATOMIO_ECORRUPT;
-			goto out;
-		}
-		if (k == 1) {
-			/* It was the superblock the last open wrote: recover
-			 * exactly what it pointed at (head 0, that epoch). */
-			st->sb.epoch = rc.epoch = ep;
-			st->sb.head_off = 0;
-			st->sb.head_seq = hs;
-		}
-	}
-	uint64_t count = 0, seq_end = st->sb.head_seq, stop = st->sb.head_off;
-	r = walk(&rc, check_record, &count, &seq_end, &stop);
+static void rcv_free(struct rcv *rc)
+{
+	if (rc->fds)
+		for (uint32_t i = 0; i < rc->hi; i++)
+			if (rc->fds[i] >= 0)
+				atomio_sys->close(rc->fds[i]);
+	free(rc->fds);
+	free(rc->needed);
+	free(rc->maxend);
+	free(rc->buf);
+	free(rc->raw);
+	free(rc->found);
+}
+
+/* A damaged superblock slot: the records say whether it was the newer one
+ * (codec_sb_fallback); never reuse an epoch. */
+static int damaged_slot(struct rcv *rc)
+{
+	atomio *st = rc->st;
+	int r = scan(rc, &rc->found, &rc->nfound);
 	if (r < 0)
-		goto out;
-	/* Valid records of this epoch after the stop point: a torn write that
-	 * was in flight at a crash leaves them (later writes completed, never
-	 * acknowledged), and so does damage to an acknowledged record.
-	 * Recovery cannot tell the two apart, keeps the torn-tail rule, and
-	 * says so (error buffer, atomio_stats().records_beyond_tail).  Looked
-	 * for when the stop point holds a record of this epoch that was due
-	 * (torn or damaged), or a record with a damaged header followed by
-	 * such a record (codec_stop_suspect), or a superblock slot was damaged. */
-	if (!scanned) {
-		r = codec_stop_suspect(area_read_fn, &rc, st->area_size, st->block, rc.epoch, stop, seq_end);
+		return r;
+	rc->scanned = true;
+	uint64_t ep, hs;
+	int k = codec_sb_fallback(&st->sb, rc->found, rc->nfound, &ep, &hs);
+	if (k < 0) {
+		st_err(st, "%s: superblock slot %d is damaged, and slot %d (epoch %llu) cannot reach "
+			   "newer records in the log; refusing rather than lose acknowledged "
+			   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
+		       2 - st->sb_damaged, (unsigned long long)st->sb.epoch);
+		return ATOMIO_ECORRUPT;
+	}
+	if (k == 1) {
+		/* It was the superblock the last open wrote: recover
+		 * exactly what it pointed at (head 0, that epoch). */
+		st->sb.epoch = rc->epoch = ep;
+		st->sb.head_off = 0;
+		st->sb.head_seq = hs;
+	}
+	return 0;
+}
+
+/* Valid records of this epoch after the stop point: a torn write that
+ * was in flight at a crash leaves them (later writes completed, never
+ * acknowledged), and so does damage to an acknowledged record.
+ * Recovery cannot tell the two apart, keeps the torn-tail rule, and
+ * says so (error buffer, atomio_stats().records_beyond_tail).  Looked
+ * for when the stop point holds a record of this epoch that was due
+ * (torn or damaged), or a record with a damaged header followed by such a
+ * record (codec_stop_suspect), or a superblock slot was damaged. */
+static int beyond_tail(struct rcv *rc, uint64_t stop, uint64_t seq_end)
+{
+	atomio *st = rc->st;
+	if (!rc->scanned) {
+		int r = codec_stop_suspect(area_read_fn, rc, st->area_size, st->block, rc->epoch, stop, seq_end);
 		if (r == 1) {
-			r = scan(&rc, &found, &nfound);
-			scanned = r == 0;
+			r = scan(rc, &rc->found, &rc->nfound);
+			rc->scanned = r == 0;
 		}
 		if (r < 0)
-			goto out;
+			return r;
 	}
-	uint64_t lo, hi_seq, beyond = scanned ? codec_count_beyond(found, nfound, rc.epoch, seq_end, &lo, &hi_seq) : 0;
+	uint64_t lo, hi_seq, beyond = 0;
+	if (rc->scanned)
+		beyond = codec_count_beyond(rc->found, rc->nfound, rc->epoch, seq_end, &lo, &hi_seq);
 	if (beyond && st->sb_damaged) {
 		st_err(st, "%s: superblock slot %d is damaged, and %llu valid records (seq %llu..%llu) "
 			   "lie beyond what slot %d reaches; refusing rather than lose acknowledged "
 			   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
 		       (unsigned long long)beyond, (unsigned long long)lo, (unsigned long long)hi_seq,
 		       2 - st->sb_damaged);
-		r = ATOMIO_ECORRUPT;
-		goto out;
+		return ATOMIO_ECORRUPT;
 	}
 	if (beyond)
 		st_err(st, "%s: the valid log ends at area offset %llu (seq %llu due), but %llu valid "
@@ -515,29 +533,60 @@ int recover(atomio *st)
 			   "the same)", st->log_path, (unsigned long long)stop, (unsigned long long)seq_end,
 		       (unsigned long long)beyond, (unsigned long long)lo, (unsigned long long)hi_seq);
 	atomic_store(&st->stats.records_beyond_tail, beyond);
-	for (uint32_t id = 0; id < hi && count; id++) {
-		if (!(rc.needed[id / 8] & (1u << (id % 8))))
+	return 0;
+}
+
+/* Open every data file the prefix names (open_checked), and refuse a range
+ * its filesystem cannot hold. */
+static int open_needed(struct rcv *rc)
+{
+	atomio *st = rc->st;
+	for (uint32_t id = 0; id < rc->hi; id++) {
+		if (!(rc->needed[id / 8] & (1u << (id % 8))))
 			continue;
-		r = open_checked(&rc, atomic_load(&st->files[id]));
+		int r = open_checked(rc, atomic_load(&st->files[id]));
 		if (r < 0)
-			goto out;
+			return r;
 		/* A range the file's filesystem cannot hold would fail at every
 		 * replay (EFBIG): refuse before anything is written.  atomio
 		 * never logs one (file_max_size); a file moved to a smaller
 		 * filesystem or a crafted record can. */
-		uint64_t lim = file_max_size(rc.fds[id]);
-		if (rc.maxend[id] > lim) {
+		uint64_t lim = file_max_size(rc->fds[id]);
+		if (rc->maxend[id] > lim) {
 			char path[PATH_MAX];
 			const struct afile *f = atomic_load(&st->files[id]);
 			st_err(st, "%s: a record writes %s up to byte %llu, beyond the %llu its "
 				   "filesystem allows; nothing replayed", st->log_path,
 			       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
-			       (unsigned long long)rc.maxend[id], (unsigned long long)lim);
-			r = ATOMIO_ECORRUPT;
-			goto out;
+			       (unsigned long long)rc->maxend[id], (unsigned long long)lim);
+			return ATOMIO_ECORRUPT;
 		}
 	}
+	return 0;
+}
+
+int recover(atomio *st)
+{
+	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
+	int r = rcv_init(&rc);
+	if (r < 0)
+		goto out;
+	if (st->sb_damaged) {
+		r = damaged_slot(&rc);
+		if (r < 0)
+			goto out;
+	}
+	uint64_t count = 0, seq_end = st->sb.head_seq, stop = st->sb.head_off;
+	r = walk(&rc, check_record, &count, &seq_end, &stop);
+	if (r < 0)
+		goto out;
+	r = beyond_tail(&rc, stop, seq_end);
+	if (r < 0)
+		goto out;
 	if (count) {
+		r = open_needed(&rc);
+		if (r < 0)
+			goto out;
 		uint64_t c2, s2, st2;
 		r = walk(&rc, apply_record, &c2, &s2, &st2);
 		if (r < 0)
@@ -549,7 +598,7 @@ int recover(atomio *st)
 		}
 		/* fsync (sizes may have changed): the replayed data must be
 		 * durable before the superblock gives up the records. */
-		for (uint32_t id = 0; id < hi; id++) {
+		for (uint32_t id = 0; id < rc.hi; id++) {
 			if (rc.fds[id] < 0)
 				continue;
 			r = sys_fsync_full(rc.fds[id]);
@@ -574,15 +623,6 @@ int recover(atomio *st)
 	st->tail = 0;
 	atomic_store(&st->stats.groups_recovered, count);
 out:
-	if (rc.fds)
-		for (uint32_t i = 0; i < rc.hi; i++)
-			if (rc.fds[i] >= 0)
-				atomio_sys->close(rc.fds[i]);
-	free(rc.fds);
-	free(rc.needed);
-	free(rc.maxend);
-	free(rc.buf);
-	free(rc.raw);
-	free(found);
+	rcv_free(&rc);
 	return r;
 }

@@ -41,16 +41,9 @@ static void st_free(atomio *st)
 	free(st);
 }
 
-int atomio_open(const char *log_path, const struct atomio_options *opts, atomio **out)
+/* The options atomio_open refuses (-EINVAL), before anything is done. */
+static int options_check(const struct atomio_options *opts)
 {
-	if (!out)
-		return -EINVAL;
-	*out = NULL;
-	if (!log_path || !*log_path)
-		return -EINVAL;
-	struct atomio_options def = {0};
-	if (!opts)
-		opts = &def;
 	if (opts->flags & ~(ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS |
 			    ATOMIO_ENGINE_PLAIN | ATOMIO_ENGINE_URING | ATOMIO_FAST_PATH_OFF |
 			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME | ATOMIO_NO_BG_CHECKPOINT |
@@ -67,6 +60,63 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		return -EINVAL;
 	if (opts->log_size && (opts->log_size < 65536 || opts->log_size > (1ull << 48)))
 		return -EINVAL;
+	return 0;
+}
+
+/* The log open as fd may be the store's: a regular file, writable by its
+ * owner alone (unless ATOMIO_ALLOW_SHARED_LOG), and locked by no one else
+ * -- then this store holds its lock. */
+static int claim_log(atomio *st, int fd, const char *log_path)
+{
+	struct stat ls;
+	int r = atomio_sys->fstat(fd, &ls);
+	if (r < 0)
+		return r;
+	if (!S_ISREG(ls.st_mode)) {
+		st_err(st, "%s: not a regular file", log_path);
+		return ATOMIO_ENOTLOG;
+	}
+	if (!(st->flags & ATOMIO_ALLOW_SHARED_LOG) &&
+	    ((ls.st_mode & (S_IWGRP | S_IWOTH)) || ls.st_uid != geteuid())) {
+		st_err(st, "%s: the log is writable by users other than its owner, or not owned by "
+			   "this user (mode %04o, uid %u); chmod 600 it or pass ATOMIO_ALLOW_SHARED_LOG",
+		       log_path, (unsigned)(ls.st_mode & 07777), (unsigned)ls.st_uid);
+		return ATOMIO_EUNSAFE;
+	}
+	/* One process (one open store) at a time: flock locks belong to the
+	 * open file description, so a second atomio_open in this very process
+	 * is refused too. */
+	r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
+	/* A process killed while its io_uring requests were in flight keeps
+	 * its files (and so this lock) until the kernel has finished them,
+	 * a few milliseconds after it is gone: a restart right after a crash
+	 * must not be told the store is busy.  So wait up to 250 ms first.
+	 * (A sleep is no I/O: it does not go through the ops table.) */
+	for (int i = 0; r == -EWOULDBLOCK && i < 50; i++) {
+		struct timespec ts = {0, 5000000L};
+		nanosleep(&ts, NULL);
+		r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
+	}
+	if (r == -EWOULDBLOCK) {
+		st_err(st, "%s: the store is open elsewhere", log_path);
+		return -EBUSY;
+	}
+	return r;
+}
+
+int atomio_open(const char *log_path, const struct atomio_options *opts, atomio **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!log_path || !*log_path)
+		return -EINVAL;
+	struct atomio_options def = {0};
+	if (!opts)
+		opts = &def;
+	int r = options_check(opts);
+	if (r < 0)
+		return r;
 	if (opts->errbuf && opts->errbuf_size)
 		opts->errbuf[0] = 0;
 
@@ -84,7 +134,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	cond_init_monotonic(&st->fill_cv); /* the fill wait's bound (commit.c) */
 	async_init(st);
 	checkpoint_setup(st);
-	int r = -ENOMEM;
+	r = -ENOMEM;
 	st->log_path = strdup(log_path);
 	st->files = calloc(MAX_FILES, sizeof(*st->files));
 	if (!st->log_path || !st->files)
@@ -108,43 +158,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		goto fail;
 	}
 	st->log_fd = fd;
-
-	struct stat ls;
-	r = atomio_sys->fstat(fd, &ls);
-	if (r < 0)
-		goto fail;
-	if (!S_ISREG(ls.st_mode)) {
-		r = ATOMIO_ENOTLOG;
-		st_err(st, "%s: not a regular file", log_path);
-		goto fail;
-	}
-	if (!(opts->flags & ATOMIO_ALLOW_SHARED_LOG) &&
-	    ((ls.st_mode & (S_IWGRP | S_IWOTH)) || ls.st_uid != geteuid())) {
-		r = ATOMIO_EUNSAFE;
-		st_err(st, "%s: the log is writable by users other than its owner, or not owned by "
-			   "this user (mode %04o, uid %u); chmod 600 it or pass ATOMIO_ALLOW_SHARED_LOG",
-		       log_path, (unsigned)(ls.st_mode & 07777), (unsigned)ls.st_uid);
-		goto fail;
-	}
-	/* One process (one open store) at a time: flock locks belong to the
-	 * open file description, so a second atomio_open in this very process
-	 * is refused too. */
-	r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
-	/* A process killed while its io_uring requests were in flight keeps
-	 * its files (and so this lock) until the kernel has finished them,
-	 * a few milliseconds after it is gone: a restart right after a crash
-	 * must not be told the store is busy.  So wait up to 250 ms first.
-	 * (A sleep is no I/O: it does not go through the ops table.) */
-	for (int i = 0; r == -EWOULDBLOCK && i < 50; i++) {
-		struct timespec ts = {0, 5000000L};
-		nanosleep(&ts, NULL);
-		r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
-	}
-	if (r == -EWOULDBLOCK) {
-		r = -EBUSY;
-		st_err(st, "%s: the store is open elsewhere", log_path);
-		goto fail;
-	}
+	r = claim_log(st, fd, log_path);
 	if (r < 0)
 		goto fail;
 

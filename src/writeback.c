@@ -2,7 +2,7 @@
  * writeback.c: paced write-back of home writes (issue 11).
  *
  * Home writes go to a page cache (buffered files, and the buffered twin of an
- * O_DIRECT file, engine.c) and stay dirty until a checkpoint syncs the file.
+ * O_DIRECT file, engine_pick.c) and stay dirty until a checkpoint syncs the file.
  * Left alone, a checkpoint hands the device the dirty pages of half a log at
  * once (up to 128 MiB with the default log); measured on ext4/virtio with a
  * 64 MiB log, its fdatasync took 27-29 ms, and a log write's flush issued
@@ -136,34 +136,27 @@ void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n)
 	struct wbstate *w = &st->wb;
 	if (w->off || !wb_alloc(w))
 		return;
-	uint32_t i = 0;
-	for (atomio_tx *t = first; i < n; t = t->qnext, i++)
-		for (uint32_t j = 0; j < t->nsegs; j++) {
-			const struct seg *s = &t->segs[j];
-			if (s->kind != SEG_WRITE || !s->len)
-				continue;
-			const struct afile *f = file_get(st, (int)s->file);
-			if (!f || f->direct_home)
-				continue;
-			if (w->n == w->cap || w->kused * 2 >= w->kcap) {
-				/* Full: drop the notes (a hint only; the
-				 * checkpoint writes what they named). */
-				wb_reset_locked(st);
-			}
-			w->pos += s->len;
-			w->ring[(w->head + w->n) % w->cap] =
-				(struct wbent){.file = s->file, .off = s->off, .len = s->len, .at = w->pos};
-			w->n++;
-			for (uint64_t b = s->off / WB_PAGE; b <= (s->off + s->len - 1) / WB_PAGE; b++) {
-				struct wbkey *k = wb_slot(w, s->file, b);
-				if (!k->blk1) {
-					k->blk1 = b + 1;
-					k->file = s->file;
-					w->kused++;
-				}
-				k->at = w->pos;
-			}
+	struct file_cached fc = {.st = st, .t = first, .n = n};
+	for (const struct seg *s; (s = file_cached_next(&fc));) {
+		if (w->n == w->cap || w->kused * 2 >= w->kcap) {
+			/* Full: drop the notes (a hint only; the checkpoint
+			 * writes what they named). */
+			wb_reset_locked(st);
 		}
+		w->pos += s->len;
+		w->ring[(w->head + w->n) % w->cap] =
+			(struct wbent){.file = s->file, .off = s->off, .len = s->len, .at = w->pos};
+		w->n++;
+		for (uint64_t b = s->off / WB_PAGE; b <= (s->off + s->len - 1) / WB_PAGE; b++) {
+			struct wbkey *k = wb_slot(w, s->file, b);
+			if (!k->blk1) {
+				k->blk1 = b + 1;
+				k->file = s->file;
+				w->kused++;
+			}
+			k->at = w->pos;
+		}
+	}
 }
 
 /* Was a range noted at 'at' written again since?  Lock held. */

@@ -303,7 +303,7 @@ int main(void)
 		}
 		/* A database page's layout: records at both ends, free space
 		 * (zeros) between.  The sample that spares incompressible pages
-		 * the full LZ4 attempt (wear.c) must still find it. */
+		 * the full LZ4 attempt (codec.c) must still find it. */
 		uint64_t before = s.records_compressed;
 		for (int i = 0; i < 20; i++) {
 			t_fill(page, sizeof(page), (uint32_t)(100 + i), 0);

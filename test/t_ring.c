@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "format.h"
+#include "support/logpatch.h"
 #include "workload.h"
 
 #define NF 3
@@ -63,25 +64,18 @@ static void child(uint64_t seed, int ngroups, uint32_t flags, int fd)
 	_exit(0); /* no close, no final checkpoint; the worker dies wherever it is */
 }
 
-/* head seq of the current superblock of the log at path */
+/* head seq of the current superblock of the log at path (recovery's
+ * choice: codec.h, through logpatch.h) */
 static uint64_t durable_head_seq(const char *path, uint64_t *head_off)
 {
-	int fd = open(path, O_RDONLY);
-	CHECK(fd >= 0);
-	struct sb_disk sb[2];
-	CHECK(pread(fd, &sb[0], sizeof(sb[0]), 0) == sizeof(sb[0]));
-	CHECK(pread(fd, &sb[1], sizeof(sb[1]), SB_SLOT) == sizeof(sb[1]));
-	close(fd);
-	int best = -1;
-	for (int i = 0; i < 2; i++) {
-		if (memcmp(sb[i].magic, SB_MAGIC, 8) || sb[i].csum != fmt_csum(&sb[i], SB_SIZE, SB_SEED, SB_CSUM_OFF))
-			continue;
-		if (best < 0 || sb[i].generation > sb[best].generation)
-			best = i;
-	}
-	CHECK(best >= 0);
-	*head_off = sb[best].head_off;
-	return sb[best].head_seq;
+	struct lp l;
+	CHECK_OK(lp_load(&l, path));
+	const struct sb_disk *sb = lp_sb(&l);
+	CHECK(sb);
+	*head_off = sb->head_off;
+	uint64_t seq = sb->head_seq;
+	lp_free(&l);
+	return seq;
 }
 
 int main(int argc, char **argv)

@@ -466,8 +466,7 @@ static bool dump_superblocks(struct dump *x)
 	x->d.sb = s[cur];
 	x->d.sb_ok = true;
 	x->d.store_id = x->d.sb.store_id;
-	static const char zero[SB_SIZE];
-	if (why[1 - cur] && memcmp(&s[1 - cur], zero, SB_SIZE)) {
+	if (codec_sb_damaged(&s[0], !why[0], &s[1], !why[1]) >= 0) {
 		/* As recovery: the records say whether the damaged slot was
 		 * the newer one (codec_sb_fallback). */
 		x->sb_damaged = 2 - cur;
@@ -533,15 +532,12 @@ static void dump_catalogs(struct dump *x)
 		memcpy(&x->ch[i], x->cat[i], sizeof(x->ch[i]));
 		if (!k)
 			cwhy[i] = "beyond the end of the file";
-		else if ((cwhy[i] = codec_cat_hdr_problem(&x->ch[i], x->d.store_id, x->d.sb.cat_size)))
-			;
-		else if (fmt_csum(x->cat[i], x->ch[i].used, x->d.store_id, offsetof(struct cat_hdr_disk, csum)) != x->ch[i].csum)
-			cwhy[i] = "checksum mismatch (torn or damaged)";
+		else
+			cwhy[i] = codec_cat_problem(x->cat[i], x->d.store_id, x->d.sb.cat_size);
 	}
 	const bool cok[2] = {!cwhy[0], !cwhy[1]};
 	x->ccur = codec_cat_current(x->ch, cok);
-	x->cat_damaged = x->ccur >= 0 && !cok[1 - x->ccur] && x->ch[1 - x->ccur].magic == CAT_MAGIC
-				 ? 1 - x->ccur : -1;
+	x->cat_damaged = codec_cat_damaged(x->ch, cok);
 	if (x->o.json)
 		json_arr(&x->j, "catalogs");
 	for (int i = 0; i < 2; i++) {

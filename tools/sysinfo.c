@@ -330,7 +330,7 @@ bool host_proc_write_bytes(uint64_t *out)
 
 uint32_t host_atomio_log_block(const struct stx_info *sx, const struct blk_info *b)
 {
-	/* Mirrors the library's choice (store.c, pick_block) for reporting. */
+	/* Mirrors the library's choice (logfile.c, pick_block) for reporting. */
 	uint32_t blk = 512;
 	if (sx->has_dioalign && sx->dio_offset_align > blk)
 		blk = sx->dio_offset_align;

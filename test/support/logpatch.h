@@ -125,8 +125,7 @@ static inline struct cat_hdr_disk *lp_cat_cur(const struct lp *l, const struct s
 	bool ok[2];
 	for (int i = 0; i < 2; i++) {
 		struct cat_hdr_disk *c = lp_cat(l, sb, i);
-		ok[i] = c && !codec_cat_hdr_problem(c, sb->store_id, sb->cat_size) &&
-			fmt_csum(c, c->used, sb->store_id, offsetof(struct cat_hdr_disk, csum)) == c->csum;
+		ok[i] = c && !codec_cat_problem(c, sb->store_id, sb->cat_size);
 		if (ok[i])
 			h[i] = *c;
 	}
@@ -185,19 +184,30 @@ static inline uint64_t lp_rec_next(const struct sb_disk *sb, const struct rec_hd
 	return codec_rec_next(h, pos, sb->block);
 }
 
-/* Number of live records from the head (magic and seq only, no checksum). */
+/* The record at pos if it is the live one with seq by recovery's rules
+ * (codec.h: header, then checksum), or NULL. */
+static inline struct rec_hdr_disk *lp_rec_live(const struct lp *l, const struct sb_disk *sb, uint64_t pos,
+					       uint64_t seq)
+{
+	struct rec_hdr_disk *h = lp_rec(l, sb, pos);
+	struct rec_expect x = {.seq = seq, .epoch = sb->epoch, .area_size = sb->area_size,
+			       .version = sb->version};
+	if (!h || codec_rec_check(h, pos, &x) != REC_OK || h->rec_len > l->n - sb->area_off - pos ||
+	    !codec_rec_sum_ok(h, h, sb->store_id))
+		return NULL;
+	return h;
+}
+
+/* Number of live records from the head, as recovery walks them. */
 static inline unsigned lp_count_recs(const struct lp *l, const struct sb_disk *sb)
 {
 	uint64_t pos = sb->head_off, seq = sb->head_seq;
 	unsigned n = 0;
 	for (;;) {
-		struct rec_hdr_disk *h = lp_rec(l, sb, pos);
-		if ((!h || h->magic != REC_MAGIC || h->seq != seq) && pos % sb->block == 0 && pos) {
-			pos = 0;
-			h = lp_rec(l, sb, pos);
-		}
-		if (!h || h->magic != REC_MAGIC || h->seq != seq || h->rec_len < REC_HDR ||
-		    h->rec_len > sb->area_size)
+		struct rec_hdr_disk *h = lp_rec_live(l, sb, pos, seq);
+		if (!h && pos % sb->block == 0 && pos)
+			h = lp_rec_live(l, sb, pos = 0, seq); /* a writer's wrap */
+		if (!h)
 			return n;
 		n++;
 		seq++;
