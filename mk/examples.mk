@@ -1,4 +1,4 @@
-# Example programs and benchmarks (examples/): the engine benchmark, the compression measurement.
+# Example programs and benchmarks (examples/): the engine benchmark, the compression measurement, the breakdown of a commit's time.
 
 ALL_EXTRA += $(BUILD)/bench-engine
 
@@ -21,3 +21,15 @@ $(BUILD)/bench-compress: examples/bench-compress.c | $(BUILD)
 .PHONY: bench-compress
 bench-compress: $(BUILD)/bench-compress
 	$(BUILD)/bench-compress
+
+
+ALL_EXTRA += $(BUILD)/breakdown
+
+$(BUILD)/breakdown: examples/breakdown.c $(BUILD)/libatomio.a
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
+
+# Where a one-thread commit's time goes, against pwrite + fdatasync (README,
+# "Speed at the defaults"): `make breakdown [BENCH_DIR=/var/tmp] [BREAKDOWN_ARGS=-n 4000]`
+.PHONY: breakdown
+breakdown: $(BUILD)/breakdown
+	$(BUILD)/breakdown -d $(BENCH_DIR) $(BREAKDOWN_ARGS)
