@@ -249,6 +249,17 @@ static int op_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
 	return real.sync_file_range(fd, off, len, flags) < 0 ? -errno : 0;
 }
 
+/* A new log's blocks (src/logfile.c): a size change the trace must show. */
+static int op_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	TLOCK();
+	int r = real.fallocate(fd, mode, off, len) < 0 ? -errno : 0;
+	if (r == 0 && TRACING)
+		tr_rec(TR_FALLOC, fd, mode, (uint64_t)off, (uint64_t)len, NULL, 0, NULL, 0);
+	TUNLOCK();
+	return r;
+}
+
 static struct atomio_sysops preload_ops;
 
 void real_install_ops(void)
@@ -270,6 +281,7 @@ void real_install_ops(void)
 	preload_ops.write = op_write;
 	preload_ops.lseek = op_lseek;
 	preload_ops.sync_file_range = op_sync_file_range;
+	preload_ops.fallocate = op_fallocate;
 	/* No io_uring: its writes would escape the trace, and the default
 	 * engine takes it only for ATOMIO_DIRECT_HOME stores anyway. */
 	preload_ops.uring_init = NULL;

@@ -13,6 +13,7 @@
  *   TR_RENAME    (RENAME_NOREPLACE), TR_UNLINK: path
  *   TR_PWRITE    the program's write returned (a = bytes)
  *   TR_PSYNC     the program's sync returned (or an O_SYNC/O_DSYNC write's)
+ *   TR_FALLOC    fd, flags = mode, a = offset, b = length (a new log's blocks)
  */
 #ifndef ATOMIO_PRELOAD_TRACE_H
 #define ATOMIO_PRELOAD_TRACE_H
@@ -20,7 +21,7 @@
 #include <stdint.h>
 
 enum { TR_OPEN = 1, TR_CLOSE, TR_WRITE, TR_TRUNC, TR_FSYNC, TR_FDATASYNC, TR_RENAME,
-       TR_UNLINK, TR_PWRITE, TR_PSYNC };
+       TR_UNLINK, TR_PWRITE, TR_PSYNC, TR_FALLOC };
 
 struct tr_hdr {
 	uint32_t kind;

@@ -216,6 +216,10 @@ static void replay(const uint8_t *t, size_t len)
 			CHECK(sfd >= 0);
 			CHECK_OK(S->ftruncate(sfd, (off_t)h.a));
 			break;
+		case TR_FALLOC:
+			CHECK(sfd >= 0);
+			CHECK_OK(S->fallocate(sfd, h.flags, (off_t)h.a, (off_t)h.b));
+			break;
 		case TR_FSYNC:
 			CHECK_OK(S->fsync(sfd));
 			break;
