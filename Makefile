@@ -141,7 +141,8 @@ uninstall:
 		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(MAN7)))
 
 # The README's two commands on a clean Debian 12 minbase chroot (root,
-# mmdebstrap), then the Debian packages built and installed there.
+# mmdebstrap), then the Debian packages built, checked by lintian and
+# installed there, and a program linked with pkg-config atomio.
 .PHONY: fresh-machine
 fresh-machine:
 	sh scripts/fresh-machine.sh

@@ -146,8 +146,8 @@ int main(int argc, char **argv)
 		total += L.bal[i];
 	off_t hsize = lseek(atomio_file_fd(st, his), 0, SEEK_END);
 	char last[LINE + 1] = "";
-	if (hsize >= LINE)
-		pread(atomio_file_fd(st, his), last, LINE, hsize - LINE);
+	if (hsize >= LINE && pread(atomio_file_fd(st, his), last, LINE, hsize - LINE) != LINE)
+		last[0] = 0; /* shown as empty; the counts below still judge */
 	for (int i = LINE - 1; i >= 0 && (last[i] == '\n' || last[i] == ' ' || !last[i]); i--)
 		last[i] = 0;
 	printf("  transfers in accounts.dat : %llu\n", (unsigned long long)L.transfers);

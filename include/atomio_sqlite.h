@@ -24,8 +24,10 @@
  *     in the sqlite3 shell, or sqlite3_load_extension(); it registers a VFS
  *     named "atomio" (not the default), selected with file:DB?vfs=atomio or
  *     sqlite3_open_v2(..., "atomio");
- *   - from C, link build/libatomio_sqlite.a (with -latomio -lsqlite3 -lxxhash)
- *     and call atomio_sqlite_register().
+ *   - from C, link libatomio_sqlite.a as `pkg-config --libs atomio_sqlite`
+ *     says (-latomio_sqlite -latomio -lsqlite3; --static adds -lxxhash
+ *     -llz4 -luring -pthread and SQLite's own) and call
+ *     atomio_sqlite_register().
  *
  * Several connections and processes (README, "SQLite"):
  *   - Any number of connections and threads of one process share one atomio

@@ -10,6 +10,6 @@ ALL_EXTRA += $(BUILD)/cutfs $(BUILD)/cutfs-log
 CHECK_DEPS += $(BUILD)/cutfs $(BUILD)/cutfs-log
 
 $(BUILD)/cutfs: cutfs/cutfs.c | $(BUILD)
-	$(CC) $(BASE_CFLAGS) $(FUSE_CFLAGS) $(CFLAGS) -o $@ $< $(FUSE_LIBS) -pthread
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(FUSE_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(FUSE_LIBS) -pthread
 $(BUILD)/cutfs-log: cutfs/cutfs-log.c $(BUILD)/libatomio.a | $(BUILD)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)

@@ -23,19 +23,20 @@ ALL_EXTRA += $(PRELOAD_SO)
 
 # Test programs: plain POSIX C, no atomio header, no atomio library; they get
 # atomio only by being run under the preload library.  calls is built with
-# _FORTIFY_SOURCE so that its reads are glibc's checked forms.
+# _FORTIFY_SOURCE so that its reads are glibc's checked forms (its own
+# flags: the caller's CPPFLAGS could set another level).
 PRELOAD_TEST_BINS := $(BUILD)/preload-test/calls $(BUILD)/preload-test/prog
 $(BUILD)/preload-test:
 	mkdir -p $@
 $(BUILD)/preload-test/calls: test/preload/calls.c | $(BUILD)/preload-test
 	$(CC) -std=gnu11 -O2 -D_FORTIFY_SOURCE=2 $(WARN) -pthread -o $@ $<
 $(BUILD)/preload-test/prog: test/preload/prog.c test/preload/rec.h | $(BUILD)/preload-test
-	$(CC) -std=gnu11 $(CFLAGS) $(WARN) -o $@ $<
+	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
 CHECK_DEPS += $(PRELOAD_SO) $(PRELOAD_TEST_BINS)
 
 # Side by side: plain files, the library on unmatched files, protected files.
 $(BUILD)/bench-preload: examples/bench-preload.c | $(BUILD)
-	$(CC) -std=gnu11 $(CFLAGS) $(WARN) -o $@ $<
+	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
 ALL_EXTRA += $(BUILD)/bench-preload
 .PHONY: bench-preload
 bench-preload: $(PRELOAD_SO) $(BUILD)/bench-preload

@@ -4,8 +4,9 @@
 # clean clone of this repository's HEAD, then the commands of the README's
 # first code block, in order, as root.  Prints each command's last lines,
 # its time and the number of installed packages after it; then builds the
-# Debian packages there (dpkg-buildpackage), installs them and links a
-# program with `pkg-config atomio`.  `make fresh-machine`; not in `make check`.
+# Debian packages there (dpkg-buildpackage), checks them with lintian (no
+# error), installs them and links a program with `pkg-config atomio`.
+# `make fresh-machine`; not in `make check`.
 # Environment: FRESH_DIR (default /var/tmp/atomio-fresh; removed first),
 # FRESH_MIRROR (default http://deb.debian.org/debian), FRESH_DEBS=0 skips
 # the packaging step.  Needs root and mmdebstrap.
@@ -17,14 +18,16 @@ mirror=${FRESH_MIRROR:-http://deb.debian.org/debian}
 [ "$(id -u)" -eq 0 ] || { echo "fresh-machine: run as root (chroot, mounts)" >&2; exit 1; }
 command -v mmdebstrap >/dev/null 2>&1 || { echo "fresh-machine: needs mmdebstrap (apt-get install mmdebstrap)" >&2; exit 1; }
 root=$dir/root
+# Every mount under the chroot, deepest first: /dev/pts, /dev, /sys, /proc
+# and whatever a test there left mounted (a loop device, a FUSE mount).
 umount_all() {
-	for m in dev/pts dev sys proc; do
-		mountpoint -q "$root/$m" 2>/dev/null && umount -l "$root/$m"
-	done
+	awk -v r="$root" '$5 == r || index($5, r "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m" || true; done
 	return 0
 }
 [ -d "$root" ] && umount_all
-rm -rf "$dir"
+# --one-file-system: never into a mount left behind (a bound /dev above all)
+rm -rf --one-file-system "$dir"
 mkdir -p "$dir"
 trap umount_all EXIT
 now() { date +%s.%N; }
@@ -44,6 +47,9 @@ echo "fresh-machine: Debian 12 minbase in $root ($(secs "$t") s): $(pkgs) packag
 echo "fresh-machine: make installed: $(in_root 'command -v make || echo no')"
 # A clean clone of HEAD: what is committed, nothing of this work tree.
 git clone -q --no-hardlinks "$src" "$root/root/atomio"
+head=$(git -C "$src" rev-parse HEAD)
+[ "$(git -C "$root/root/atomio" rev-parse HEAD)" = "$head" ] ||
+	{ echo "fresh-machine: the clone is not at $head"; exit 1; }
 echo "fresh-machine: clone of $(git -C "$src" rev-parse --short HEAD) in /root/atomio"
 
 # The README's first code block: one command per line (comments stripped).
@@ -63,16 +69,20 @@ done <"$dir/commands"
 [ "$n" -ge 2 ] || { echo "fresh-machine: the README's first code block has $n commands"; exit 1; }
 
 if [ "${FRESH_DEBS:-1}" != 0 ]; then
+	before=$(pkgs)
 	t=$(now)
 	in_root 'cd /root/atomio && export DEBIAN_FRONTEND=noninteractive &&
-		apt-get install -y -qq --no-install-recommends build-essential dpkg-dev debhelper fakeroot >/dev/null &&
+		apt-get install -y -qq --no-install-recommends build-essential dpkg-dev debhelper fakeroot lintian >/dev/null &&
 		dpkg-buildpackage -b -us -uc && cd .. && ls *.deb &&
+		{ lintian --allow-root --fail-on error atomio_*.changes >lintian.log 2>&1; lr=$?; cat lintian.log;
+		  echo "lintian: exit $lr, $(grep -c "^E:" lintian.log) errors, $(grep -c "^W:" lintian.log) warnings"; [ $lr -eq 0 ]; } &&
 		apt-get install -y -qq ./libatomio0_*.deb ./libatomio-dev_*.deb ./atomio_*.deb ./libsqlite3-mod-atomio_*.deb ./libatomio-sqlite-dev_*.deb &&
 		printf "#include <atomio.h>\n#include <stdio.h>\nint main(void) { puts(atomio_strerror(ATOMIO_ECORRUPT)); return 0; }\n" >/tmp/p.c &&
 		cc -o /tmp/p /tmp/p.c $(pkg-config --cflags --libs atomio) && /tmp/p && ldd /tmp/p | grep atomio &&
 		atomio --help | head -n 2 && man -w atomio_open atomio' >"$dir/debs.log" 2>&1 || rc=$?
 	echo
-	echo "fresh-machine: Debian packages built, installed, a program linked with pkg-config atomio -> exit $rc, $(secs "$t") s"
+	echo "fresh-machine: Debian packages built, lintian, installed, a program linked with pkg-config atomio -> exit $rc, $(secs "$t") s; packages $before -> $(pkgs), /usr $(usr) MB"
+	grep -e '\.deb$' -e '^lintian: ' "$dir/debs.log" | sed 's/^/    /'
 	tail -n 8 "$dir/debs.log" | sed 's/^/    /'
 	[ "$rc" -eq 0 ] || { echo "fresh-machine: FAILED: packaging (log: $dir/debs.log)"; exit 1; }
 fi

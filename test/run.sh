@@ -3,10 +3,18 @@
 # "N passed, N failed" (skips are counted apart).  Exit 1 if any failed.
 # Environment: TEST_TIMEOUT (seconds, default 300; a "timeout: N" comment
 # line at the top of a test's script or source raises it for that test),
-# TEST_LOGDIR (default build/test-logs).
+# TEST_LOGDIR (default build/test-logs), ATOMIO_SEED (the seed of every
+# randomized test; each one's default is 1): printed first and next to last,
+# so that a run's output says which cases it ran.
 timeout_s=${TEST_TIMEOUT:-300}
 logdir=${TEST_LOGDIR:-build/test-logs}
 mkdir -p "$logdir"
+if [ -n "${ATOMIO_SEED:-}" ]; then
+	seed="seed $ATOMIO_SEED (ATOMIO_SEED; each randomized test prints it)"
+else
+	seed="seed 1 (the default; ATOMIO_SEED=N for another; each randomized test prints it)"
+fi
+echo "$seed"
 pass=0; fail=0; skip=0; failed=""
 for t in "$@"; do
 	name=$(echo "$t" | sed 's|^build/||; s|/|-|g')
@@ -38,5 +46,6 @@ for t in "$@"; do
 done
 [ -n "$failed" ] && echo "failed:$failed"
 [ "$skip" -gt 0 ] && echo "$skip skipped"
+echo "$seed"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

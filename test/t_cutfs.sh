@@ -5,16 +5,16 @@
 # with EIO.  Then an atomio store on cutfs survives CUTFS_ROUNDS (default 30)
 # cuts in tear mode, each after a seeded number of acknowledged groups, with
 # every acknowledged group present and none torn (cutfs-log check).
-#   CUTFS_SEED=N to reproduce (default 1), CUTFS_ROUNDS=N.
+#   CUTFS_SEED=N to reproduce (default $ATOMIO_SEED, else 1), CUTFS_ROUNDS=N.
 set -eu
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*" >&2; exit 77; }
 for b in build/cutfs build/cutfs-log; do [ -x $b ] || fail "$b is not built"; done
 [ -c /dev/fuse ] || skip "no /dev/fuse"
 command -v fusermount3 >/dev/null 2>&1 || skip "fusermount3 is not installed (fuse3)"
-SEED=${CUTFS_SEED:-1}
+SEED=${CUTFS_SEED:-${ATOMIO_SEED:-1}}
 ROUNDS=${CUTFS_ROUNDS:-30}
-echo "seed $SEED, rounds $ROUNDS"
+echo "seed $SEED (CUTFS_SEED=$SEED or ATOMIO_SEED=$SEED to repeat), rounds $ROUNDS"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-cutfs-XXXXXX")
 B=$T/backing; M=$T/mnt
 mkdir -p "$B" "$M"
@@ -68,7 +68,9 @@ mnt tear "$SEED"; mkdir "$M/store"; umnt
 total=0; torn=0; kept=0
 for r in $(seq 1 "$ROUNDS"); do
 	s=$((SEED * 1000 + r))
-	want=$(( (s * 2654435761) % 400 + 1 ))   # acknowledged groups before the cut
+	# acknowledged groups before the cut (s reduced first: a large
+	# ATOMIO_SEED would overflow the shell's 64-bit product)
+	want=$(( ((s % 1000003) * 2654435761) % 400 + 1 ))
 	mnt tear "$s"
 	build/cutfs-log write "$M/store" 1000000 > "$T/acks" 2>"$T/writer.err" &
 	writer=$!

@@ -4,7 +4,9 @@
 # against libatomio.so (it must start: soname link present), one linked
 # fully static with `pkg-config --static` (the private link line complete),
 # one with the SQLite VFS library (atomio_sqlite.pc); then make uninstall
-# leaves no file behind.
+# leaves no file behind.  Also (issue 14 items 3-5): plain `make` builds
+# `all`; a program linked against build/ with an rpath starts (the soname
+# link is there); an install to another PREFIX writes a .pc naming it.
 cd "$(dirname "$0")/.." || exit 1
 command -v pkg-config >/dev/null 2>&1 || { echo "SKIP: pkg-config not installed"; exit 77; }
 T=$(mktemp -d /tmp/atomio-install.XXXXXX) || exit 1
@@ -26,6 +28,9 @@ real=$(readlink "$L/libatomio.so.0")
 case $real in libatomio.so.0.*.*) ;; *) fail "libatomio.so.0 -> '$real', not the real name libatomio.so.0.N.M" ;; esac
 [ -f "$L/$real" ] && [ ! -L "$L/$real" ] || fail "$real is not a file"
 grep -q "^libdir=$P/lib${ma:+/$ma}\$" "$L/pkgconfig/atomio.pc" || fail "atomio.pc libdir: $(grep libdir= "$L/pkgconfig/atomio.pc")"
+
+goal=$(make -pq 2>/dev/null | sed -n 's/^\.DEFAULT_GOAL := //p')
+[ "$goal" = all ] || fail "make's default goal is '$goal', not all"
 
 export PKG_CONFIG_PATH="$L/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$R"
 cat >"$T/prog.c" <<'C'
@@ -56,6 +61,11 @@ $cc -o "$T/prog" "$T/prog.c" $(pkg-config --cflags --libs atomio) || fail "link 
 readelf -d "$T/prog" | grep -q 'NEEDED.*\[libatomio.so.0\]' || fail "prog does not need libatomio.so.0"
 out=$(LD_LIBRARY_PATH="$L" "$T/prog" "$T") || fail "prog: $out"
 [ "$out" = "ok 2" ] || fail "prog printed '$out'"
+# against build/ itself, as one tries before installing
+rm -f "$T/store.log" "$T/a.dat"
+$cc -Iinclude -o "$T/prog-build" "$T/prog.c" -Lbuild -latomio -Wl,-rpath,"$(pwd)/build" ||
+	fail "link with -Lbuild -latomio"
+out=$("$T/prog-build" "$T") || fail "prog linked against build/ with an rpath: $out"
 # shellcheck disable=SC2046
 $cc -static -o "$T/prog-static" "$T/prog.c" $(pkg-config --static --cflags --libs atomio) 2>"$T/static.log" ||
 	{ cat "$T/static.log"; fail "static link with pkg-config --static --libs atomio"; }
@@ -81,9 +91,18 @@ $cc -o "$T/sq-static" "$T/sq.c" $(pkg-config --static --cflags --libs atomio_sql
 	fail "link with pkg-config --static --libs atomio_sqlite"
 out=$("$T/sq-static") || fail "sq-static: $out"
 
+# another PREFIX, the build unchanged: its .pc files name it
+R2=$T/root2
+make -s install PREFIX=/usr/local/other DESTDIR="$R2" >"$T/log" 2>&1 || { cat "$T/log"; fail "make install PREFIX=/usr/local/other"; }
+for pc in atomio atomio_sqlite; do
+	f=$R2/usr/local/other/lib${ma:+/$ma}/pkgconfig/$pc.pc
+	grep -q "^prefix=/usr/local/other\$" "$f" || fail "$pc.pc after a second install: $(grep prefix= "$f")"
+done
+rm -rf "$R2"
+
 installed=$(cd "$R" && find . ! -type d | sort | tr '\n' ' ')
 make -s uninstall PREFIX=$P DESTDIR="$R" >"$T/log" 2>&1 || { cat "$T/log"; fail "make uninstall"; }
 left=$(find "$R" ! -type d)
 [ -z "$left" ] || fail "left after make uninstall: $left"
 echo "install ok: $installed"
-echo "linked and ran: prog (pkg-config --libs atomio), prog-static (--static), sq, sq-static (atomio_sqlite); uninstall left nothing"
+echo "linked and ran: prog (pkg-config --libs atomio), prog-static (--static), prog-build (-Lbuild, rpath), sq, sq-static (atomio_sqlite); a second PREFIX's .pc names it; uninstall left nothing"

@@ -9,15 +9,15 @@
 # Then the same in group mode (ATOMIO_GROUP=1): the file must be exactly as
 # one group boundary (a sync) left it, at or after the last sync that returned.
 #   PRELOAD_KILL_ROUNDS (default 30, and half as many in group mode),
-#   PRELOAD_KILL_SEED (default 1)
+#   PRELOAD_KILL_SEED (default $ATOMIO_SEED, else 1)
 set -eu
 SO=build/libatomio_preload.so
 P=build/preload-test/prog
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -f $SO ] && [ -x $P ] || fail "not built: $SO $P"
 ROUNDS=${PRELOAD_KILL_ROUNDS:-30}
-SEED=${PRELOAD_KILL_SEED:-1}
-echo "seed $SEED, $ROUNDS rounds + $((ROUNDS / 2)) in group mode (PRELOAD_KILL_SEED, PRELOAD_KILL_ROUNDS)"
+SEED=${PRELOAD_KILL_SEED:-${ATOMIO_SEED:-1}}
+echo "seed $SEED (ATOMIO_SEED=$SEED to repeat), $ROUNDS rounds + $((ROUNDS / 2)) in group mode (PRELOAD_KILL_SEED, PRELOAD_KILL_ROUNDS)"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-preload-kill-XXXXXX")
 trap '[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"' EXIT
 SOP=$(realpath $SO)
