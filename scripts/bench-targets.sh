@@ -3,7 +3,9 @@
 # `atomio bench` at the default options on incompressible pages unless the
 # row says otherwise, every comparison side by side in one run (modes
 # interleaved, medians of REPS repetitions):
-#   make bench-targets [BENCH_DIR=/var/tmp] [REPS=3] [SECS=60]
+#   make bench-targets [BENCH_DIR=/var/tmp] [REPS=3] [SECS=60] [LOG_SIZE=1G]
+# (LOG_SIZE: atomio's log instead of the library's default, for a row that
+# says which tuning it needs.)
 # Prints one table: target, measured, met.  Needs jq; the XFS row needs root,
 # losetup and mkfs.xfs (skipped otherwise).  Exit 0 whether or not the
 # targets are met: this measures, it does not judge a machine.
@@ -25,7 +27,7 @@ trap cleanup EXIT INT TERM
 b() { # name, bench arguments...
 	n=$1; shift
 	echo "bench-targets: $n: atomio bench $*" >&2
-	"$ATOMIO" bench -q -n "$REPS" --json "$T/$n.json" "$@" >/dev/null
+	"$ATOMIO" bench -q -n "$REPS" ${LOG_SIZE:+--log-size "$LOG_SIZE"} --json "$T/$n.json" "$@" >/dev/null
 }
 # v FILE MODE THREADS FIELD
 v() {
@@ -52,7 +54,7 @@ S=$T/speed.json A=$T/async.json Z=$T/zipf.json U=$T/uniform.json X=$T/xfs.json
 u1=$(v "$S" unsafe 1 ops_per_sec) d1=$(v "$S" doublewrite 1 ops_per_sec) a1=$(v "$S" atomio 1 ops_per_sec)
 u8=$(v "$S" unsafe 8 ops_per_sec) a8=$(v "$S" atomio 8 ops_per_sec)
 echo
-echo "$(jq -r '"\(.filesystem) on \(.device), O_DIRECT \(.direct), \(.kernel), atomio \(.atomio_version), \(.timestamp)"' "$S"); medians of $REPS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$(jq -r '"\(.filesystem) on \(.device), O_DIRECT \(.direct), \(.kernel), atomio \(.atomio_version), log \(.log_size / 1048576) MiB, \(.timestamp)"' "$S"); medians of $REPS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| target | measured | met |"
 echo "|---|---|---|"
 r=$(ratio "$a1" "$u1"); echo "| 1 thread: atomio >= 1.0x unsafe | $r ($a1/s against $u1) | $(met "$r" ">=" 1.0) |"
