@@ -722,17 +722,34 @@ static void fold_truncation(aconn *c)
 	pend_truncate(p, size);
 }
 
+/* Is the transaction's rollback journal on disk (at SQLITE_FCNTL_SYNC of
+ * phase one)?  Then the journal's header is written and synced: its first
+ * byte (the magic) is not zero, also with synchronous=OFF, where SQLite
+ * writes the magic at once.  A journal file whose first byte is zero (or an
+ * empty one) is no journal of this transaction but a leftover SQLite itself
+ * never plays back nor deletes (a writer killed in a rollback mode before
+ * its journal's first sync, or PERSIST's and TRUNCATE's finished ones):
+ * taking it for a journal would commit each database of a transaction over
+ * several on its own (commit_set not used), in MEMORY mode too.  The test is
+ * SQLite's own for a hot journal.  Unreadable: assume a journal (each
+ * database then commits at its sync, as SQLite's super-journal expects). */
 static bool journal_on_disk(struct adb *d)
 {
-	size_t n = strlen(d->db_path);
-	char *j = malloc(n + sizeof("-journal"));
+	char *j = suffixed(d->db_path, "-journal");
 	if (!j)
 		return true;
-	memcpy(j, d->db_path, n);
-	memcpy(j + n, "-journal", sizeof("-journal"));
-	bool on = access(j, F_OK) == 0 || errno != ENOENT;
+	int fd = open(j, O_RDONLY | O_CLOEXEC);
+	int e = errno;
 	free(j);
-	return on;
+	if (fd < 0)
+		return e != ENOENT;
+	unsigned char first = 0;
+	ssize_t r;
+	do
+		r = pread(fd, &first, 1, 0);
+	while (r < 0 && errno == EINTR);
+	close(fd);
+	return r < 0 || first != 0;
 }
 
 /* Map the database read-only up to at least `end`, to compare pages with

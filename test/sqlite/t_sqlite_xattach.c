@@ -13,8 +13,16 @@
  *     the writer's first commit, within 60 ms.  The test counts the
  *     kills that left the two-database markers behind (landed inside a
  *     two-database commit), and requires some.
+ *  1b. Before that, a rollback journal with a zeroed header beside each
+ *     database, as a writer killed in journal_mode=DELETE before its
+ *     journal's first sync leaves it (SQLite neither plays it back nor
+ *     deletes it, also not later in MEMORY mode): it is not the
+ *     transaction's journal, so a transaction over both databases is still
+ *     one group (main's store checkpoints after each); the kills of 1 run
+ *     with those journals in place.
  *  2. Cost: the same transaction over one database and over two, ms each.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 
@@ -70,6 +78,20 @@ static bool exists(const char *path, const char *suffix)
 	return access(p, F_OK) == 0;
 }
 
+/* A journal as SQLite begins it with synchronous=FULL: the header's magic
+ * and record count zero until the journal's first sync. */
+static void stale_journal(const char *db)
+{
+	char j[4400];
+	snprintf(j, sizeof(j), "%s-journal", db);
+	int fd = open(j, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(fd >= 0);
+	unsigned char buf[4616] = {0};
+	buf[15] = 0x2a; /* a nonce; the first byte is what makes a journal hot */
+	CHECK_EQ(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	close(fd);
+}
+
 int main(void)
 {
 	char m[4200], a[4200];
@@ -84,8 +106,25 @@ int main(void)
 	CHECK(!exists(m, "-atomio-group") && !exists(a, "-atomio-group"));
 	sqlite3_close(db);
 
+	/* 1b. stale journals beside both: still one group per transaction */
+	stale_journal(m);
+	stale_journal(a);
+	db = open_pair(m, a);
+	tx(db, 4);
+	long long ck = sq_stat(db, "checkpoints");
+	for (long long k = 5; k <= 7; k++)
+		tx(db, k);
+	if (sq_stat(db, "checkpoints") - ck < 3) {
+		fprintf(stderr, "with a stale journal beside them, the databases committed one by one "
+				"(%lld checkpoints of main's store in 3 transactions over both)\n",
+			sq_stat(db, "checkpoints") - ck);
+		return 1;
+	}
+	sqlite3_close(db);
+	CHECK(exists(m, "-journal") && exists(a, "-journal"));
+
 	int iters = T_SCALE(60), marked = 0, inflight = 0;
-	long long n = 3;
+	long long n = 7;
 	for (int it = 0; it < iters; it++) {
 		int p[2];
 		CHECK_OK(pipe(p));
