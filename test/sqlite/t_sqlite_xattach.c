@@ -20,7 +20,10 @@
  *     transaction's journal, so a transaction over both databases is still
  *     one group (main's store checkpoints after each); the kills of 1 run
  *     with those journals in place.
- *  2. Cost: the same transaction over one database and over two, ms each.
+ *  2. The same kills with journal_mode=DELETE on both databases, where
+ *     SQLite's super-journal makes the set atomic and the VFS commits each
+ *     database's group at its own sync: both or neither too.
+ *  3. Cost: the same transaction over one database and over two, ms each.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -34,14 +37,19 @@
 #define KILL_SPAN_NS 60000000L
 #endif
 
+/* The journal mode of both databases: MEMORY (the VFS's cross-database
+ * group) or DELETE (SQLite's super-journal). */
+static const char *g_mode = "MEMORY";
+
 static sqlite3 *open_pair(const char *m, const char *a)
 {
 	sqlite3 *db = sq_open(m, 8 << 20);
 	char sql[9000];
 	snprintf(sql, sizeof(sql),
-		 "ATTACH 'file:%s?vfs=atomio' AS aux; PRAGMA aux.journal_mode=MEMORY; "
+		 "PRAGMA main.journal_mode=%s; "
+		 "ATTACH 'file:%s?vfs=atomio' AS aux; PRAGMA aux.journal_mode=%s; "
 		 "PRAGMA aux.synchronous=FULL; PRAGMA main.cache_size=20; PRAGMA aux.cache_size=20",
-		 a);
+		 g_mode, a, g_mode);
 	sq_ok(db, sql);
 	return db;
 }
@@ -76,6 +84,78 @@ static bool exists(const char *path, const char *suffix)
 	char p[4400];
 	snprintf(p, sizeof(p), "%s%s", path, suffix);
 	return access(p, F_OK) == 0;
+}
+
+/* Kill a writer of transactions over both databases `iters` times (n
+ * transactions so far); after each kill, both counters are equal and what
+ * the writer saw acknowledged, or one more.  Returns the transactions. */
+static long long run_kills(const char *m, const char *a, long long n, int iters, int *marked,
+			   int *inflight)
+{
+	*marked = *inflight = 0;
+	for (int it = 0; it < iters; it++) {
+		int p[2];
+		CHECK_OK(pipe(p));
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			close(p[0]);
+			writer(m, a, p[1]);
+			_exit(0);
+		}
+		close(p[1]);
+		/* from the writer's first commit on (its start, recovery
+		 * included, takes long on a loaded machine) */
+		long long k1;
+		CHECK_EQ(read(p[0], &k1, sizeof(k1)), (ssize_t)sizeof(k1));
+		CHECK_EQ(k1, n + 1);
+		uint64_t r = sq_mix((uint64_t)it * 7919 + 17);
+		struct timespec ts = {0, (long)(2000000 + r % (uint64_t)KILL_SPAN_NS)};
+		nanosleep(&ts, NULL);
+		CHECK_OK(kill(pid, SIGKILL));
+		int st;
+		CHECK_EQ(waitpid(pid, &st, 0), pid);
+		CHECK(WIFSIGNALED(st));
+		long long last = k1, k;
+		while (read(p[0], &k, sizeof(k)) == sizeof(k)) {
+			CHECK_EQ(k, last + 1);
+			last = k;
+		}
+		close(p[0]);
+		int had = exists(m, "-atomio-group") * 2 + exists(a, "-atomio-group");
+		*marked += had != 0;
+		/* the attached database alone first: its recovery finds the
+		 * shared group in main's log */
+		sqlite3 *x = sq_open(a, 0);
+		long long na = sq_int(x, "SELECT n FROM c");
+		sq_integrity(x);
+		sqlite3_close(x);
+		x = open_pair(m, a);
+		long long nm = sq_int(x, "SELECT n FROM main.c");
+		if (exists(m, "-atomio-group") || exists(a, "-atomio-group")) {
+			fprintf(stderr, "kill %d: markers left after recovery: main %d, aux %d (before: %d)\n",
+				it, exists(m, "-atomio-group"), exists(a, "-atomio-group"), had);
+			exit(1);
+		}
+		CHECK_EQ(sq_int(x, "SELECT n FROM aux.c"), na);
+		if (nm != na) {
+			fprintf(stderr, "kill %d: main counts %lld, aux %lld\n", it, nm, na);
+			exit(1);
+		}
+		if (nm != last && nm != last + 1) {
+			fprintf(stderr, "kill %d: %lld transactions, %lld acknowledged\n", it, nm, last);
+			exit(1);
+		}
+		*inflight += nm == last + 1;
+		sq_integrity(x);
+		CHECK_EQ(sq_int(x, "SELECT count(*) FROM main.b"), sq_int(x, "SELECT count(*) FROM aux.b"));
+		sqlite3_close(x);
+		n = nm;
+	}
+	printf("journal_mode=%s, %d kills: %lld transactions, %d kills inside a two-database "
+	       "commit (markers left), %d after its log write but before its acknowledgement\n",
+	       g_mode, iters, n, *marked, *inflight);
+	return n;
 }
 
 /* A journal as SQLite begins it with synchronous=FULL: the header's magic
@@ -123,75 +203,25 @@ int main(void)
 	sqlite3_close(db);
 	CHECK(exists(m, "-journal") && exists(a, "-journal"));
 
-	int iters = T_SCALE(60), marked = 0, inflight = 0;
-	long long n = 7;
-	for (int it = 0; it < iters; it++) {
-		int p[2];
-		CHECK_OK(pipe(p));
-		pid_t pid = fork();
-		CHECK(pid >= 0);
-		if (pid == 0) {
-			close(p[0]);
-			writer(m, a, p[1]);
-			_exit(0);
-		}
-		close(p[1]);
-		/* from the writer's first commit on (its start, recovery
-		 * included, takes long on a loaded machine) */
-		long long k1;
-		CHECK_EQ(read(p[0], &k1, sizeof(k1)), (ssize_t)sizeof(k1));
-		CHECK_EQ(k1, n + 1);
-		uint64_t r = sq_mix((uint64_t)it * 7919 + 17);
-		struct timespec ts = {0, (long)(2000000 + r % (uint64_t)KILL_SPAN_NS)};
-		nanosleep(&ts, NULL);
-		CHECK_OK(kill(pid, SIGKILL));
-		int st;
-		CHECK_EQ(waitpid(pid, &st, 0), pid);
-		CHECK(WIFSIGNALED(st));
-		long long last = k1, k;
-		while (read(p[0], &k, sizeof(k)) == sizeof(k)) {
-			CHECK_EQ(k, last + 1);
-			last = k;
-		}
-		close(p[0]);
-		int had = exists(m, "-atomio-group") * 2 + exists(a, "-atomio-group");
-		marked += had != 0;
-		/* the attached database alone first: its recovery finds the
-		 * shared group in main's log */
-		sqlite3 *x = sq_open(a, 0);
-		long long na = sq_int(x, "SELECT n FROM c");
-		sq_integrity(x);
-		sqlite3_close(x);
-		x = open_pair(m, a);
-		long long nm = sq_int(x, "SELECT n FROM main.c");
-		if (exists(m, "-atomio-group") || exists(a, "-atomio-group")) {
-			fprintf(stderr, "kill %d: markers left after recovery: main %d, aux %d (before: %d)\n",
-				it, exists(m, "-atomio-group"), exists(a, "-atomio-group"), had);
-			return 1;
-		}
-		CHECK_EQ(sq_int(x, "SELECT n FROM aux.c"), na);
-		if (nm != na) {
-			fprintf(stderr, "kill %d: main counts %lld, aux %lld\n", it, nm, na);
-			return 1;
-		}
-		if (nm != last && nm != last + 1) {
-			fprintf(stderr, "kill %d: %lld transactions, %lld acknowledged\n", it, nm, last);
-			return 1;
-		}
-		inflight += nm == last + 1;
-		sq_integrity(x);
-		CHECK_EQ(sq_int(x, "SELECT count(*) FROM main.b"), sq_int(x, "SELECT count(*) FROM aux.b"));
-		sqlite3_close(x);
-		n = nm;
-	}
-	printf("%d kills: %lld transactions, %d kills inside a two-database commit "
-	       "(markers left), %d after its log write but before its acknowledgement\n",
-	       iters, n, marked, inflight);
+	int iters = T_SCALE(60), marked, inflight;
+	long long n = run_kills(m, a, 7, iters, &marked, &inflight);
 	CHECK(n >= iters);
 	CHECK(inflight > 0);
 	CHECK(marked > 0);
 
-	/* 2. cost of the second database */
+	/* 2. the same with SQLite's super-journal: no markers, both or neither */
+	g_mode = "DELETE";
+	setenv("SQ_JOURNAL", g_mode, 1); /* sq_open's mode, the writers' too */
+	int iters2 = T_SCALE(20);
+	long long n2 = run_kills(m, a, n, iters2, &marked, &inflight);
+	CHECK(n2 >= n + iters2);
+	CHECK_EQ(marked, 0);
+	g_mode = "MEMORY";
+	setenv("SQ_JOURNAL", g_mode, 1);
+	n = n2;
+
+	/* 3. cost of the second database (killed DELETE-mode writers left
+	 * journals: they do not count, see 1b) */
 	db = open_pair(m, a);
 	int reps = T_SCALE(200);
 	double t0 = sq_now();
