@@ -8,7 +8,8 @@
 # (test/sqlite/suite/init.c): in "atomio" that registers the atomio VFS as
 # the default, in "unix" it does nothing.  Every file of
 # test/sqlite/suite/files.txt runs under both, each in a directory of its
-# own, with a time limit; then a table: tests and errors per VFS.
+# own, with a time limit; then a table: tests and errors per VFS (also in
+# build/sqlite-suite/table.txt).
 #
 # Fails when a file that passes under unix does not pass under atomio
 # (errors, an abort or a timeout), unless the file is in
@@ -105,9 +106,11 @@ done | xargs -P "${SUITE_JOBS:-2}" -L 1 sh -c '
 ' sh "$out" "$srcdir" "$limit" || true
 
 bydesign=test/sqlite/suite/bydesign.txt
-printf '%-18s | %-8s %6s %6s %5s | %-8s %6s %6s %5s | %s\n' file unix tests errors secs atomio tests errors secs note
 bad=0
 nf=0
+# The table, also kept in $out/table.txt (for the issue's closing note).
+{
+printf '%-18s | %-8s %6s %6s %5s | %-8s %6s %6s %5s | %s\n' file unix tests errors secs atomio tests errors secs note
 for f in $files; do
 	nf=$((nf + 1))
 	set -- $(cat "$res/unix.$f" 2>/dev/null || echo "- - - -")
@@ -135,7 +138,9 @@ for v in $vfses; do
 	cat "$res"/"$v".* 2>/dev/null | awk '{n[$1]++; if ($2 != "-") {t += $2; e += $3}}
 		END {printf "%d tests, %d errors;", t, e; for (s in n) printf " %s %d", s, n[s]; print ""}'
 done
-echo "logs of files that did not pass: $out/run/<vfs>/<file>/log"
+} >"$out/table.txt"
+cat "$out/table.txt"
+echo "the table: $out/table.txt; logs of files that did not pass: $out/run/<vfs>/<file>/log"
 if [ "$bad" -gt 0 ]; then
 	echo "sqlite-suite: $bad of $nf files pass under unix but not under atomio"
 	exit 1

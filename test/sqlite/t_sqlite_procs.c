@@ -17,6 +17,10 @@
  *     database when it finds a writer gone, and never sees a broken sum.
  *  3. Two connections of one process: the second is refused (SQLITE_BUSY)
  *     while the first holds a write transaction, and writes after it commits.
+ *  3b. In a process that is not the writer yet: a write beside a read
+ *     transaction of another connection is granted (RESERVED, as with the
+ *     unix VFS, not an EXCLUSIVE lock at the first write), and its COMMIT
+ *     waits for the reader (issue 17 item 3, SQLite's attach2).
  */
 #include <signal.h>
 
@@ -193,6 +197,29 @@ static void run_counted(void *a) { counted_writer(g_path, *(int *)a); }
 static void run_idle(void *a) { (void)a; idle_writer(g_path, g_ready); }
 static void run_impatient(void *a) { (void)a; impatient_writer(g_path); }
 
+/* 3b: connection a reads in a transaction, b writes beside it. */
+static void write_beside_reader(const char *path)
+{
+	sqlite3 *a = sq_open(path, 0), *b = sq_open(path, 0);
+	sqlite3_busy_timeout(b, 0);
+	sq_ok(a, "BEGIN");
+	long long v7 = sq_int(a, "SELECT v FROM acct WHERE id = 7");
+	int rc = sq_exec(b, "BEGIN; UPDATE acct SET v = v + 2 WHERE id = 7; UPDATE acct SET v = v - 2 WHERE id = 8");
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "a write beside a read transaction: %s\n", sqlite3_errmsg(b));
+		_exit(1);
+	}
+	CHECK_EQ(sq_exec(b, "COMMIT"), SQLITE_BUSY); /* the reader holds SHARED */
+	CHECK_EQ(sq_int(a, "SELECT v FROM acct WHERE id = 7"), v7);
+	sq_ok(a, "COMMIT");
+	sq_ok(b, "COMMIT");
+	CHECK_EQ(sq_int(a, "SELECT v FROM acct WHERE id = 7"), v7 + 2);
+	sqlite3_close(a);
+	sqlite3_close(b);
+	_exit(0);
+}
+static void run_beside_reader(void *a) { (void)a; write_beside_reader(g_path); }
+
 static long long ctr(const char *path)
 {
 	sqlite3 *db = sq_open(path, 0);
@@ -311,6 +338,10 @@ int main(void)
 	CHECK_EQ(sq_int(a, "SELECT sum(v) FROM acct"), TOTAL);
 	sqlite3_close(a);
 	sqlite3_close(b);
+	check_sum(path);
+
+	/* 3b. a write beside a reader, in a process that is not the writer */
+	wait_ok(spawn(run_beside_reader, NULL), "a write beside a read transaction");
 	check_sum(path);
 	return 0;
 }

@@ -13,8 +13,19 @@
  *     the writer's first commit, within 60 ms.  The test counts the
  *     kills that left the two-database markers behind (landed inside a
  *     two-database commit), and requires some.
- *  2. Cost: the same transaction over one database and over two, ms each.
+ *  1b. Before that, a rollback journal with a zeroed header beside each
+ *     database, as a writer killed in journal_mode=DELETE before its
+ *     journal's first sync leaves it (SQLite neither plays it back nor
+ *     deletes it, also not later in MEMORY mode): it is not the
+ *     transaction's journal, so a transaction over both databases is still
+ *     one group (main's store checkpoints after each); the kills of 1 run
+ *     with those journals in place.
+ *  2. The same kills with journal_mode=DELETE on both databases, where
+ *     SQLite's super-journal makes the set atomic and the VFS commits each
+ *     database's group at its own sync: both or neither too.
+ *  3. Cost: the same transaction over one database and over two, ms each.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 
@@ -26,14 +37,19 @@
 #define KILL_SPAN_NS 60000000L
 #endif
 
+/* The journal mode of both databases: MEMORY (the VFS's cross-database
+ * group) or DELETE (SQLite's super-journal). */
+static const char *g_mode = "MEMORY";
+
 static sqlite3 *open_pair(const char *m, const char *a)
 {
 	sqlite3 *db = sq_open(m, 8 << 20);
 	char sql[9000];
 	snprintf(sql, sizeof(sql),
-		 "ATTACH 'file:%s?vfs=atomio' AS aux; PRAGMA aux.journal_mode=MEMORY; "
+		 "PRAGMA main.journal_mode=%s; "
+		 "ATTACH 'file:%s?vfs=atomio' AS aux; PRAGMA aux.journal_mode=%s; "
 		 "PRAGMA aux.synchronous=FULL; PRAGMA main.cache_size=20; PRAGMA aux.cache_size=20",
-		 a);
+		 g_mode, a, g_mode);
 	sq_ok(db, sql);
 	return db;
 }
@@ -70,22 +86,13 @@ static bool exists(const char *path, const char *suffix)
 	return access(p, F_OK) == 0;
 }
 
-int main(void)
+/* Kill a writer of transactions over both databases `iters` times (n
+ * transactions so far); after each kill, both counters are equal and what
+ * the writer saw acknowledged, or one more.  Returns the transactions. */
+static long long run_kills(const char *m, const char *a, long long n, int iters, int *marked,
+			   int *inflight)
 {
-	char m[4200], a[4200];
-	snprintf(m, sizeof(m), "%s", t_path("xm.db"));
-	snprintf(a, sizeof(a), "%s", t_path("xa.db"));
-	sqlite3 *db = open_pair(m, a);
-	sq_ok(db, "CREATE TABLE main.c(n INTEGER); INSERT INTO main.c VALUES(0);"
-		  "CREATE TABLE aux.c(n INTEGER); INSERT INTO aux.c VALUES(0);"
-		  "CREATE TABLE main.b(k INTEGER, v BLOB); CREATE TABLE aux.b(k INTEGER, v BLOB)");
-	for (long long k = 1; k <= 3; k++)
-		tx(db, k);
-	CHECK(!exists(m, "-atomio-group") && !exists(a, "-atomio-group"));
-	sqlite3_close(db);
-
-	int iters = T_SCALE(60), marked = 0, inflight = 0;
-	long long n = 3;
+	*marked = *inflight = 0;
 	for (int it = 0; it < iters; it++) {
 		int p[2];
 		CHECK_OK(pipe(p));
@@ -116,7 +123,7 @@ int main(void)
 		}
 		close(p[0]);
 		int had = exists(m, "-atomio-group") * 2 + exists(a, "-atomio-group");
-		marked += had != 0;
+		*marked += had != 0;
 		/* the attached database alone first: its recovery finds the
 		 * shared group in main's log */
 		sqlite3 *x = sq_open(a, 0);
@@ -128,31 +135,93 @@ int main(void)
 		if (exists(m, "-atomio-group") || exists(a, "-atomio-group")) {
 			fprintf(stderr, "kill %d: markers left after recovery: main %d, aux %d (before: %d)\n",
 				it, exists(m, "-atomio-group"), exists(a, "-atomio-group"), had);
-			return 1;
+			exit(1);
 		}
 		CHECK_EQ(sq_int(x, "SELECT n FROM aux.c"), na);
 		if (nm != na) {
 			fprintf(stderr, "kill %d: main counts %lld, aux %lld\n", it, nm, na);
-			return 1;
+			exit(1);
 		}
 		if (nm != last && nm != last + 1) {
 			fprintf(stderr, "kill %d: %lld transactions, %lld acknowledged\n", it, nm, last);
-			return 1;
+			exit(1);
 		}
-		inflight += nm == last + 1;
+		*inflight += nm == last + 1;
 		sq_integrity(x);
 		CHECK_EQ(sq_int(x, "SELECT count(*) FROM main.b"), sq_int(x, "SELECT count(*) FROM aux.b"));
 		sqlite3_close(x);
 		n = nm;
 	}
-	printf("%d kills: %lld transactions, %d kills inside a two-database commit "
-	       "(markers left), %d after its log write but before its acknowledgement\n",
-	       iters, n, marked, inflight);
+	printf("journal_mode=%s, %d kills: %lld transactions, %d kills inside a two-database "
+	       "commit (markers left), %d after its log write but before its acknowledgement\n",
+	       g_mode, iters, n, *marked, *inflight);
+	return n;
+}
+
+/* A journal as SQLite begins it with synchronous=FULL: the header's magic
+ * and record count zero until the journal's first sync. */
+static void stale_journal(const char *db)
+{
+	char j[4400];
+	snprintf(j, sizeof(j), "%s-journal", db);
+	int fd = open(j, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(fd >= 0);
+	unsigned char buf[4616] = {0};
+	buf[15] = 0x2a; /* a nonce; the first byte is what makes a journal hot */
+	CHECK_EQ(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	close(fd);
+}
+
+int main(void)
+{
+	char m[4200], a[4200];
+	snprintf(m, sizeof(m), "%s", t_path("xm.db"));
+	snprintf(a, sizeof(a), "%s", t_path("xa.db"));
+	sqlite3 *db = open_pair(m, a);
+	sq_ok(db, "CREATE TABLE main.c(n INTEGER); INSERT INTO main.c VALUES(0);"
+		  "CREATE TABLE aux.c(n INTEGER); INSERT INTO aux.c VALUES(0);"
+		  "CREATE TABLE main.b(k INTEGER, v BLOB); CREATE TABLE aux.b(k INTEGER, v BLOB)");
+	for (long long k = 1; k <= 3; k++)
+		tx(db, k);
+	CHECK(!exists(m, "-atomio-group") && !exists(a, "-atomio-group"));
+	sqlite3_close(db);
+
+	/* 1b. stale journals beside both: still one group per transaction */
+	stale_journal(m);
+	stale_journal(a);
+	db = open_pair(m, a);
+	tx(db, 4);
+	long long ck = sq_stat(db, "checkpoints");
+	for (long long k = 5; k <= 7; k++)
+		tx(db, k);
+	if (sq_stat(db, "checkpoints") - ck < 3) {
+		fprintf(stderr, "with a stale journal beside them, the databases committed one by one "
+				"(%lld checkpoints of main's store in 3 transactions over both)\n",
+			sq_stat(db, "checkpoints") - ck);
+		return 1;
+	}
+	sqlite3_close(db);
+	CHECK(exists(m, "-journal") && exists(a, "-journal"));
+
+	int iters = T_SCALE(60), marked, inflight;
+	long long n = run_kills(m, a, 7, iters, &marked, &inflight);
 	CHECK(n >= iters);
 	CHECK(inflight > 0);
 	CHECK(marked > 0);
 
-	/* 2. cost of the second database */
+	/* 2. the same with SQLite's super-journal: no markers, both or neither */
+	g_mode = "DELETE";
+	setenv("SQ_JOURNAL", g_mode, 1); /* sq_open's mode, the writers' too */
+	int iters2 = T_SCALE(20);
+	long long n2 = run_kills(m, a, n, iters2, &marked, &inflight);
+	CHECK(n2 >= n + iters2);
+	CHECK_EQ(marked, 0);
+	g_mode = "MEMORY";
+	setenv("SQ_JOURNAL", g_mode, 1);
+	n = n2;
+
+	/* 3. cost of the second database (killed DELETE-mode writers left
+	 * journals: they do not count, see 1b) */
 	db = open_pair(m, a);
 	int reps = T_SCALE(200);
 	double t0 = sq_now();
