@@ -184,12 +184,15 @@ void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n)
 
 /* A checkpoint starts (before it takes the files' dirty flags and syncs):
  * what is dirty now is what it makes durable.  Lock held. */
-static void dirty_ckpt_begin_locked(atomio *st)
+static void dirty_ckpt_begin_locked(atomio *st, bool drain)
 {
 	dset_free(&st->ckpt_set);
 	st->ckpt_set = st->dirty;
 	memset(&st->dirty, 0, sizeof(st->dirty));
-	wb_reset_locked(st); /* the sync writes back every range noted so far */
+	/* The sync writes back every range noted so far; a background
+	 * checkpoint writes them back itself first, paced (wb_drain_locked). */
+	if (!drain)
+		wb_reset_locked(st);
 	atomic_fetch_add(&st->stats.bytes_checkpointed, st->ckpt_set.used * DBLOCK);
 }
 
@@ -309,7 +312,7 @@ int checkpoint_full_role(atomio *st)
 	uint64_t seq = st->next_seq, used = st->used, tail = st->tail;
 	if (!failed) {
 		st->ckpt_busy = true;
-		dirty_ckpt_begin_locked(st); /* what this sync makes durable */
+		dirty_ckpt_begin_locked(st, false); /* what this sync makes durable */
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (failed)
@@ -356,8 +359,9 @@ static void checkpoint_background_locked(atomio *st)
 	if (cut_seq == st->head_seq)
 		return; /* no batch home since the last checkpoint */
 	st->ckpt_busy = true;
-	dirty_ckpt_begin_locked(st);
+	dirty_ckpt_begin_locked(st, true);
 	st->ckpt_bg_running = true; /* drop_cache: dirty_ckpt_end_locked drops what this syncs */
+	wb_drain_locked(st); /* drops the lock around its calls */
 	pthread_mutex_unlock(&st->lock);
 
 	int r = sync_files(st);

@@ -385,6 +385,10 @@ void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n);
 void wb_reset_locked(atomio *st);
 bool wb_due_locked(const atomio *st);
 void wb_issue_locked(atomio *st);
+/* A background checkpoint begins: write back, a batch at a time and each
+ * waited for, every range noted so far (writeback.c, THE CHECKPOINT'S
+ * DRAIN).  Lock held; dropped around the system calls. */
+void wb_drain_locked(atomio *st);
 
 /* tx.c */
 void tx_release(atomio_tx *tx);
