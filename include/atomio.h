@@ -81,7 +81,7 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
 #define ATOMIO_NO_COMPRESS 0x800u
 
 struct atomio_options {
-	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 256 MiB */
+	uint64_t log_size; /* bytes to reserve for records when creating a log; 0 = 1 GiB */
 	uint32_t flags;    /* 0 or ATOMIO_* options above, ORed (at most one of each pair) */
 	/* Checkpoint policy (docs/API.md, "Wear"): a background checkpoint runs
 	 * when the log is more than ckpt_percent full (0 = 50; at most 99) or when

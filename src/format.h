@@ -232,7 +232,7 @@
 #define MAX_OFFSET (1ull << 62) /* no write ends, and no size lies, beyond 2^62 */
 #define MAX_GENERATION (1ull << 62) /* superblock and catalog generations stay below */
 
-#define DEFAULT_LOG_SIZE (256ull << 20)
+#define DEFAULT_LOG_SIZE (1ull << 30)
 #define MIN_LOG_BLOCKS 16u
 
 struct sb_disk {

@@ -4,7 +4,7 @@
 . test/cli_lib.sh
 for A in $BINS; do
 	J="$T/b.json"
-	$A bench -q -d 1.2 -n 2 -s 4M --json "$J" --plot "$T/b.svg" "$T" >"$T/out" ||
+	$A bench -q -d 1.2 -n 2 -s 4M --log-size 8M --json "$J" --plot "$T/b.svg" "$T" >"$T/out" ||
 		fail "$A bench failed: $(cat "$T/out")"
 	grep -q '^unsafe ' "$T/out" || fail "no table: $(cat "$T/out")"
 	[ -z "$(ls "$T" | grep atomio-bench)" ] || fail "$A bench left its directory behind"
@@ -41,7 +41,7 @@ for A in $BINS; do
 done
 # several configurations in one run, buffered, two files
 A=build/atomio
-$A bench -q -d 1 -n 1 -s 2M -f 2 -t 1,2 -r 1,3 --buffered -m unsafe,atomio --json "$T/c.json" "$T" >"$T/out" ||
+$A bench -q -d 1 -n 1 -s 2M -f 2 -t 1,2 -r 1,3 --buffered -m unsafe,atomio --log-size 8M --json "$T/c.json" "$T" >"$T/out" ||
 	fail "multi-config bench failed: $(cat "$T/out")"
 jqv '.direct == false and (.runs | length) == 8' "$T/c.json"
 jqv '[.runs[] | .user_bytes == .ops * .page_size * .ranges_per_group] | all' "$T/c.json"
@@ -64,7 +64,7 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8", error
 grep -q '^unsafe ' "$T/stderr" || fail "bench --json -: no table on stderr: $(cat "$T/stderr")"
 [ "$(grep -cE '^atomio +[0-9]' "$T/out")" -eq 4 ] || fail "expected 4 tables: $(cat "$T/out")"
 # asynchronous commits (named only): every group queued is reaped and counted
-$A bench -q -d 0.6 -n 1 -s 2M -m atomio-async --json "$T/a.json" "$T" >"$T/out" ||
+$A bench -q -d 0.6 -n 1 -s 2M -m atomio-async --log-size 8M --json "$T/a.json" "$T" >"$T/out" ||
 	fail "atomio-async bench failed: $(cat "$T/out")"
 jqv '.runs[] | select(.mode=="atomio-async") | .ops > 0 and .home_bytes == .user_bytes
      and .log_syncs_per_op > 0 and .log_syncs_per_op <= 1' "$T/a.json"

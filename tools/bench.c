@@ -30,6 +30,7 @@
 #include "atomio.h"
 #include "bench.h"
 #include "cli.h"
+#include "format.h" /* DEFAULT_LOG_SIZE */
 
 #define MAX_REPS 99
 #define MAX_CFG_VALUES 8
@@ -717,7 +718,7 @@ static void help(void)
 	       "  -n, --repetitions N    repetitions of every mode (default 3)\n"
 	       "  -m, --modes LIST       modes to run (default: all)\n"
 	       "      --buffered         buffered data files (default O_DIRECT)\n"
-	       "      --log-size SIZE    atomio's log (default 256M, the library's default)\n"
+	       "      --log-size SIZE    atomio's log (default 1G, the library's default)\n"
 	       "      --ckpt-percent N   atomio: background checkpoint when the log is N%% full\n"
 	       "                         (default 50)\n"
 	       "      --min-checkpoints N  atomio: a slice runs on, up to 10 times its time, until\n"
@@ -786,7 +787,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	o->npages = o->nranges = o->nthreads = o->nthetas = o->ncomps = 1;
 	o->files = 1;
 	o->file_size = 64ull << 20;
-	o->log_size = 256ull << 20; /* the library's default (DEFAULT_LOG_SIZE) */
+	o->log_size = DEFAULT_LOG_SIZE; /* the library's default (format.h) */
 	o->direct = true;
 	o->reps = 3;
 	o->duration = 20;

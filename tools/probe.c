@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "format.h" /* DEFAULT_LOG_SIZE */
 #include "sys.h" /* RWF_ATOMIC, RWF_DSYNC */
 
 static void help(void)
@@ -30,7 +31,7 @@ static void help(void)
 	       "  --sizes LIST      write sizes to classify (default 4k,16k,64k,256k,1M,4M)\n"
 	       "  --try-writes      also try one RWF_ATOMIC|RWF_DSYNC write of each size to a\n"
 	       "                    temporary file in PATH's directory (never to PATH itself)\n"
-	       "  --log-size SIZE   log size assumed for the largest group (default 256M)\n"
+	       "  --log-size SIZE   log size assumed for the largest group (default 1G)\n"
 	       "  -h, --help        this help\n\n"
 	       "Exit status: 0 printed, 2 usage error, 3 PATH cannot be examined.\n");
 }
@@ -96,7 +97,7 @@ int cmd_probe(int argc, char **argv)
 	bool json = false, try_writes = false;
 	uint64_t sizes[16] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
 	unsigned nsizes = 6;
-	uint64_t log_size = 256ull << 20; /* the library's default */
+	uint64_t log_size = DEFAULT_LOG_SIZE; /* the library's default (format.h) */
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
