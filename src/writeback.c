@@ -284,8 +284,11 @@ static bool wb_start(atomio *st, struct wbent *v, unsigned nv, struct waitfds *w
 				if (r == -ENOSYS || r == -EOPNOTSUPP || r == -ESPIPE)
 					return false; /* the checkpoint writes everything */
 				/* Any other error is the checkpoint's to meet: its
-				 * fdatasync reports a failed write-back. */
-				atomic_fetch_add(&st->stats.bytes_written_back, end - v[i].off);
+				 * fdatasync reports a failed write-back.  (The
+				 * drain is the checkpoint's own write, not an
+				 * early one: atomio_stats does not count it.) */
+				if (!wf)
+					atomic_fetch_add(&st->stats.bytes_written_back, end - v[i].off);
 			} else if (fd >= 0 && (fd = wait_fd(wf, v[i].file, fd)) >= 0) {
 				/* The wait's own error (a failed write-back) is the
 				 * fdatasync's to report, on the file's descriptor. */

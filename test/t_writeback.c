@@ -2,17 +2,36 @@
  * handed to the kernel's write-back (sync_file_range) once they are old
  * enough, so a checkpoint finds little left; a range written again before
  * then is left to the checkpoint (no page reaches the device twice for it);
+ * a background checkpoint drains what is left, waiting for each piece on a
+ * descriptor of its own (a wait consumes a write-back error on the file
+ * description it is made on: the checkpoint's fdatasync must still see it);
  * and none of it changes what a reopened store holds. */
 #include <stdbool.h>
 
+#include "sys.h"
 #include "model.h"
 
 #define PAGE 16384u
+
+static struct atomio_sysops ops;
+static int waits, bad_waits;
+
+static int w_sync_file_range(int fd, off_t off, off_t len, unsigned flags)
+{
+	if (flags & (SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WAIT_AFTER)) {
+		__atomic_fetch_add(&waits, 1, __ATOMIC_RELAXED);
+		/* the store's own descriptors of a data file are read-write */
+		if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY)
+			__atomic_fetch_add(&bad_waits, 1, __ATOMIC_RELAXED);
+	}
+	return atomio_sys_linux.sync_file_range(fd, off, len, flags);
+}
 
 static void run(bool hot, int oflags, uint32_t flags)
 {
 	unlink(t_path("log"));
 	unlink(t_path("f"));
+	waits = bad_waits = 0;
 	/* 4 MiB log: background checkpoints at 2 MiB, write-back of ranges
 	 * 1 MiB old, 128 KiB at a time */
 	struct atomio_options o = t_opts(4u << 20);
@@ -47,6 +66,12 @@ static void run(bool hot, int oflags, uint32_t flags)
 	else
 		CHECK(s.bytes_written_back >= (flags ? 128u * 1024 : 1) && s.bytes_written_back <= s.bytes_home);
 	CHECK_OK(atomio_close(st));
+	printf("  %d waits of the checkpoint's drain\n", waits);
+	CHECK_EQ(bad_waits, 0);
+	if (!flags && s.checkpoints)
+		CHECK(waits > 0); /* a background checkpoint drained */
+	if (flags)
+		CHECK_EQ(waits, 0); /* only background checkpoints drain */
 	CHECK_OK(m_compare(&m, t_path("f"), 0));
 	free(m.b);
 }
@@ -54,6 +79,10 @@ static void run(bool hot, int oflags, uint32_t flags)
 int main(void)
 {
 	t_dir();
+	ops = atomio_sys_linux;
+	ops.name = "writeback";
+	ops.sync_file_range = w_sync_file_range;
+	atomio_sys_set(&ops);
 	run(false, 0, ATOMIO_NO_BG_CHECKPOINT);
 	run(true, 0, ATOMIO_NO_BG_CHECKPOINT);
 	run(false, O_DIRECT, ATOMIO_NO_BG_CHECKPOINT);
