@@ -25,9 +25,15 @@
  *   physical sector with durable data written earlier: a torn write can only
  *   damage itself (no read-modify-write of an acknowledged record).
  *
- *   The whole file is written with zeros when the log is created, so record
- *   writes are overwrites of allocated blocks: an O_DIRECT + RWF_DSYNC write
- *   then needs no metadata journal commit and costs one device wait.
+ *   Record writes should be overwrites of written blocks: an O_DIRECT +
+ *   RWF_DSYNC write then needs no metadata journal commit and costs one
+ *   device wait.  A new log is allocated whole (fallocate) and written with
+ *   zeros up to the end of its area's first unit (1/16 of the area, at most
+ *   4 MiB); the rest is written with zeros ahead of the records, a unit at a
+ *   time, by the store's checkpointer thread (the library's lazy zeroing,
+ *   once in the log's life).  Where fallocate is refused the whole file is
+ *   written at creation.  Blocks never written read as zeros, which no valid
+ *   record is, so the format does not depend on either.
  *
  * SUPERBLOCK (in each slot; SB_SIZE = 256 bytes used, rest zero)
  *
