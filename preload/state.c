@@ -46,7 +46,7 @@ uint64_t g_max_group;
 static char g_log[PATH_MAX];      /* canonical path of ATOMIO_LOG */
 static char **g_globs;
 static int g_nglobs;
-static uint64_t g_log_size;
+static uint64_t g_log_size = 64ull << 20; /* ATOMIO_LOG_SIZE; the man page's default */
 static uint32_t g_flags;
 static const char *g_stats_path;
 
