@@ -65,8 +65,9 @@ static struct fio_option options[] = {
 		.lname = "atomio log size",
 		.type = FIO_OPT_STR_VAL,
 		.off1 = offsetof(struct afio_options, log_size),
-		.help = "record area of a new log (an existing log keeps its size)",
-		.def = "64M",
+		.help = "record area of a new log (an existing log keeps its size; "
+			"0 = the library's default, 1 GiB)",
+		.def = "0",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
