@@ -1134,6 +1134,21 @@ static int commit_set(aconn **m, int n)
 			list[len++] = '\n';
 		}
 	}
+	/* The other databases' own logs must hold no group older than this
+	 * one: recovery replays a log's live groups over what the file holds,
+	 * so a group of b alone committed before this one and replayed after
+	 * it (at b's next recovery, markers or not) would undo this group's
+	 * bytes in b but not in a.  So checkpoint their stores first (their
+	 * files synced, their logs emptied; nothing to do, and no sync, when
+	 * no group of theirs is live). */
+	for (int i = 1; i < n && r == 0; i++) {
+		atomio *o = writer_store(m[i]->db);
+		if (o && o != st && (r = atomio_checkpoint(o)) < 0) {
+			log_atomio(SQLITE_IOERR_FSYNC, m[i]->db, "checkpointing (before a transaction over "
+				   "several databases)", r, NULL);
+			repair_store(m[i]->db); /* a failed store replays its log */
+		}
+	}
 	for (int i = 0; i < n && r == 0; i++)
 		r = write_marker(m[i]->db, list, len);
 	atomio_tx *tx = NULL;
