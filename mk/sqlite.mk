@@ -61,6 +61,20 @@ check-sqlite-sim: deps
 	$(MAKE) $(BUILD)/sqlite/t_sqlite_sim
 	$(BUILD)/sqlite/t_sqlite_sim $(SQLITE_SIM_ARGS)
 
+# Mutants of the VFS (test/sqlite/mutate.sh): sqlite/vfs.c with one defence of
+# its transactions over several databases removed, linked in front of the
+# library; test/t_sqlite_sim_mutants.sh checks that t_sqlite_sim catches each.
+SQ_MUTANTS := separate nomarker nodirsync earlyunmark nockpt nopreckpt
+SQ_MUTANT_BINS := $(addprefix $(BUILD)/mutants/t_sqlite_sim-,$(SQ_MUTANTS))
+CHECK_DEPS += $(SQ_MUTANT_BINS)
+$(BUILD)/mutants/sqlite-vfs-%.c: test/sqlite/mutate.sh sqlite/vfs.c | $(BUILD)/mutants
+	test/sqlite/mutate.sh $* > $@.tmp && mv $@.tmp $@
+$(BUILD)/mutants/sqlite-vfs-%.o: $(BUILD)/mutants/sqlite-vfs-%.c $(SQ_HDRS)
+	$(CC) $(SQ_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(BUILD)/mutants/t_sqlite_sim-%: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(TEST_SUPPORT) preload/trace.h $(BUILD)/mutants/sqlite-vfs-%.o $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT) $(BUILD)/mutants/sqlite-vfs-$*.o $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+.PRECIOUS: $(BUILD)/mutants/sqlite-vfs-%.c $(BUILD)/mutants/sqlite-vfs-%.o
+
 $(BUILD)/bench-sqlite: examples/bench-sqlite.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 
