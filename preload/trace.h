@@ -14,6 +14,8 @@
  *   TR_PWRITE    the program's write returned (a = bytes)
  *   TR_PSYNC     the program's sync returned (or an O_SYNC/O_DSYNC write's)
  *   TR_FALLOC    fd, flags = mode, a = offset, b = length (a new log's blocks)
+ *   TR_MARK      what a test program was told, its own meaning in a and b
+ *                (test/sqlite/t_sqlite_sim.c: a transaction's COMMIT returned)
  */
 #ifndef ATOMIO_PRELOAD_TRACE_H
 #define ATOMIO_PRELOAD_TRACE_H
@@ -21,7 +23,7 @@
 #include <stdint.h>
 
 enum { TR_OPEN = 1, TR_CLOSE, TR_WRITE, TR_TRUNC, TR_FSYNC, TR_FDATASYNC, TR_RENAME,
-       TR_UNLINK, TR_PWRITE, TR_PSYNC, TR_FALLOC };
+       TR_UNLINK, TR_PWRITE, TR_PSYNC, TR_FALLOC, TR_MARK };
 
 struct tr_hdr {
 	uint32_t kind;

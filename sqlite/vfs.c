@@ -54,8 +54,14 @@
  * recovery, go to EXCLUSIVE, recover (open and close the store), and only
  * then read.
  *
- * Syscalls made here (OFD locks, the probe) are the VFS's own; every byte the
- * store writes goes through libatomio and so through its ops table.
+ * SYSTEM CALLS.  Every byte the store writes goes through libatomio and so
+ * through its ops table (src/sys.h).  So do the VFS's own calls on its
+ * marker files and on the logs (opening, reading, writing, syncing and
+ * removing them, their directory's sync, the log's flock probe and birth
+ * time): see "files" below.  Only its locks (OFD locks on descriptors of its
+ * own), the read-only map of the database and the look at a rollback
+ * journal's first byte go to the system directly; SQLite's own calls on the
+ * database (reads, its creation) are the unix VFS's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -74,6 +80,7 @@
 #include "atomio_sqlite.h"
 #include "pend.h"
 #include "sq.h"
+#include "sys.h"
 
 /* SQLite's lock bytes (src/os.h), as the unix VFS locks them. */
 #define PENDING_BYTE 0x40000000
@@ -182,6 +189,153 @@ static __thread struct aconn *t_ready;
 
 static atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
 
+/* --- files ---------------------------------------------------------------- */
+
+/* atomio's system-call table.  Where this VFS is linked with libatomio's
+ * objects (the loadable extension carries them; a program links
+ * libatomio.a), the calls below go through it, so that a test's table
+ * records, fails or crash-simulates them in one order with the store's own
+ * (test/sqlite/t_sqlite_sim.c).  libatomio.so exports its public API only:
+ * linked with it, the reference is null and the same calls go to the
+ * system directly.  Every one returns a result >= 0 or a negative errno. */
+extern const struct atomio_sysops *atomio_sys __attribute__((weak));
+
+static const struct atomio_sysops *os(void) { return &atomio_sys ? atomio_sys : NULL; }
+
+static int f_neg(long r) { return r < 0 ? -errno : (int)r; }
+
+static int f_open(const char *path, int flags, mode_t mode)
+{
+	const struct atomio_sysops *s = os();
+	return s ? s->open(path, flags, mode) : f_neg(open(path, flags, mode));
+}
+
+static void f_close(int fd)
+{
+	const struct atomio_sysops *s = os();
+	if (s)
+		s->close(fd);
+	else
+		close(fd);
+}
+
+static int f_fstat(int fd, struct stat *sb)
+{
+	const struct atomio_sysops *s = os();
+	return s ? s->fstat(fd, sb) : f_neg(fstat(fd, sb));
+}
+
+/* flock, retrying EINTR. */
+static int f_flock(int fd, int op)
+{
+	const struct atomio_sysops *s = os();
+	int r;
+	do
+		r = s ? s->flock(fd, op) : f_neg(flock(fd, op));
+	while (r == -EINTR);
+	return r;
+}
+
+static int f_unlink(const char *path)
+{
+	const struct atomio_sysops *s = os();
+	return s ? s->unlink(path) : f_neg(unlink(path));
+}
+
+/* Does path exist (as access(F_OK) sees it: symbolic links followed)?  0,
+ * -ENOENT, or another negative errno. */
+static int f_exists(const char *path)
+{
+	const struct atomio_sysops *s = os();
+	if (!s)
+		return f_neg(access(path, F_OK));
+	struct atomio_statx stx;
+	return s->statx(AT_FDCWD, path, 0, 0, &stx);
+}
+
+/* Up to len bytes from offset 0 (fewer only at the end of the file),
+ * retrying EINTR and short reads: the count or a negative errno. */
+static ssize_t f_read_all(int fd, void *buf, size_t len)
+{
+	const struct atomio_sysops *s = os();
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = s ? s->pread(fd, (char *)buf + done, len - done, (off_t)done)
+			      : pread(fd, (char *)buf + done, len - done, (off_t)done);
+		if (n < 0 && !s)
+			n = -errno;
+		if (n == -EINTR)
+			continue;
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+/* All of buf at offset 0, retrying EINTR and short writes: 0 or < 0. */
+static int f_write_all(int fd, const void *buf, size_t len)
+{
+	const struct atomio_sysops *s = os();
+	size_t done = 0;
+	while (done < len) {
+		struct iovec v = {(char *)buf + done, len - done};
+		ssize_t n = s ? s->pwritev(fd, &v, 1, (off_t)done, 0) : pwritev(fd, &v, 1, (off_t)done);
+		if (n < 0 && !s)
+			n = -errno;
+		if (n == -EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? (int)n : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* fsync, retrying EINTR. */
+static int f_fsync(int fd)
+{
+	const struct atomio_sysops *s = os();
+	int r;
+	do
+		r = s ? s->fsync(fd) : f_neg(fsync(fd));
+	while (r == -EINTR);
+	return r;
+}
+
+/* fsync a directory (after creating an entry in it). */
+static int f_fsync_dir(const char *dir)
+{
+	int fd = f_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fd;
+	int r = f_fsync(fd);
+	f_close(fd);
+	return r;
+}
+
+/* The birth time of path, where the filesystem keeps one. */
+static bool f_btime(const char *path, struct statx_timestamp *t)
+{
+	const struct atomio_sysops *s = os();
+	if (!s) {
+		struct statx sx;
+		if (statx(AT_FDCWD, path, 0, STATX_BTIME, &sx) < 0 || !(sx.stx_mask & STATX_BTIME))
+			return false;
+		*t = sx.stx_btime;
+		return true;
+	}
+	struct atomio_statx sx;
+	if (s->statx(AT_FDCWD, path, 0, ATOMIO_STATX_BTIME, &sx) < 0 || !(sx.stx_mask & ATOMIO_STATX_BTIME))
+		return false;
+	memset(t, 0, sizeof(*t));
+	t->tv_sec = sx.stx_btime.tv_sec;
+	t->tv_nsec = sx.stx_btime.tv_nsec;
+	return true;
+}
+
 /* --- OFD locks ------------------------------------------------------------ */
 
 /* 0, -EAGAIN on a conflict, or another negative errno. */
@@ -242,15 +396,15 @@ static void log_atomio(int rc, struct adb *d, const char *what, int err, const c
 static void snapshot(struct adb *d)
 {
 	d->snap_ok = false;
-	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
+	int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return;
 	struct stat sb;
-	if (fstat(fd, &sb) == 0 && atomio_log_mark(fd, &d->snap) == 0) {
+	if (f_fstat(fd, &sb) == 0 && atomio_log_mark(fd, &d->snap) == 0) {
 		d->snap_ino = sb.st_ino;
 		d->snap_ok = true;
 	}
-	close(fd);
+	f_close(fd);
 }
 
 static bool has_group_marker(struct adb *d);
@@ -261,39 +415,26 @@ enum probe { PROBE_WRITER, PROBE_NOLOG, PROBE_CLEAN, PROBE_DIRTY };
  * been opened since our last recovery?  Returns an enum probe or < 0. */
 static int probe(struct adb *d)
 {
-	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
+	int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
-		return errno != ENOENT ? -errno : has_group_marker(d) ? PROBE_DIRTY : PROBE_NOLOG;
-	int r;
-	do
-		r = flock(fd, LOCK_SH | LOCK_NB);
-	while (r < 0 && errno == EINTR);
+		return fd != -ENOENT ? fd : has_group_marker(d) ? PROBE_DIRTY : PROBE_NOLOG;
+	int r = f_flock(fd, LOCK_SH | LOCK_NB);
 	if (r < 0) {
-		int e = errno;
-		close(fd);
-		return e == EWOULDBLOCK ? PROBE_WRITER : -e;
+		f_close(fd);
+		return r == -EWOULDBLOCK ? PROBE_WRITER : r;
 	}
 	int res = PROBE_DIRTY;
 	struct atomio_log_mark m;
 	struct stat sb;
 	pthread_mutex_lock(&g_mu);
-	if (d->snap_ok && fstat(fd, &sb) == 0 && sb.st_ino == d->snap_ino &&
+	if (d->snap_ok && f_fstat(fd, &sb) == 0 && sb.st_ino == d->snap_ino &&
 	    atomio_log_mark(fd, &m) == 0 && m.store_id == d->snap.store_id && m.epoch == d->snap.epoch)
 		res = PROBE_CLEAN;
 	pthread_mutex_unlock(&g_mu);
 	if (res == PROBE_CLEAN && has_group_marker(d))
 		res = PROBE_DIRTY;
-	close(fd); /* drops the LOCK_SH probe */
+	f_close(fd); /* drops the LOCK_SH probe */
 	return res;
-}
-
-static bool btime_of(const char *path, struct statx_timestamp *t)
-{
-	struct statx sx;
-	if (statx(AT_FDCWD, path, 0, STATX_BTIME, &sx) < 0 || !(sx.stx_mask & STATX_BTIME))
-		return false;
-	*t = sx.stx_btime;
-	return true;
 }
 
 /* A log older than its database belongs to an earlier file at this path (the
@@ -317,21 +458,18 @@ static bool btime_of(const char *path, struct statx_timestamp *t)
 static int check_log_age(struct adb *d, bool replaced)
 {
 	struct statx_timestamp db, lg;
-	if (!btime_of(d->db_path, &db) || !btime_of(d->log_path, &lg))
+	if (!f_btime(d->db_path, &db) || !f_btime(d->log_path, &lg))
 		return SQLITE_OK;
 	if (db.tv_sec < lg.tv_sec || (db.tv_sec == lg.tv_sec && db.tv_nsec < lg.tv_nsec))
 		return SQLITE_OK;
 	if (db.tv_sec == lg.tv_sec && db.tv_nsec == lg.tv_nsec && !replaced)
 		return SQLITE_OK;
-	int fd = open(d->log_path, O_RDONLY | O_CLOEXEC);
+	int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
-		return errno == ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
-	int r;
-	do
-		r = flock(fd, LOCK_EX | LOCK_NB);
-	while (r < 0 && errno == EINTR);
+		return fd == -ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
+	int r = f_flock(fd, LOCK_EX | LOCK_NB);
 	if (r < 0) {
-		close(fd);
+		f_close(fd);
 		sqlite3_log(SQLITE_CANTOPEN,
 			    "atomio: %s is older than the database %s and in use: it belongs to an "
 			    "earlier file at this path that is still being written",
@@ -341,11 +479,11 @@ static int check_log_age(struct adb *d, bool replaced)
 	/* Unlinked while we hold its flock, so no store opens it meanwhile.
 	 * Not made durable: should the unlink be lost in a crash, the log is
 	 * stale again and removed again. */
-	r = unlink(d->log_path);
-	close(fd);
-	if (r < 0 && errno != ENOENT) {
+	r = f_unlink(d->log_path);
+	f_close(fd);
+	if (r < 0 && r != -ENOENT) {
 		sqlite3_log(SQLITE_CANTOPEN, "atomio: cannot remove the stale log %s: %s", d->log_path,
-			    strerror(errno));
+			    strerror(-r));
 		return SQLITE_CANTOPEN;
 	}
 	sqlite3_log(SQLITE_NOTICE, "atomio: removed %s, a log older than the database %s "
@@ -364,7 +502,7 @@ static bool remove_replaced_log(struct adb *d)
 {
 	if (has_group_marker(d) || check_log_age(d, true) != SQLITE_OK)
 		return false;
-	return access(d->log_path, F_OK) < 0 && errno == ENOENT;
+	return f_exists(d->log_path) == -ENOENT;
 }
 
 static char *suffixed(const char *path, const char *suffix)
@@ -381,7 +519,7 @@ static char *suffixed(const char *path, const char *suffix)
 static bool has_group_marker(struct adb *d)
 {
 	char *g = suffixed(d->db_path, GROUP_SUFFIX);
-	bool on = !g || access(g, F_OK) == 0 || errno != ENOENT;
+	bool on = !g || f_exists(g) != -ENOENT;
 	free(g);
 	return on;
 }
@@ -411,13 +549,13 @@ static int recover_group(struct adb *d)
 	if (!g)
 		return SQLITE_NOMEM;
 	char buf[8192];
-	int fd = open(g, O_RDONLY | O_CLOEXEC);
+	int fd = f_open(g, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0) {
 		free(g);
-		return errno == ENOENT ? SQLITE_OK : SQLITE_IOERR;
+		return fd == -ENOENT ? SQLITE_OK : SQLITE_IOERR;
 	}
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	ssize_t n = f_read_all(fd, buf, sizeof(buf) - 1);
+	f_close(fd);
 	if (n < 0) {
 		free(g);
 		return SQLITE_IOERR;
@@ -453,14 +591,14 @@ static int recover_group(struct adb *d)
 	for (int i = 0; rc == SQLITE_OK && i < np; i++) {
 		char *m = suffixed(paths[i], GROUP_SUFFIX);
 		if (m)
-			unlink(m);
+			f_unlink(m);
 		free(m);
 	}
 	/* Also a marker cut short (the writer died while writing it): the
 	 * markers are all written and synced before the group is committed,
 	 * so such a one was never followed by a commit. */
 	if (rc == SQLITE_OK)
-		unlink(g);
+		f_unlink(g);
 	for (int i = 0; i < np; i++)
 		if (lfd[i] >= 0)
 			close(lfd[i]); /* releases its locks */
@@ -662,7 +800,8 @@ static bool grow_store(struct adb *d, uint64_t need)
 		log_atomio(SQLITE_IOERR, d, "closing (to grow the log)", r, NULL);
 		return false;
 	}
-	if (unlink(d->log_path) < 0 && errno != ENOENT)
+	r = f_unlink(d->log_path);
+	if (r < 0 && r != -ENOENT)
 		return false;
 	uint64_t old = d->log_size;
 	d->log_size = n;
@@ -938,12 +1077,8 @@ static int sync_dir_of(const char *path)
 	char *sl = strrchr(dir, '/');
 	if (sl)
 		*(sl == dir ? sl + 1 : sl) = 0;
-	int fd = open(sl ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = f_fsync_dir(sl ? dir : ".");
 	free(dir);
-	if (fd < 0)
-		return -errno;
-	int r = fsync(fd) < 0 ? -errno : 0;
-	close(fd);
 	return r;
 }
 
@@ -954,12 +1089,12 @@ static int write_marker(struct adb *d, const char *list, size_t len)
 	char *g = suffixed(d->db_path, GROUP_SUFFIX);
 	if (!g)
 		return -ENOMEM;
-	int fd = open(g, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = f_open(g, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	free(g);
 	if (fd < 0)
-		return -errno;
-	int r = write(fd, list, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -EIO;
-	close(fd);
+		return fd;
+	int r = f_write_all(fd, list, len) == 0 && f_fsync(fd) == 0 ? 0 : -EIO;
+	f_close(fd);
 	return r < 0 ? r : sync_dir_of(d->db_path);
 }
 
@@ -967,7 +1102,7 @@ static void remove_marker(struct adb *d)
 {
 	char *g = suffixed(d->db_path, GROUP_SUFFIX);
 	if (g)
-		unlink(g);
+		f_unlink(g);
 	free(g);
 }
 
@@ -997,6 +1132,21 @@ static int commit_set(aconn **m, int n)
 			memcpy(list + len, m[i]->db->db_path, l);
 			len += l;
 			list[len++] = '\n';
+		}
+	}
+	/* The other databases' own logs must hold no group older than this
+	 * one: recovery replays a log's live groups over what the file holds,
+	 * so a group of b alone committed before this one and replayed after
+	 * it (at b's next recovery, markers or not) would undo this group's
+	 * bytes in b but not in a.  So checkpoint their stores first (their
+	 * files synced, their logs emptied; nothing to do, and no sync, when
+	 * no group of theirs is live). */
+	for (int i = 1; i < n && r == 0; i++) {
+		atomio *o = writer_store(m[i]->db);
+		if (o && o != st && (r = atomio_checkpoint(o)) < 0) {
+			log_atomio(SQLITE_IOERR_FSYNC, m[i]->db, "checkpointing (before a transaction over "
+				   "several databases)", r, NULL);
+			repair_store(m[i]->db); /* a failed store replays its log */
 		}
 	}
 	for (int i = 0; i < n && r == 0; i++)

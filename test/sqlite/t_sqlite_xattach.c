@@ -20,6 +20,13 @@
  *     transaction's journal, so a transaction over both databases is still
  *     one group (main's store checkpoints after each); the kills of 1 run
  *     with those journals in place.
+ *  1c. A transaction on the ATTACHed database alone, then one over both, and
+ *     the writer dies without closing (as killed, the first group still
+ *     live in the attached database's own log): reopened, both hold the
+ *     second transaction's value (the own log's older group must not be
+ *     replayed over the shared one: it was, and left a value neither
+ *     transaction wrote, before the VFS checkpointed the other databases'
+ *     stores ahead of a transaction over several).
  *  2. The same kills with journal_mode=DELETE on both databases, where
  *     SQLite's super-journal makes the set atomic and the VFS commits each
  *     database's group at its own sync: both or neither too.
@@ -158,6 +165,42 @@ static long long run_kills(const char *m, const char *a, long long n, int iters,
 	return n;
 }
 
+/* 1c: aux's own log holds a group older than a shared one when the writer
+ * dies. */
+static void older_own_group(void)
+{
+	char m[4200], a[4200];
+	snprintf(m, sizeof(m), "%s", t_path("om.db"));
+	snprintf(a, sizeof(a), "%s", t_path("oa.db"));
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		sqlite3 *db = open_pair(m, a);
+		sq_ok(db, "BEGIN; CREATE TABLE main.t(n); INSERT INTO main.t VALUES(0);"
+			  "CREATE TABLE aux.t(n); INSERT INTO aux.t VALUES(0); COMMIT");
+		sq_ok(db, "UPDATE aux.t SET n = 1");
+		sq_ok(db, "BEGIN; UPDATE main.t SET n = 2; UPDATE aux.t SET n = 2; COMMIT");
+		_exit(0); /* no close: as killed */
+	}
+	int st;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	sqlite3 *x = sq_open(a, 0);
+	long long na = sq_int(x, "SELECT n FROM t");
+	sq_integrity(x);
+	sqlite3_close(x);
+	x = open_pair(m, a);
+	long long nm = sq_int(x, "SELECT n FROM main.t"), na2 = sq_int(x, "SELECT n FROM aux.t");
+	sq_integrity(x);
+	sqlite3_close(x);
+	if (na != 2 || na2 != 2 || nm != 2) {
+		fprintf(stderr, "aux alone, then both, then killed: aux alone reads %lld, then main %lld "
+				"and aux %lld (2 expected)\n", na, nm, na2);
+		exit(1);
+	}
+	printf("a transaction on aux alone, then over both, killed: both 2 after recovery\n");
+}
+
 /* A journal as SQLite begins it with synchronous=FULL: the header's magic
  * and record count zero until the journal's first sync. */
 static void stale_journal(const char *db)
@@ -202,6 +245,8 @@ int main(void)
 	}
 	sqlite3_close(db);
 	CHECK(exists(m, "-journal") && exists(a, "-journal"));
+
+	older_own_group();
 
 	int iters = T_SCALE(60), marked, inflight;
 	long long n = run_kills(m, a, 7, iters, &marked, &inflight);
