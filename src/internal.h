@@ -298,8 +298,9 @@ uint32_t sysfs_queue_u32(dev_t dev, const char *name);
 /* Lazy zeroing of a new log's record area: a new log is written only up to
  * one unit of its area (the rest fallocated); the checkpointer zeroes a
  * unit at a time while zero_lo (the area offset below which every block is
- * written) is less than LOG_ZERO_AHEAD units ahead of the tail.  A unit is
- * 1/16 of the area, at least a block, at most LOG_ZERO_MAX. */
+ * written) is less than LOG_ZERO_AHEAD units ahead of the tail, and all of
+ * the rest once a log's worth of records was written.  A unit is 1/16 of
+ * the area, at least a block, at most LOG_ZERO_MAX. */
 #define LOG_ZERO_MAX (4u << 20)
 #define LOG_ZERO_AHEAD 8u
 #define LOG_ZERO_BUF (1u << 20)

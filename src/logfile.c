@@ -463,8 +463,12 @@ void log_zero_init(atomio *st, uint64_t created_lo)
 
 bool log_zero_due_locked(const atomio *st)
 {
-	return !st->zero_busy && st->zero_lo < st->area_size &&
-	       st->zero_lo < st->tail + LOG_ZERO_AHEAD * log_zero_unit(st->area_size, st->block) && !st->failed;
+	/* Ahead of the tail; or all of the rest once the store has written a
+	 * log's worth of records: it uses the whole log, and the part the
+	 * first lap skipped would else be zeroed during the second. */
+	return !st->zero_busy && st->zero_lo < st->area_size && !st->failed &&
+	       (st->zero_lo < st->tail + LOG_ZERO_AHEAD * log_zero_unit(st->area_size, st->block) ||
+		atomic_load(&st->stats.bytes_logged) >= st->area_size);
 }
 
 void log_zero_step_locked(atomio *st)
