@@ -17,6 +17,7 @@
 #include <lz4.h>
 
 #include "atomio.h"
+#include "codec.h"
 #include "format.h"
 #include "simfs.h"
 #include "sys.h"
@@ -643,22 +644,44 @@ out:
 
 /* --- classic-bug scenario counters ------------------------------------------------- */
 
-static bool rec_checksummed(struct simfs *img, uint64_t at, uint64_t area_end, uint64_t store_id,
-			    struct rec_hdr_disk *h)
+/* Is there a record at area offset at whose checksum is right (any seq or
+ * epoch)?  The codec's rules (src/codec.c), as recovery's. */
+static bool rec_checksummed(struct simfs *img, const struct sb_disk *sb, uint64_t at, struct rec_hdr_disk *h)
 {
-	if (simfs_read(img, LOG_PATH, at, h, sizeof(*h)) != (int64_t)sizeof(*h) || h->magic != REC_MAGIC ||
-	    h->rec_len < REC_HDR || h->rec_len > area_end - at || h->rec_len > (8u << 20) ||
-	    h->rec_len % 8)
+	if (!codec_rec_fits(at, sb->area_size) ||
+	    simfs_read(img, LOG_PATH, sb->area_off + at, h, sizeof(*h)) != (int64_t)sizeof(*h) ||
+	    h->magic != REC_MAGIC || h->rec_len < REC_HDR || h->rec_len > sb->area_size - at ||
+	    h->rec_len > (8u << 20) || h->rec_len % 8)
 		return false;
 	uint8_t *b = malloc(h->rec_len);
 	if (!b)
 		return false;
-	bool ok = simfs_read(img, LOG_PATH, at, b, h->rec_len) == (int64_t)h->rec_len &&
-		  fmt_csum(b, h->rec_len, store_id, offsetof(struct rec_hdr_disk, csum)) == h->csum;
+	bool ok = simfs_read(img, LOG_PATH, sb->area_off + at, b, h->rec_len) == (int64_t)h->rec_len &&
+		  codec_rec_sum_ok(b, h, sb->store_id);
 	free(b);
 	return ok;
 }
 
+/* Is the record at area offset at the one recovery would take next? */
+static bool rec_due(struct simfs *img, const struct sb_disk *sb, uint64_t at, uint64_t seq,
+		    struct rec_hdr_disk *h)
+{
+	const struct rec_expect e = {.seq = seq, .epoch = sb->epoch, .area_size = sb->area_size,
+				     .version = sb->version};
+	return rec_checksummed(img, sb, at, h) && codec_rec_check(h, at, &e) == REC_OK;
+}
+
+static int img_area_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct sb_disk *sb = ((void **)ctx)[1];
+	int64_t n = simfs_read(((void **)ctx)[0], LOG_PATH, sb->area_off + off, buf, len);
+	return n == (int64_t)len ? 0 : -EIO;
+}
+
+/* Statistics of the suite: which classic bugs this image could have shown
+ * (the log's end at a stale checksummed record; a torn record followed by a
+ * valid one of the same epoch).  The superblock, the walk and the look past
+ * its end follow recovery's rules through the codec. */
 static void analyze_image(struct ctx *x, struct simfs *img, uint64_t lo, uint64_t hi)
 {
 	for (int f = 0; f < x->c.files; f++) {
@@ -671,60 +694,35 @@ static void analyze_image(struct ctx *x, struct simfs *img, uint64_t lo, uint64_
 		}
 	}
 	uint8_t sbb[2 * SB_SLOT];
-	if (simfs_read(img, LOG_PATH, 0, sbb, sizeof(sbb)) != (int64_t)sizeof(sbb))
+	int64_t fsz = simfs_size(img, LOG_PATH);
+	if (fsz < 0 || simfs_read(img, LOG_PATH, 0, sbb, sizeof(sbb)) != (int64_t)sizeof(sbb))
 		return;
-	const struct sb_disk *best = NULL;
-	for (int i = 0; i < 2; i++) {
-		const struct sb_disk *s = (const void *)(sbb + i * SB_SLOT);
-		if (memcmp(s->magic, SB_MAGIC, 8) || fmt_csum(s, SB_SIZE, SB_SEED, SB_CSUM_OFF) != s->csum)
-			continue;
-		if (!best || s->generation > best->generation)
-			best = s;
-	}
-	if (!best)
+	const struct sb_disk *s0 = (const void *)sbb, *s1 = (const void *)(sbb + SB_SLOT);
+	int cur = codec_sb_current(s0, codec_sb_check(s0, (uint64_t)fsz, NULL) == 0, s1,
+				   codec_sb_check(s1, (uint64_t)fsz, NULL) == 0);
+	if (cur < 0)
 		return;
-	uint64_t a0 = best->area_off, end = a0 + best->area_size, pos = best->head_off,
-		 seq = best->head_seq;
+	const struct sb_disk *best = cur ? s1 : s0;
+	uint64_t pos = best->head_off, seq = best->head_seq;
 	struct rec_hdr_disk h;
 	for (int n = 0; n < 100000; n++) {
-		bool ok = rec_checksummed(img, a0 + pos, end, best->store_id, &h) && h.seq == seq &&
-			  h.epoch == best->epoch;
-		if (!ok && pos % best->block == 0 && pos) {
-			ok = rec_checksummed(img, a0, end, best->store_id, &h) && h.seq == seq &&
-			     h.epoch == best->epoch;
-			if (ok)
-				pos = 0;
-		}
+		bool ok = rec_due(img, best, pos, seq, &h);
+		if (!ok && pos % best->block == 0 && pos && (ok = rec_due(img, best, 0, seq, &h)))
+			pos = 0;
 		if (!ok)
 			break;
-		uint64_t e = pos + h.rec_len;
-		pos = h.flags & REC_F_LAST ? (e + best->block - 1) / best->block * best->block : e;
+		pos = codec_rec_next(&h, pos, best->block);
 		seq++;
 	}
 	/* The log ends at pos: what lies there? */
-	if (rec_checksummed(img, a0 + pos, end, best->store_id, &h)) {
+	if (rec_checksummed(img, best, pos, &h)) {
 		x->s.stale_end++;
 		return;
 	}
 	/* a torn record followed by a checksummed record of this epoch */
-	uint64_t win = end - (a0 + pos) < 131072 ? end - (a0 + pos) : 131072;
-	uint8_t *b = malloc(win);
-	if (!b || simfs_read(img, LOG_PATH, a0 + pos, b, win) != (int64_t)win) {
-		free(b);
-		return;
-	}
-	for (uint64_t q = 8; q + REC_HDR <= win; q += 8) {
-		uint32_t m;
-		memcpy(&m, b + q, 4);
-		if (m != REC_MAGIC)
-			continue;
-		if (rec_checksummed(img, a0 + pos + q, end, best->store_id, &h) &&
-		    h.epoch == best->epoch && h.seq > seq) {
-			x->s.torn_valid++;
-			break;
-		}
-	}
-	free(b);
+	void *ctx[2] = {img, (void *)best};
+	if (codec_stop_suspect(img_area_read, ctx, best->area_size, best->block, best->epoch, pos, seq) == 1)
+		x->s.torn_valid++;
 }
 
 /* --- failure reports ----------------------------------------------------------------------- */
