@@ -128,6 +128,7 @@ struct adb {
 	atomio *st;          /* this process is the writer; atomic load/store */
 	int fid;
 	uint64_t capacity;   /* bytes of records the log holds */
+	uint32_t max_segs;   /* most ranges one group of the store may have */
 	int nres;            /* connections of this process in a write transaction */
 	int wfd;             /* our own open file description, for WANT_BYTE probes */
 	bool watching, stop; /* the watcher thread runs / is asked to end */
@@ -698,6 +699,7 @@ static int open_store(struct adb *d)
 	}
 	d->fid = fid;
 	d->capacity = caps.log_size;
+	d->max_segs = caps.max_segments;
 	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	d->snap_ok = false;
 	__atomic_store_n(&d->st, st, __ATOMIC_RELEASE);
@@ -912,28 +914,20 @@ static bool map_base(aconn *c, int64_t end)
 	return true;
 }
 
-/* Add the bytes of page e that differ from what the file holds before the
- * group, as few ranges as fit: runs closer than a range descriptor (32
- * bytes) are joined.  Replay applies groups in order onto the file as every
- * earlier group left it, which is what the page cache shows now, so the
- * unchanged bytes need no logging.  Most transactions change a few hundred
- * bytes of each page they write; the log write shrinks to match. */
-static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsigned char *base)
+/* A run of changed bytes of a page, [start, end). */
+struct span {
+	int64_t start, end;
+};
+
+/* The bytes of page e that differ from cmp (what the file holds before the
+ * group), as few spans as fit: runs closer than a range descriptor (32
+ * bytes) are joined.  At most e->len / 33 + 1 spans; returns their count,
+ * and their bytes in *bytes. */
+static size_t diff_spans(const struct pent *e, const unsigned char *cmp, struct span *out, int64_t *bytes)
 {
-	const struct pend *p = &c->pend;
-	int64_t base_end = p->truncated && p->min_trunc < p->base_size ? p->min_trunc : p->base_size;
-	int64_t have = base_end > e->off ? base_end - e->off : 0;
-	if (have > e->len)
-		have = e->len;
-	const unsigned char *cmp = base;
-	if (have == e->len && map_base(c, base_end)) {
-		cmp = c->map + e->off; /* no copy, no syscall */
-	} else {
-		if (have > 0 && base_read(c, base, have, e->off) < 0)
-			return -EIO;
-		memset(base + have, 0, (size_t)(e->len - have));
-	}
 	int64_t i = 0, n = e->len;
+	size_t k = 0;
+	*bytes = 0;
 	while (i < n) {
 		/* equal stretches, 64 bytes at a time, then bytewise */
 		while (i + 64 <= n && !memcmp(e->data + i, cmp + i, 64))
@@ -954,24 +948,74 @@ static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsi
 			else
 				break;
 		}
-		int r = atomio_tx_write(tx, fid, e->data + start, (size_t)(end - start), e->off + start);
+		out[k++] = (struct span){start, end};
+		*bytes += end - start;
+		i = end;
+	}
+	return k;
+}
+
+/* Add page e to tx: only the bytes that differ from what the file holds
+ * before the group.  Replay applies groups in order onto the file as every
+ * earlier group left it, which is what the page cache shows now, so the
+ * unchanged bytes need no logging.  Most transactions change a few hundred
+ * bytes of each page they write; the log write shrinks to match.  But a
+ * page whose changes are scattered (VACUUM moves every row) would take
+ * more as ranges than whole (32 bytes per range), and a group has at most
+ * max_segs ranges: such a page is logged whole, as one range.  *spare: the
+ * ranges this group may still take beyond one per page (add_group). */
+static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsigned char *base,
+		    struct span *sp, int64_t *spare)
+{
+	const struct pend *p = &c->pend;
+	int64_t base_end = p->truncated && p->min_trunc < p->base_size ? p->min_trunc : p->base_size;
+	int64_t have = base_end > e->off ? base_end - e->off : 0;
+	if (have > e->len)
+		have = e->len;
+	const unsigned char *cmp = base;
+	if (have == e->len && map_base(c, base_end)) {
+		cmp = c->map + e->off; /* no copy, no syscall */
+	} else {
+		if (have > 0 && base_read(c, base, have, e->off) < 0)
+			return -EIO;
+		memset(base + have, 0, (size_t)(e->len - have));
+	}
+	int64_t bytes;
+	size_t k = diff_spans(e, cmp, sp, &bytes);
+	if (k == 0) {
+		*spare += 1; /* the page's range is not needed */
+		return 0;
+	}
+	if ((int64_t)k - 1 > *spare || 32 * (int64_t)k + bytes > 32 + e->len)
+		return atomio_tx_write(tx, fid, e->data, (size_t)e->len, e->off);
+	*spare -= (int64_t)k - 1;
+	for (size_t i = 0; i < k; i++) {
+		int r = atomio_tx_write(tx, fid, e->data + sp[i].start, (size_t)(sp[i].end - sp[i].start),
+					e->off + sp[i].start);
 		if (r < 0)
 			return r;
-		i = end;
 	}
 	return 0;
 }
 
+/* Ranges a group may take at most, logged whole: one per page and two
+ * truncations (add_group). */
+static int64_t group_ranges(const struct pend *p) { return (int64_t)p->n + 2; }
+
 /* Add connection c's pending group to tx, its database being file fid of
- * the tx's store.  0 or < 0. */
-static int add_group(aconn *c, atomio_tx *tx, int fid)
+ * the tx's store.  *spare: ranges the tx may take beyond group_ranges() of
+ * each of its groups (the store's max_segs less their sum), which diffs
+ * use up; a group's record is never larger than logged whole (group_need).
+ * 0 or < 0. */
+static int add_group(aconn *c, atomio_tx *tx, int fid, int64_t *spare)
 {
 	struct pend *p = &c->pend;
 	size_t *ord = pend_order(p);
 	/* Only the bytes that change, where writes cannot overlap. */
-	bool diff = c->diff && p->uniform;
+	bool diff = c->diff && p->uniform && *spare >= 0;
 	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
-	int r = ord && (base || !diff) ? 0 : -ENOMEM;
+	struct span *sp = diff ? malloc(((size_t)p->plen / 33 + 1) * sizeof(*sp)) : NULL;
+	int r = ord && ((base && sp) || !diff) ? 0 : -ENOMEM;
 	/* Shrink to the smallest size the transaction truncated to, then its
 	 * writes, then its final size (zeros up to it, so that the file has it
 	 * even when the last page ends in bytes the diff left out). */
@@ -980,12 +1024,13 @@ static int add_group(aconn *c, atomio_tx *tx, int fid)
 	for (size_t i = 0; r == 0 && i < p->n; i++) {
 		const struct pent *e = &p->v[ord[i]];
 		if (diff)
-			r = add_diff(c, tx, fid, e, base);
+			r = add_diff(c, tx, fid, e, base, sp, spare);
 		else
 			r = atomio_tx_write(tx, fid, e->data, (size_t)e->len, e->off);
 	}
 	if (r == 0 && (p->truncated || p->lsize > p->base_size))
 		r = atomio_tx_truncate(tx, fid, p->lsize);
+	free(sp);
 	free(base);
 	free(ord);
 	return r;
@@ -1029,8 +1074,9 @@ static int commit_group(aconn *c, bool fold)
 	}
 	atomio_tx *tx = NULL;
 	int r = atomio_tx_begin(st, &tx);
+	int64_t spare = (int64_t)d->max_segs - group_ranges(p);
 	if (r == 0)
-		r = add_group(c, tx, d->fid);
+		r = add_group(c, tx, d->fid, &spare);
 	bool committed = false;
 	if (r == 0) {
 		r = atomio_tx_commit(tx);
@@ -1154,9 +1200,12 @@ static int commit_set(aconn **m, int n)
 	atomio_tx *tx = NULL;
 	if (r == 0)
 		r = atomio_tx_begin(st, &tx);
+	int64_t spare = pd->max_segs;
+	for (int i = 0; i < n; i++)
+		spare -= group_ranges(&m[i]->pend);
 	for (int i = 0; i < n && r == 0; i++) {
 		int fid = i == 0 ? pd->fid : atomio_file_open(st, m[i]->db->db_path, 0, 0);
-		r = fid < 0 ? fid : add_group(m[i], tx, fid);
+		r = fid < 0 ? fid : add_group(m[i], tx, fid, &spare);
 	}
 	bool committed = false;
 	if (r == 0) {

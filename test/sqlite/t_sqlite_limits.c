@@ -4,6 +4,10 @@
  *    under it (the file unchanged until COMMIT), the content is all there
  *    after COMMIT and after reopening.  The same with a transaction that
  *    spills (small cache).  A small database gets a log of 8 MiB.
+ *  - A transaction whose pages change in bytes scattered all over them (as
+ *    VACUUM's do: SQLite's vacuummem.test) would be more ranges than a group
+ *    may have (65,536) if every changed run were logged on its own: it
+ *    commits (such pages are logged whole).
  *  - DELETE + VACUUM shrinks the file, and the truncation is part of the
  *    commit's group: the file keeps its size until COMMIT, then has the new
  *    one; auto_vacuum=FULL shrinks it at each commit; content survives.
@@ -95,6 +99,43 @@ static void check_vacuum(const char *path)
 	sqlite3_close(db);
 }
 
+static void check_blob(sqlite3 *db, const unsigned char *v, int n)
+{
+	sqlite3_stmt *s;
+	SQ_CHECK(db, sqlite3_prepare_v2(db, "SELECT b FROM t WHERE id = 1", -1, &s, NULL));
+	CHECK_EQ(sqlite3_step(s), SQLITE_ROW);
+	CHECK_EQ(sqlite3_column_bytes(s, 0), n);
+	CHECK(!memcmp(sqlite3_column_blob(s, 0), v, (size_t)n));
+	sqlite3_finalize(s);
+}
+
+/* 3 MB of 64 KiB pages in which every 40th byte changes: ~75,000 runs of
+ * changed bytes, each too far from the next to be joined. */
+static void check_scattered(const char *path)
+{
+	sqlite3 *db = sq_open(path, 0);
+	sq_ok(db, "PRAGMA page_size=65536; CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)");
+	enum { N = 3000000 };
+	sq_ok(db, "INSERT INTO t VALUES(1, zeroblob(3000000))");
+	unsigned char *v = calloc(N, 1);
+	CHECK(v != NULL);
+	for (size_t i = 0; i < N; i += 40)
+		v[i] = 1;
+	sqlite3_stmt *s;
+	SQ_CHECK(db, sqlite3_prepare_v2(db, "UPDATE t SET b = ? WHERE id = 1", -1, &s, NULL));
+	SQ_CHECK(db, sqlite3_bind_blob(s, 1, v, N, SQLITE_STATIC));
+	SQ_CHECK(db, sqlite3_step(s));
+	sqlite3_finalize(s);
+	check_blob(db, v, N);
+	sq_integrity(db);
+	sqlite3_close(db);
+	db = sq_open(path, 0);
+	check_blob(db, v, N);
+	sq_integrity(db);
+	sqlite3_close(db);
+	free(v);
+}
+
 /* A small database gets a small log. */
 static void check_small_log(const char *path)
 {
@@ -111,6 +152,7 @@ int main(void)
 	check_larger_than_log(t_path("big1.db"), 2000);
 	check_larger_than_log(t_path("big2.db"), 10);
 	check_small_log(t_path("small.db"));
+	check_scattered(t_path("scatter.db"));
 	check_vacuum(t_path("vac.db"));
 	return 0;
 }
