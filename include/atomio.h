@@ -49,6 +49,12 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
  * (device, inode) no longer matches the one recorded at registration.  Only
  * for an operator who has checked the files by hand (atomio recover --force-paths). */
 #define ATOMIO_FORCE_PATHS 0x4u
+/* Recovery: accept a data file whose identity no longer matches (a copy
+ * restored in its place, with a copy of the log) when replaying the live
+ * groups would change none of its bytes nor its size: the copy holds them
+ * all already, so nothing is written to it and the log is emptied as after
+ * any recovery.  Otherwise ATOMIO_EIDENTITY, as without the flag. */
+#define ATOMIO_ACCEPT_COPIES 0x1000u
 
 /* Engine.  Zero = automatic: io_uring where it was measured to pay (the
  * parallel O_DIRECT home writes of an ATOMIO_DIRECT_HOME store), with the

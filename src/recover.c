@@ -6,7 +6,9 @@
  *      check every descriptor of every record in it; a checksummed record
  *      with an impossible descriptor stops everything (ATOMIO_ECORRUPT);
  *   2. open every data file the prefix names, without following a final
- *      symlink, and check it is the registered file (ATOMIO_EIDENTITY);
+ *      symlink, and check it is the registered file (ATOMIO_EIDENTITY; with
+ *      ATOMIO_ACCEPT_COPIES, another file is accepted when the prefix would
+ *      leave it exactly as it is: see "copies" below);
  *   3. replay the prefix in order, then fsync the files written.
  * Only then is the superblock rewritten: head reset, epoch + 1.  A crash
  * anywhere before that replays the same prefix again, which is idempotent:
@@ -49,7 +51,21 @@ struct rcv {
 	struct codec_found *found; /* the area scan's, once one ran (scanned) */
 	size_t nfound;
 	bool scanned;
+	/* ATOMIO_ACCEPT_COPIES: files that are not the registered ones, to be
+	 * checked (check_copies) and never written. */
+	uint8_t *copy;     /* bitmap by file id, NULL = none */
+	uint64_t *csize;   /* by file id: the size, as found, then as the prefix leaves it */
+	uint64_t *isize;   /* by file id: the size as found */
+	struct cev *ev;    /* the copies' events, in log order */
+	size_t nev, evcap;
+	uint64_t *rpos, *rseq; /* each record of the prefix: area offset, seq */
+	size_t nrec, rcap;
 };
+
+static bool is_copy(const struct rcv *rc, uint32_t id)
+{
+	return rc->copy && id < rc->hi && (rc->copy[id / 8] >> (id % 8)) & 1;
+}
 
 static int area_read(struct rcv *rc, uint64_t pos, void *buf, size_t len)
 {
@@ -294,7 +310,8 @@ static int open_checked(struct rcv *rc, struct afile *f)
 		st_err(st, "%s: data file %s %s; nothing replayed", st->log_path, path, why);
 		return ATOMIO_EIDENTITY;
 	}
-	if (r == 0 && !(st->flags & ATOMIO_FORCE_PATHS)) {
+	bool copy = r == 0 && !(st->flags & ATOMIO_FORCE_PATHS) && (st->flags & ATOMIO_ACCEPT_COPIES);
+	if (r == 0 && !(st->flags & ATOMIO_FORCE_PATHS) && !copy) {
 		atomio_sys->close(pfd);
 		/* The identity recorded is the catalog copy's in use; a damaged
 		 * newer copy may have held the file's re-registration. */
@@ -341,6 +358,19 @@ static int open_checked(struct rcv *rc, struct afile *f)
 		return r < 0 ? r : ATOMIO_EIDENTITY;
 	}
 	rc->fds[f->id] = fd;
+	if (copy) {
+		/* Checked before anything is replayed (check_copies), never
+		 * written. */
+		if (!rc->copy) {
+			rc->copy = calloc((rc->hi + 7) / 8, 1);
+			rc->csize = calloc(rc->hi, sizeof(*rc->csize));
+			rc->isize = calloc(rc->hi, sizeof(*rc->isize));
+			if (!rc->copy || !rc->csize || !rc->isize)
+				return -ENOMEM;
+		}
+		rc->copy[f->id / 8] |= (uint8_t)(1u << (f->id % 8));
+		rc->csize[f->id] = rc->isize[f->id] = (uint64_t)sb2.st_size;
+	}
 	return 0;
 }
 
@@ -394,6 +424,8 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 		const struct seg_disk *d = &rec->segs[i];
 		int fd = rc->fds[d->file];
 		r = 0;
+		if (is_copy(rc, d->file))
+			continue; /* holds this group already (check_copies) */
 		if (d->kind == SEG_SETSIZE) {
 			r = sys_ftruncate_full(fd, (off_t)d->off);
 		} else if (whole) {
@@ -465,6 +497,12 @@ static void rcv_free(struct rcv *rc)
 	free(rc->buf);
 	free(rc->raw);
 	free(rc->found);
+	free(rc->copy);
+	free(rc->csize);
+	free(rc->isize);
+	free(rc->ev);
+	free(rc->rpos);
+	free(rc->rseq);
 }
 
 /* A damaged superblock slot: the records say whether it was the newer one
@@ -565,6 +603,312 @@ static int open_needed(struct rcv *rc)
 	return 0;
 }
 
+/* --- copies (ATOMIO_ACCEPT_COPIES) ----------------------------------------
+ *
+ * A data file that is not the registered one (a copy restored in its place,
+ * with a copy of the log) is accepted when replaying the prefix would leave
+ * it exactly as it is: every byte the prefix decides has, in the file, the
+ * value the prefix gives it, and the prefix leaves the file's size as it is.
+ * Then the copy holds every live group already, nothing is written to it,
+ * and emptying the log loses nothing.  Anything else (a copy that lacks a
+ * group, or holds part of one, or another file) is refused as without the
+ * flag.
+ *
+ * The events of the copies are collected in log order, with the size each
+ * one leaves (a write past the end, or a size set larger, fills the gap
+ * with zeros: that is an event's zero range), then checked from the last
+ * one back: a byte's final value is that of the last event that sets it,
+ * so each event is compared only where no later one has set the byte
+ * already (covered).  A size set smaller drops every byte from there on:
+ * the events before it decide nothing there.  Bounded: at most MAX_EVENTS
+ * events (else refused), each byte of the file compared at most once. */
+
+#define MAX_EVENTS (1u << 20)
+
+struct cev {
+	uint32_t rec;      /* index into rpos/rseq */
+	uint32_t seg;      /* descriptor index in that record */
+	uint32_t file;
+	uint16_t kind;
+	uint64_t off, len; /* SEG_WRITE: the data's range; SEG_SETSIZE: off = the size */
+	uint64_t zlo, zhi; /* zeros filled in, [zlo, zhi) */
+};
+
+static int collect_copies(struct rcv *rc, const struct rec *rec)
+{
+	int r = check_segs(rc, rec, false);
+	if (r < 0)
+		return r;
+	if (rc->nrec == rc->rcap) {
+		size_t n = rc->rcap ? 2 * rc->rcap : 64;
+		uint64_t *p = realloc(rc->rpos, n * sizeof(*p)), *q = p ? realloc(rc->rseq, n * sizeof(*q)) : NULL;
+		if (p)
+			rc->rpos = p;
+		if (!p || !q)
+			return -ENOMEM;
+		rc->rseq = q;
+		rc->rcap = n;
+	}
+	uint32_t ri = (uint32_t)rc->nrec;
+	rc->rpos[rc->nrec] = rec->pos;
+	rc->rseq[rc->nrec++] = rec->h.seq;
+	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
+		const struct seg_disk *d = &rec->segs[i];
+		if (!is_copy(rc, d->file))
+			continue;
+		if (rc->nev == MAX_EVENTS)
+			return -E2BIG;
+		if (rc->nev == rc->evcap) {
+			size_t n = rc->evcap ? 2 * rc->evcap : 64;
+			struct cev *v = realloc(rc->ev, n * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			rc->ev = v;
+			rc->evcap = n;
+		}
+		uint64_t *size = &rc->csize[d->file];
+		struct cev e = {.rec = ri, .seg = i, .file = d->file, .kind = d->kind, .off = d->off};
+		if (d->kind == SEG_WRITE) {
+			e.len = d->len;
+			if (d->len && d->off > *size) {
+				e.zlo = *size;
+				e.zhi = d->off;
+			}
+			if (d->len && d->off + d->len > *size)
+				*size = d->off + d->len;
+		} else {
+			if (d->off > *size) {
+				e.zlo = *size;
+				e.zhi = d->off;
+			}
+			*size = d->off;
+		}
+		rc->ev[rc->nev++] = e;
+	}
+	return 0;
+}
+
+/* Disjoint ranges [lo, hi), sorted. */
+struct ivs {
+	struct iv {
+		uint64_t lo, hi;
+	} *v;
+	size_t n, cap;
+};
+
+/* The first range that ends after at. */
+static size_t ivs_find(const struct ivs *s, uint64_t at)
+{
+	size_t a = 0, b = s->n;
+	while (a < b) {
+		size_t m = a + (b - a) / 2;
+		if (s->v[m].hi <= at)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a;
+}
+
+static int ivs_add(struct ivs *s, uint64_t lo, uint64_t hi)
+{
+	if (lo >= hi)
+		return 0;
+	size_t i = lo ? ivs_find(s, lo - 1) : 0; /* the first that ends at lo or later */
+	size_t j = i;
+	while (j < s->n && s->v[j].lo <= hi) {
+		if (s->v[j].lo < lo)
+			lo = s->v[j].lo;
+		if (s->v[j].hi > hi)
+			hi = s->v[j].hi;
+		j++;
+	}
+	if (j == i) { /* no overlap: insert at i */
+		if (s->n == s->cap) {
+			size_t n = s->cap ? 2 * s->cap : 64;
+			struct iv *v = realloc(s->v, n * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			s->v = v;
+			s->cap = n;
+		}
+		memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
+		s->n++;
+	} else if (j > i + 1) {
+		memmove(&s->v[i + 1], &s->v[j], (s->n - j) * sizeof(*s->v));
+		s->n -= j - i - 1;
+	}
+	s->v[i] = (struct iv){lo, hi};
+	return 0;
+}
+
+struct cmp {
+	struct rcv *rc;
+	int fd;
+	char *fbuf, *lbuf;   /* CHUNK bytes each: the file's, the log's */
+	uint64_t bad;        /* the first byte found different */
+	bool differs;
+	const char *src;     /* the record's data in memory (NULL: read from the log) */
+	uint64_t data;       /* else: the area offset of the record's data section */
+};
+
+/* Compare [lo, hi) of the file with the event's bytes: its data (data_off:
+ * where lo lies in the record's data section) or, with zero, zeros. */
+static int cmp_range(struct cmp *c, uint64_t lo, uint64_t hi, bool zero, uint64_t data_off)
+{
+	while (lo < hi && !c->differs) {
+		size_t n = hi - lo < CHUNK ? (size_t)(hi - lo) : CHUNK;
+		ssize_t got = sys_pread_full(c->fd, c->fbuf, n, (off_t)lo);
+		if (got < 0)
+			return (int)got;
+		const char *want = NULL;
+		if (zero) {
+			memset(c->lbuf, 0, n);
+			want = c->lbuf;
+		} else if (c->src) {
+			want = c->src + data_off;
+		} else {
+			int r = area_read(c->rc, c->data + data_off, c->lbuf, n);
+			if (r < 0)
+				return r;
+			want = c->lbuf;
+		}
+		if ((size_t)got < n || memcmp(c->fbuf, want, n)) {
+			size_t k = 0;
+			while (k < (size_t)got && c->fbuf[k] == want[k])
+				k++;
+			c->bad = lo + k;
+			c->differs = true;
+		}
+		lo += n;
+		data_off += n;
+	}
+	return 0;
+}
+
+/* Compare the parts of [lo, hi) (below end) that no later event covers. */
+static int cmp_uncovered(struct cmp *c, const struct ivs *cov, uint64_t lo, uint64_t hi, uint64_t end,
+			 bool zero, uint64_t data_off)
+{
+	if (hi > end)
+		hi = end;
+	uint64_t at = lo;
+	size_t i = ivs_find(cov, at);
+	while (at < hi && !c->differs) {
+		if (i < cov->n && cov->v[i].lo <= at) {
+			at = cov->v[i++].hi;
+			continue;
+		}
+		uint64_t stop = i < cov->n && cov->v[i].lo < hi ? cov->v[i].lo : hi;
+		int r = cmp_range(c, at, stop, zero, data_off + (at - lo));
+		if (r < 0)
+			return r;
+		at = stop;
+	}
+	return 0;
+}
+
+/* Is copy id left exactly as it is by the events (from the last back)?
+ * 0 and c->differs set or not, or < 0. */
+static int check_copy(struct rcv *rc, uint32_t id, struct cmp *c)
+{
+	atomio *st = rc->st;
+	const uint64_t end = rc->isize[id];
+	if (rc->csize[id] != end) {
+		c->differs = true;
+		c->bad = rc->csize[id] < end ? rc->csize[id] : end;
+		return 0;
+	}
+	struct ivs cov = {0};
+	struct rec rec = {.segs = NULL};
+	uint32_t loaded = UINT32_MAX;
+	int r = 0;
+	c->fd = rc->fds[id];
+	for (size_t k = rc->nev; k-- > 0 && r == 0 && !c->differs;) {
+		const struct cev *e = &rc->ev[k];
+		if (e->file != id)
+			continue;
+		if (e->kind == SEG_WRITE && e->len && e->rec != loaded) {
+			free(rec.segs);
+			rec.segs = NULL;
+			r = read_record(rc, rc->rpos[e->rec], rc->rseq[e->rec], &rec);
+			if (r == 0) {
+				st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
+				       (unsigned long long)rc->rseq[e->rec]);
+				r = ATOMIO_ECORRUPT;
+			}
+			if (r < 0)
+				break;
+			r = 0;
+			loaded = e->rec;
+			/* A record that fits the buffer is in it whole (read_record
+			 * checked its checksum there), its data decompressed in raw
+			 * if compressed; a longer one is read from the log. */
+			c->data = rec.pos + REC_HDR + (uint64_t)REC_DESC * rec.h.nsegs;
+			c->src = rec.h.flags & REC_F_LZ4 ? rc->raw
+				 : rec.h.rec_len <= CHUNK ? rc->buf + (c->data - rec.pos)
+							  : NULL;
+		}
+		if (e->kind == SEG_WRITE) {
+			if (e->len)
+				r = cmp_uncovered(c, &cov, e->off, e->off + e->len, end, false,
+						  rec.segs[e->seg].data_off);
+			if (r == 0)
+				r = ivs_add(&cov, e->off, e->off + e->len);
+		} else {
+			r = ivs_add(&cov, e->off, UINT64_MAX); /* dropped before what follows */
+		}
+		if (r == 0 && !c->differs && e->zlo < e->zhi)
+			r = cmp_uncovered(c, &cov, e->zlo, e->zhi, end, true, 0);
+		if (r == 0)
+			r = ivs_add(&cov, e->zlo, e->zhi);
+	}
+	free(rec.segs);
+	free(cov.v);
+	return r;
+}
+
+/* Every copy (ATOMIO_ACCEPT_COPIES) must be left as it is by the prefix of
+ * count records ending before seq_end; else ATOMIO_EIDENTITY, nothing
+ * replayed. */
+static int check_copies(struct rcv *rc, uint64_t count, uint64_t seq_end)
+{
+	atomio *st = rc->st;
+	uint64_t c2, s2, stop;
+	int r = walk(rc, collect_copies, &c2, &s2, &stop);
+	if (r == 0 && (c2 != count || s2 != seq_end))
+		r = ATOMIO_ECORRUPT; /* the log changed under us although we hold its lock */
+	struct cmp c = {.rc = rc, .fbuf = malloc(CHUNK), .lbuf = malloc(CHUNK)};
+	if (r == 0 && (!c.fbuf || !c.lbuf))
+		r = -ENOMEM;
+	for (uint32_t id = 0; r == 0 && id < rc->hi; id++) {
+		if (!is_copy(rc, id))
+			continue;
+		c.differs = false;
+		r = check_copy(rc, id, &c);
+		if (r < 0 || !c.differs)
+			continue;
+		const struct afile *f = atomic_load(&st->files[id]);
+		char path[PATH_MAX];
+		st_err(st, "%s: data file %s was replaced since it was registered, and the log's live "
+			   "groups are not all in it (replaying would change it from byte %llu on); "
+			   "nothing replayed; check it and reopen with ATOMIO_FORCE_PATHS (atomio "
+			   "recover --force-paths) to replay into it",
+		       st->log_path, file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
+		       (unsigned long long)c.bad);
+		r = ATOMIO_EIDENTITY;
+	}
+	if (r == -E2BIG) {
+		st_err(st, "%s: a data file was replaced since it was registered, and the log holds "
+			   "more than %u ranges of it to check against it; nothing replayed",
+		       st->log_path, MAX_EVENTS);
+		r = ATOMIO_EIDENTITY;
+	}
+	free(c.fbuf);
+	free(c.lbuf);
+	return r;
+}
+
 int recover(atomio *st)
 {
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
@@ -587,6 +931,11 @@ int recover(atomio *st)
 		r = open_needed(&rc);
 		if (r < 0)
 			goto out;
+		if (rc.copy) {
+			r = check_copies(&rc, count, seq_end);
+			if (r < 0)
+				goto out;
+		}
 		uint64_t c2, s2, st2;
 		r = walk(&rc, apply_record, &c2, &s2, &st2);
 		if (r < 0)
@@ -599,7 +948,7 @@ int recover(atomio *st)
 		/* fsync (sizes may have changed): the replayed data must be
 		 * durable before the superblock gives up the records. */
 		for (uint32_t id = 0; id < rc.hi; id++) {
-			if (rc.fds[id] < 0)
+			if (rc.fds[id] < 0 || is_copy(&rc, id))
 				continue;
 			r = sys_fsync_full(rc.fds[id]);
 			atomic_fetch_add(&st->stats.data_syncs, 1);

@@ -47,7 +47,7 @@ static int options_check(const struct atomio_options *opts)
 	if (opts->flags & ~(ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS |
 			    ATOMIO_ENGINE_PLAIN | ATOMIO_ENGINE_URING | ATOMIO_FAST_PATH_OFF |
 			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME | ATOMIO_NO_BG_CHECKPOINT |
-			    ATOMIO_NO_COMPRESS))
+			    ATOMIO_NO_COMPRESS | ATOMIO_ACCEPT_COPIES))
 		return -EINVAL;
 	if ((opts->flags & ATOMIO_ENGINE_PLAIN) && (opts->flags & ATOMIO_ENGINE_URING))
 		return -EINVAL;

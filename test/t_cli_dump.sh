@@ -63,8 +63,30 @@ set +e; $A dump --json "$L" >"$T/d.json"; rc=$?; set -e
 jqv '.recovery.would_succeed == false and (.files[0].state | startswith("replaced"))' "$T/d.json"
 one_line_error 3 $A recover "$L"
 grep -q "force-paths" "$T/err" || fail "no --force-paths hint: $(cat "$T/err")"
+cp "$L" "$T/log.saved"
 $A recover --force-paths --json "$L" >"$T/r.json" || fail "recover --force-paths"
 jqv ".recovered_groups == $groups" "$T/r.json"
+# --accept-copies: the log put back and the data file (which holds every
+# group now) replaced by a copy: refused without it, accepted with it and
+# not written; one byte changed where a group wrote: refused with it too
+cp "$T/log.saved" "$L"
+cp "$D/atomio-verify.dat" "$D/copy" && mv "$D/copy" "$D/atomio-verify.dat"
+cp "$D/atomio-verify.dat" "$T/dat.saved"
+one_line_error 3 $A recover "$L"
+$A recover --accept-copies --json "$L" >"$T/r.json" || fail "recover --accept-copies: $(cat "$T/r.json")"
+cmp -s "$D/atomio-verify.dat" "$T/dat.saved" || fail "recover --accept-copies wrote into the copy"
+$A dump --json "$L" >"$T/d2.json" || fail "dump after recover --accept-copies"
+jqv '.recovery.groups == 0 and (.records | length) == 0' "$T/d2.json"
+cp "$T/log.saved" "$L"
+cp "$T/dat.saved" "$D/atomio-verify.dat.new"
+# a byte the last group wrote, so no later one sets it
+off=$(jq '[.records[-1].range_list[] | select(.kind == "write")][-1].offset' "$T/d.json")
+[ -n "$off" ] && [ "$off" != null ] || fail "no range in the last record: $(jq -c '.records[-1]' "$T/d.json")"
+printf '\377' | dd of="$D/atomio-verify.dat.new" bs=1 seek="$off" conv=notrunc 2>/dev/null
+cmp -s "$D/atomio-verify.dat.new" "$T/dat.saved" && printf '\376' | dd of="$D/atomio-verify.dat.new" bs=1 seek="$off" conv=notrunc 2>/dev/null
+mv "$D/atomio-verify.dat.new" "$D/atomio-verify.dat"
+one_line_error 3 $A recover --accept-copies "$L"
+grep -q "not all in it" "$T/err" || fail "recover --accept-copies of a changed copy: $(cat "$T/err")"
 # damage: flip a byte inside the 3rd record of a crashed log: the valid
 # prefix ends there, for dump as for recovery
 rm -rf "$D" "$S"; mkdir "$D"

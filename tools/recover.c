@@ -44,13 +44,16 @@ static void fail(int r, const char *fmt, ...)
 
 static void help(void)
 {
-	printf("usage: atomio recover [--force-paths] [--allow-shared-log] [--json] LOG\n\n"
+	printf("usage: atomio recover [--force-paths | --accept-copies] [--allow-shared-log] [--json] LOG\n\n"
 	       "Recover the store whose log is LOG without its application: replay every\n"
 	       "committed group whole into its data files, make them durable, empty the log,\n"
 	       "then close.  The store must not be open elsewhere.\n\n"
 	       "  --force-paths       replay into whatever file is now at a recorded path even if\n"
 	       "                      it is not the file registered (after checking it by hand;\n"
 	       "                      ATOMIO_FORCE_PATHS)\n"
+	       "  --accept-copies     accept a file that is not the registered one (a copy put\n"
+	       "                      back with a copy of the log) when the log's groups are all\n"
+	       "                      in it already; it is not written (ATOMIO_ACCEPT_COPIES)\n"
 	       "  --allow-shared-log  accept a log other users may write (ATOMIO_ALLOW_SHARED_LOG)\n"
 	       "  --json              print the result as JSON\n"
 	       "  -h, --help          this help\n\n"
@@ -63,6 +66,7 @@ int cmd_recover(int argc, char **argv)
 	static const struct option lo[] = {
 		{"force-paths", no_argument, 0, 'f'}, {"allow-shared-log", no_argument, 0, 's'},
 		{"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
+		{"accept-copies", no_argument, 0, 'c'},
 		{0, 0, 0, 0},
 	};
 	uint32_t flags = 0;
@@ -73,6 +77,7 @@ int cmd_recover(int argc, char **argv)
 		switch (c) {
 		case 'f': flags |= ATOMIO_FORCE_PATHS; break;
 		case 's': flags |= ATOMIO_ALLOW_SHARED_LOG; break;
+		case 'c': flags |= ATOMIO_ACCEPT_COPIES; break;
 		case 'j': json = true; break;
 		case 'h': help(); return EX_OK;
 		default: cli_bad_option(argv, c);
