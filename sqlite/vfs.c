@@ -492,8 +492,16 @@ static int check_log_age(struct adb *d, bool replaced)
 	return SQLITE_OK;
 }
 
-/* atomio_open refused the log with ATOMIO_EIDENTITY: a file it must replay
- * into is not the file registered.  Without a group marker the log's groups
+/* Every atomio_open of the VFS passes ATOMIO_ACCEPT_COPIES: a database and
+ * its log copied while the database was open and put back (cp, a backup
+ * script, SQLite's own test harness, in whatever order the copies are
+ * made) hold another inode than the one the log registered, but the copy
+ * of the database holds every group of the copy of the log already (each
+ * was written home before its commit returned, and a copy reads the page
+ * cache), so the log is accepted and emptied, nothing written.
+ *
+ * atomio_open refused the log with ATOMIO_EIDENTITY even so: a file it must
+ * replay into is not the file registered, and lacks some of its groups.  Without a group marker the log's groups
  * to replay are of this database only, so the database at this path is
  * another file than the log's.  A log not newer than it then belongs to an
  * earlier file at this path, as in check_log_age, also when both were born
@@ -529,7 +537,7 @@ static bool has_group_marker(struct adb *d)
  * process holds (it recovered when it opened), is nothing to do. */
 static int replay_log(const char *log_path, char *err, size_t errlen)
 {
-	struct atomio_options o = {.errbuf = err, .errbuf_size = errlen};
+	struct atomio_options o = {.flags = ATOMIO_ACCEPT_COPIES, .errbuf = err, .errbuf_size = errlen};
 	atomio *st;
 	int r = atomio_open(log_path, &o, &st);
 	if (r == 0)
@@ -611,7 +619,7 @@ static int recover_group(struct adb *d)
 static int recover_release(struct adb *d)
 {
 	char err[512] = "";
-	struct atomio_options o = {.errbuf = err, .errbuf_size = sizeof(err)};
+	struct atomio_options o = {.flags = ATOMIO_ACCEPT_COPIES, .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
 	int rc = check_log_age(d, false);
 	if (rc != SQLITE_OK)
@@ -670,7 +678,8 @@ static int open_store(struct adb *d)
 {
 	char err[512] = "";
 	struct atomio_options o = {.log_size = d->log_size ? d->log_size : initial_log_size(d),
-				   .flags = ATOMIO_CREATE, .errbuf = err, .errbuf_size = sizeof(err)};
+				   .flags = ATOMIO_CREATE | ATOMIO_ACCEPT_COPIES, .errbuf = err,
+				   .errbuf_size = sizeof(err)};
 	atomio *st;
 	int rc = check_log_age(d, false);
 	if (rc == SQLITE_OK && has_group_marker(d))
