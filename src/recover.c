@@ -909,6 +909,23 @@ static int check_copies(struct rcv *rc, uint64_t count, uint64_t seq_end)
 	return r;
 }
 
+/* The directory of copy id, synced after the copy (see recover()). */
+static int copy_dir_sync(struct rcv *rc, uint32_t id)
+{
+	atomio *st = rc->st;
+	const struct afile *f = atomic_load(&st->files[id]);
+	char path[PATH_MAX];
+	int r = file_resolve_path(st, f, path, sizeof(path));
+	char *dir = r < 0 ? NULL : dir_of(path);
+	r = r < 0 ? r : dir ? sys_fsync_dir(dir) : -ENOMEM;
+	if (r < 0)
+		st_err(st, "%s: syncing the directory of %s, a copy accepted in place of the registered "
+			   "file: %s; nothing given up from the log", st->log_path, dir ? dir : f->path,
+		       strerror(-r));
+	free(dir);
+	return r;
+}
+
 int recover(atomio *st)
 {
 	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
@@ -946,12 +963,23 @@ int recover(atomio *st)
 			goto out;
 		}
 		/* fsync (sizes may have changed): the replayed data must be
-		 * durable before the superblock gives up the records. */
+		 * durable before the superblock gives up the records.  A copy
+		 * (ATOMIO_ACCEPT_COPIES) was not written, but it holds the live
+		 * groups only in bytes nobody may have synced yet (cp does not),
+		 * under a name its directory may not have made durable (a copy
+		 * renamed into place): a power cut after the log is emptied
+		 * could bring back the old file, or none, without the groups.
+		 * So the copy is synced too, then its directory (copy_dir_sync). */
 		for (uint32_t id = 0; id < rc.hi; id++) {
-			if (rc.fds[id] < 0 || is_copy(&rc, id))
+			if (rc.fds[id] < 0)
 				continue;
 			r = sys_fsync_full(rc.fds[id]);
 			atomic_fetch_add(&st->stats.data_syncs, 1);
+			if (r == 0 && is_copy(&rc, id)) {
+				r = copy_dir_sync(&rc, id); /* names the directory */
+				if (r < 0)
+					goto out;
+			}
 			if (r < 0) {
 				char path[PATH_MAX];
 				const struct afile *f = atomic_load(&st->files[id]);

@@ -15,12 +15,54 @@
 #include <sys/wait.h>
 
 #include "model.h"
+#include "sys.h"
 
 #define G4_OFF 65536
 #define G4_LEN (3u << 19)
 #define F_SIZE (G4_OFF + G4_LEN)
 
 static uint8_t g4[G4_LEN];
+
+/* A record of the calls that write or sync: "fsync PATH", "write PATH". */
+static char calls[256][4200];
+static int ncalls;
+static struct atomio_sysops rec_ops;
+
+static void note(const char *what, int fd)
+{
+	char link[64], path[4096];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	path[n > 0 ? n : 0] = 0;
+	if (ncalls < 256)
+		snprintf(calls[ncalls++], sizeof(calls[0]), "%s %s", what, path);
+}
+static ssize_t r_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf)
+{
+	note("write", fd);
+	return atomio_sys_linux.pwritev(fd, iov, iovcnt, off, rwf);
+}
+static int r_fsync(int fd)
+{
+	note("fsync", fd);
+	return atomio_sys_linux.fsync(fd);
+}
+static int r_fdatasync(int fd)
+{
+	note("fsync", fd);
+	return atomio_sys_linux.fdatasync(fd);
+}
+
+/* The first call that is `what` on path, or -1. */
+static int call_at(const char *what, const char *path)
+{
+	char want[4200];
+	snprintf(want, sizeof(want), "%s %s", what, path);
+	for (int i = 0; i < ncalls; i++)
+		if (!strcmp(calls[i], want))
+			return i;
+	return -1;
+}
 
 static void put(const char *path, const void *d, size_t n)
 {
@@ -164,7 +206,27 @@ int main(void)
 	CHECK_OK(close(fd));
 	CHECK_EQ(open_flags(0, err, sizeof(err), &st), ATOMIO_EIDENTITY);
 	printf("without the flag: %s\n", err);
+	/* recorded: the copy is never written, but it is synced, then its
+	 * directory, before the log's superblock gives the groups up (cp did
+	 * not sync the copy, nor its rename the directory) */
+	rec_ops = atomio_sys_linux;
+	rec_ops.name = "record";
+	rec_ops.pwritev = r_pwritev;
+	rec_ops.fsync = r_fsync;
+	rec_ops.fdatasync = r_fdatasync;
+	rec_ops.uring_init = NULL;
+	rec_ops.uring_enter = NULL;
+	rec_ops.uring_exit = NULL;
+	atomio_sys_set(&rec_ops);
 	CHECK_OK(open_flags(ATOMIO_ACCEPT_COPIES, err, sizeof(err), &st));
+	atomio_sys_set(NULL);
+	char dir[4096], fpath[4096], lpath[4096];
+	CHECK(realpath(t_dir(), dir) && realpath(t_path("f"), fpath) && realpath(t_path("log"), lpath));
+	for (int i = 0; i < ncalls; i++)
+		printf("  recovery call %d: %s\n", i, calls[i]);
+	int fsync_f = call_at("fsync", fpath), fsync_d = call_at("fsync", dir), sb = call_at("write", lpath);
+	CHECK(call_at("write", fpath) < 0);
+	CHECK(fsync_f >= 0 && fsync_d > fsync_f && sb > fsync_d);
 	CHECK_OK(stat(t_path("f"), &after));
 	/* never written: same content, same mtime */
 	CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
