@@ -831,7 +831,9 @@ static void dump_verdict(struct dump *x)
 							   "held this file's newer registration",
 					 1 - x->cat_damaged, x->cat_damaged);
 			snprintf(msg, sizeof(msg), "data file f%u (%s) is %s%s: recovery replays nothing "
-						   "(ATOMIO_EIDENTITY; see atomio recover --force-paths)",
+						   "(ATOMIO_EIDENTITY; see atomio recover --force-paths, and, for a "
+						   "copy that may hold every live group, --accept-copies, which "
+						   "checks that and writes nothing)",
 				 x->fe[i].id, cli_esc(x->fe[i].path), x->fe[i].state, cat);
 			needs = msg;
 			x->rc = EX_FOUND;
