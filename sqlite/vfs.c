@@ -132,6 +132,7 @@ struct adb {
 	int nres;            /* connections of this process in a write transaction */
 	int wfd;             /* our own open file description, for WANT_BYTE probes */
 	bool watching, stop; /* the watcher thread runs / is asked to end */
+	bool forked;         /* a copy in a child after fork (fork_child) */
 	int64_t yielded_ms;  /* when we last gave the store up (0: never) */
 	int64_t ignore_ms;   /* ignore wants until then */
 	pthread_t watcher;
@@ -1779,6 +1780,33 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
 	return d;
 }
 
+/* FORK.  A child after fork() has a copy of g_dbs, whose stores are the
+ * parent's (atomio refuses them in a child: -EPERM, docs/API.md "Fork") and
+ * whose watcher threads it does not have.  So the child handler detaches
+ * every database from the list: a connection the child opens makes a new
+ * one, with its own descriptor for WANT_BYTE probes and, when it writes,
+ * its own store (SQLITE_BUSY while the parent has the store open, until
+ * the parent's watcher lets it go at the child's WANT_BYTE, as for any
+ * other process).  The copies keep no store and no watcher; a connection
+ * the child inherited must not be used (SQLite's rule for every VFS), and
+ * closing it frees its copy without touching the store, nor the condition
+ * variable a parent thread may have been waiting on (forked).  g_mu is
+ * held across the fork so that the list is whole in the child. */
+static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
+static void fork_child(void)
+{
+	for (struct adb *d = g_dbs; d; d = d->next) {
+		__atomic_store_n(&d->st, NULL, __ATOMIC_RELAXED);
+		d->watching = false;
+		d->forked = true;
+	}
+	g_dbs = NULL;
+	pthread_mutex_unlock(&g_mu);
+}
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
 static void release_db(struct adb *d)
 {
 	pthread_mutex_lock(&g_mu);
@@ -1792,7 +1820,8 @@ static void release_db(struct adb *d)
 			break;
 		}
 	d->stop = true;
-	pthread_cond_broadcast(&d->cv);
+	if (!d->forked)
+		pthread_cond_broadcast(&d->cv);
 	pthread_mutex_unlock(&g_mu);
 	if (d->watching)
 		pthread_join(d->watcher, NULL);
@@ -1808,7 +1837,8 @@ static void release_db(struct adb *d)
 	pthread_mutex_unlock(&g_mu);
 	if (d->wfd >= 0)
 		close(d->wfd);
-	pthread_cond_destroy(&d->cv);
+	if (!d->forked)
+		pthread_cond_destroy(&d->cv);
 	free(d->db_path);
 	free(d->log_path);
 	free(d);
@@ -1921,6 +1951,7 @@ int atomio_sqlite_register_impl(const char *name, int make_default)
 		name = "atomio";
 	if (strlen(name) >= sizeof(g_vfs->name))
 		return SQLITE_MISUSE;
+	pthread_once(&g_fork_once, fork_register);
 	pthread_mutex_lock(&g_mu);
 	struct avfs *v;
 	for (v = g_vfs; v; v = v->next)

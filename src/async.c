@@ -87,6 +87,8 @@ int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)
 {
 	if (!tx || tx->magic != TX_MAGIC || tx->state != TX_OPEN)
 		return -EINVAL;
+	if (st_forked(tx->st))
+		return -EPERM; /* the group stays the parent's (internal.h, FORK) */
 	if (!done) {
 		tx_release(tx); /* as every other failure: the group is gone */
 		return -EINVAL;
@@ -125,6 +127,8 @@ int atomio_poll(atomio *st, int timeout_ms)
 {
 	if (!st)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	pthread_mutex_lock(&st->lock);
 	if (!st->cq_head && st->async_busy && timeout_ms != 0) {
 		if (timeout_ms < 0) {
@@ -162,6 +166,8 @@ int atomio_event_fd(atomio *st)
 {
 	if (!st)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	pthread_mutex_lock(&st->lock);
 	int r = st->efd;
 	if (r < 0) {

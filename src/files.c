@@ -583,6 +583,8 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 {
 	if (!st || !path || !*path || (open_flags & ~ALLOWED_OPEN_FLAGS))
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	char canon[PATH_MAX];
 	int r = canonical_path(path, open_flags & O_CREAT, canon);
 	if (r < 0) {
@@ -643,6 +645,8 @@ int atomio_file_fd(atomio *st, int file)
 {
 	if (!st)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	struct afile *f = file_get(st, file);
 	return f ? f->fd : -EINVAL;
 }

@@ -144,6 +144,8 @@ struct atomio_tx {
 
 struct atomio {
 	int log_fd;
+	unsigned fork_gen;   /* atomio_fork_gen when opened (st_forked) */
+	atomio *fork_next;   /* the list of open stores (store.c, fork_child) */
 	char *log_path;
 	char *log_dir;       /* canonical directory of the log */
 	bool log_direct;     /* log opened with O_DIRECT */
@@ -278,6 +280,28 @@ struct atomio {
 
 /* util.c */
 void st_err(atomio *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* FORK.  A store belongs to the process that opened it.  A child after
+ * fork() holds a copy of its memory and its descriptors, but not its
+ * threads (the checkpointer, the async worker), and any of its locks a
+ * parent thread held at the fork stay locked forever; its log writes
+ * would land where the parent's next ones go (the parent's tail does not
+ * move), and the log's flock, held by an open file description the child
+ * shares, does not keep it out.  So every public function on a store
+ * returns -EPERM in a child, before taking any lock, and atomio_close
+ * there releases nothing (the child's copies of the descriptors are
+ * O_CLOEXEC and close at exit or exec) -- but the log's: the child handler
+ * closes the child's copy of each store's log descriptor at once, for that
+ * copy would hold the parent's flock for as long as the child lives, after
+ * the parent closed its store (a child that then opened the log itself
+ * would find it locked, by itself).  The child may open the log itself:
+ * that is another open file description, and the parent's flock answers
+ * -EBUSY while the parent has it open.  Counted by a pthread_atfork child
+ * handler (store.c), so the check costs no system call; a vfork child,
+ * which runs no handler, may only exec or _exit. */
+extern _Atomic unsigned atomio_fork_gen;
+/* -EPERM (with a message) in a forked child, else 0. */
+int st_forked(atomio *st);
 void st_fail_locked(atomio *st, int err); /* poison the store: the first error stays */
 void *aligned_alloc_zero(size_t align, size_t size);
 /* A condition variable whose timed waits use CLOCK_MONOTONIC; that clock now

@@ -42,6 +42,8 @@ ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt,
 {
 	if (!st || off < 0 || iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	struct afile *f = file_get(st, file);
 	if (!f)
 		return -EINVAL;

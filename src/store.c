@@ -15,10 +15,13 @@
 
 /* --- open / close ---------------------------------------------------------- */
 
+static void stores_remove(atomio *st);
+
 static void st_free(atomio *st)
 {
 	if (!st)
 		return;
+	stores_remove(st);
 	async_stop(st); /* the worker thread, if asynchronous commits started it */
 	checkpoint_stop(st); /* the checkpointer, if the policy started it */
 	engine_close(st);
@@ -104,6 +107,62 @@ static int claim_log(atomio *st, int fd, const char *log_path)
 	return r;
 }
 
+/* --- fork (internal.h, FORK) -------------------------------------------- */
+
+_Atomic unsigned atomio_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+/* The open stores, for fork_child; held across a fork (fork_prepare). */
+static pthread_mutex_t stores_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomio *stores;
+
+static void fork_prepare(void) { pthread_mutex_lock(&stores_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&stores_mu); }
+/* In the child: every store is the parent's from now on (st_forked), and
+ * the child's copy of its log descriptor is closed, so that it does not
+ * keep the parent's flock alive (internal.h, FORK).  close() is
+ * async-signal-safe; nothing else of the store is touched. */
+static void fork_child(void)
+{
+	atomic_fetch_add(&atomio_fork_gen, 1);
+	for (atomio *st = stores; st; st = st->fork_next)
+		if (st->log_fd >= 0) {
+			atomio_sys->close(st->log_fd);
+			st->log_fd = -1;
+		}
+	stores = NULL; /* the copies stay the parent's */
+	pthread_mutex_unlock(&stores_mu);
+}
+static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+static void stores_add(atomio *st)
+{
+	pthread_mutex_lock(&stores_mu);
+	st->fork_next = stores;
+	stores = st;
+	pthread_mutex_unlock(&stores_mu);
+}
+
+static void stores_remove(atomio *st)
+{
+	pthread_mutex_lock(&stores_mu);
+	for (atomio **pp = &stores; *pp; pp = &(*pp)->fork_next)
+		if (*pp == st) {
+			*pp = st->fork_next;
+			break;
+		}
+	pthread_mutex_unlock(&stores_mu);
+}
+
+int st_forked(atomio *st)
+{
+	if (atomic_load_explicit(&atomio_fork_gen, memory_order_relaxed) == st->fork_gen)
+		return 0;
+	st_err(st, "%s: this store was opened by the parent of this process (before a fork): a "
+		   "child cannot use it; open the log itself (-EBUSY while the parent has it open)",
+	       st->log_path);
+	return -EPERM;
+}
+
 int atomio_open(const char *log_path, const struct atomio_options *opts, atomio **out)
 {
 	if (!out)
@@ -124,6 +183,8 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (!st)
 		return -ENOMEM;
 	st->log_fd = -1;
+	pthread_once(&fork_once, fork_register);
+	st->fork_gen = atomic_load(&atomio_fork_gen);
 	st->flags = opts->flags;
 	st->errbuf = opts->errbuf;
 	st->errbuf_size = opts->errbuf_size;
@@ -158,6 +219,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		goto fail;
 	}
 	st->log_fd = fd;
+	stores_add(st); /* from here a fork closes the child's copy of fd */
 	r = claim_log(st, fd, log_path);
 	if (r < 0)
 		goto fail;
@@ -202,6 +264,8 @@ int atomio_close(atomio *st)
 {
 	if (!st)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM; /* releases nothing (internal.h, FORK) */
 	pthread_mutex_lock(&st->lock);
 	if (st->open_txs) {
 		pthread_mutex_unlock(&st->lock);
@@ -229,6 +293,8 @@ int atomio_checkpoint(atomio *st)
 {
 	if (!st)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	role_acquire(st);
 	int r = checkpoint_full_role(st);
 	role_release(st);
@@ -241,6 +307,8 @@ int atomio_caps(atomio *st, int file, struct atomio_caps *caps)
 {
 	if (!st || !caps)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	struct afile *f = NULL;
 	if (file >= 0) {
 		f = file_get(st, file);
@@ -268,6 +336,8 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 {
 	if (!st || !s)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	memset(s, 0, sizeof(*s));
 	s->commits = atomic_load(&st->stats.commits);
 	s->bytes_logged = atomic_load(&st->stats.bytes_logged);

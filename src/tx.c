@@ -245,6 +245,8 @@ int atomio_tx_begin(atomio *st, atomio_tx **out)
 	*out = NULL;
 	if (!st)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	pthread_mutex_lock(&st->lock);
 	int failed = st->failed;
 	if (!failed)
@@ -267,6 +269,8 @@ int atomio_tx_write(atomio_tx *tx, int file, const void *buf, size_t len, off_t 
 {
 	if (!tx_ok(tx) || (len && !buf) || len > SSIZE_MAX)
 		return -EINVAL;
+	if (st_forked(tx->st))
+		return -EPERM;
 	struct afile *f = file_get(tx->st, file);
 	if (!f)
 		return -EINVAL;
@@ -279,6 +283,8 @@ int atomio_tx_writev(atomio_tx *tx, int file, const struct iovec *iov, int iovcn
 	size_t total;
 	if (!tx_ok(tx) || iov_total(iov, iovcnt, &total) < 0)
 		return -EINVAL;
+	if (st_forked(tx->st))
+		return -EPERM;
 	struct afile *f = file_get(tx->st, file);
 	if (!f)
 		return -EINVAL;
@@ -289,6 +295,8 @@ int atomio_tx_truncate(atomio_tx *tx, int file, off_t size)
 {
 	if (!tx_ok(tx) || size < 0)
 		return -EINVAL;
+	if (st_forked(tx->st))
+		return -EPERM;
 	struct afile *f = file_get(tx->st, file);
 	if (!f)
 		return -EINVAL;
@@ -305,6 +313,8 @@ int atomio_tx_commit(atomio_tx *tx)
 {
 	if (!tx_ok(tx))
 		return -EINVAL;
+	if (st_forked(tx->st))
+		return -EPERM; /* the group stays the parent's (internal.h, FORK) */
 	int r = commit_tx(tx);
 	tx_release(tx);
 	return r;
@@ -312,7 +322,7 @@ int atomio_tx_commit(atomio_tx *tx)
 
 void atomio_tx_abort(atomio_tx *tx)
 {
-	if (tx_ok(tx))
+	if (tx_ok(tx) && !st_forked(tx->st))
 		tx_release(tx);
 }
 
@@ -321,6 +331,8 @@ ssize_t atomio_pwritev(atomio *st, int file, const struct iovec *iov, int iovcnt
 	size_t total;
 	if (!st || iov_total(iov, iovcnt, &total) < 0)
 		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
 	struct afile *f = file_get(st, file);
 	if (!f)
 		return -EINVAL;
