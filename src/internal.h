@@ -145,7 +145,7 @@ struct atomio_tx {
 struct atomio {
 	int log_fd;
 	unsigned fork_gen;   /* atomio_fork_gen when opened (st_forked) */
-	atomio *fork_next;   /* the list of open stores (store.c, fork_child) */
+	int fork_slot;       /* its log descriptor's slot for fork_child (store.c), -1 none */
 	char *log_path;
 	char *log_dir;       /* canonical directory of the log */
 	bool log_direct;     /* log opened with O_DIRECT */

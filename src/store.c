@@ -111,12 +111,15 @@ static int claim_log(atomio *st, int fd, const char *log_path)
 
 _Atomic unsigned atomio_fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-/* The open stores, for fork_child; held across a fork (fork_prepare). */
-static pthread_mutex_t stores_mu = PTHREAD_MUTEX_INITIALIZER;
-static atomio *stores;
+/* The log descriptors of the open stores, for fork_child: slot = fd + 1,
+ * 0 free.  Lock-free, so that no handler takes a lock at the fork: a lock
+ * held across it (pthread_atfork's prepare) would be taken before the
+ * SQLite VFS's (whose handlers run later), while the VFS opens stores
+ * holding its own, the other way round.  A store beyond the slots (4096
+ * open at once) keeps its log descriptor in a child until exit or exec. */
+#define FORK_SLOTS 4096
+static _Atomic int fork_fds[FORK_SLOTS];
 
-static void fork_prepare(void) { pthread_mutex_lock(&stores_mu); }
-static void fork_parent(void) { pthread_mutex_unlock(&stores_mu); }
 /* In the child: every store is the parent's from now on (st_forked), and
  * the child's copy of its log descriptor is closed, so that it does not
  * keep the parent's flock alive (internal.h, FORK).  close() is
@@ -124,33 +127,31 @@ static void fork_parent(void) { pthread_mutex_unlock(&stores_mu); }
 static void fork_child(void)
 {
 	atomic_fetch_add(&atomio_fork_gen, 1);
-	for (atomio *st = stores; st; st = st->fork_next)
-		if (st->log_fd >= 0) {
-			atomio_sys->close(st->log_fd);
-			st->log_fd = -1;
-		}
-	stores = NULL; /* the copies stay the parent's */
-	pthread_mutex_unlock(&stores_mu);
+	for (int i = 0; i < FORK_SLOTS; i++) {
+		int v = atomic_exchange(&fork_fds[i], 0);
+		if (v > 0)
+			atomio_sys->close(v - 1);
+	}
 }
-static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+static void fork_register(void) { pthread_atfork(NULL, NULL, fork_child); }
 
 static void stores_add(atomio *st)
 {
-	pthread_mutex_lock(&stores_mu);
-	st->fork_next = stores;
-	stores = st;
-	pthread_mutex_unlock(&stores_mu);
+	for (int i = 0; i < FORK_SLOTS; i++) {
+		int z = 0;
+		if (atomic_compare_exchange_strong(&fork_fds[i], &z, st->log_fd + 1)) {
+			st->fork_slot = i;
+			return;
+		}
+	}
 }
 
+/* Before the descriptor is closed: a slot never names a closed one. */
 static void stores_remove(atomio *st)
 {
-	pthread_mutex_lock(&stores_mu);
-	for (atomio **pp = &stores; *pp; pp = &(*pp)->fork_next)
-		if (*pp == st) {
-			*pp = st->fork_next;
-			break;
-		}
-	pthread_mutex_unlock(&stores_mu);
+	if (st->fork_slot >= 0)
+		atomic_store(&fork_fds[st->fork_slot], 0);
+	st->fork_slot = -1;
 }
 
 int st_forked(atomio *st)
@@ -183,6 +184,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (!st)
 		return -ENOMEM;
 	st->log_fd = -1;
+	st->fork_slot = -1;
 	pthread_once(&fork_once, fork_register);
 	st->fork_gen = atomic_load(&atomio_fork_gen);
 	st->flags = opts->flags;

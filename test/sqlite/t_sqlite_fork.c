@@ -9,7 +9,30 @@
  * Then the parent writes again, and every row is there, in a database
  * whose integrity check passes; a connection the child inherited is closed
  * without touching the parent's store. */
+#include <pthread.h>
+
 #include "sq_t.h"
+
+/* A thread that opens stores (the VFS holds its lock while atomio_open
+ * runs) while the main thread forks: no fork handler may wait for a lock
+ * that a thread holds while waiting for another lock the handlers took
+ * (the library's handler once held its own lock, taken before the VFS's:
+ * the reverse of open_store's order). */
+static volatile int stop_opener;
+static void *opener(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; !stop_opener; i++) {
+		char name[16], path[4200];
+		snprintf(name, sizeof(name), "o%u.db", i % 4);
+		snprintf(path, sizeof(path), "%s/%s", t_dir(), name);
+		sqlite3 *c = sq_open_vfs(path, "atomio", 1 << 20);
+		SQ_CHECK(c, sqlite3_exec(c, "PRAGMA journal_mode=MEMORY; CREATE TABLE IF NOT EXISTS t(x); "
+					    "INSERT INTO t VALUES(1)", 0, 0, 0));
+		SQ_CHECK(c, sqlite3_close(c));
+	}
+	return NULL;
+}
 
 static long long one(sqlite3 *db, const char *sql)
 {
@@ -33,7 +56,8 @@ static void text(sqlite3 *db, const char *sql, char *out, size_t len)
 int main(void)
 {
 	t_dir();
-	const char *path = t_path("t.db");
+	char path[4200];
+	snprintf(path, sizeof(path), "%s", t_path("t.db")); /* t_path's buffer is shared */
 	sqlite3 *db = sq_open_vfs(path, "atomio", 0);
 	SQ_CHECK(db, sqlite3_exec(db, "PRAGMA journal_mode=MEMORY; CREATE TABLE t(x); INSERT INTO t VALUES(1)", 0, 0, 0));
 	char st[256];
@@ -64,6 +88,19 @@ int main(void)
 	text(db, "SELECT group_concat(x) FROM (SELECT x FROM t ORDER BY x)", rows, sizeof(rows));
 	CHECK(!strcmp(rows, "1,2,3"));
 	SQ_CHECK(db, sqlite3_close(db));
+	/* forks while another thread opens and closes stores */
+	pthread_t th;
+	CHECK_OK(pthread_create(&th, NULL, opener, NULL));
+	for (int i = 0; i < 200; i++) {
+		pid_t q = fork();
+		if (q == 0)
+			_exit(0);
+		CHECK(waitpid(q, &ws, 0) == q && WIFEXITED(ws));
+		usleep(500);
+	}
+	stop_opener = 1;
+	CHECK_OK(pthread_join(th, NULL));
+	printf("200 forks while another thread opened and closed stores: none hung\n");
 	db = sq_open_vfs(path, "atomio", 0);
 	text(db, "SELECT group_concat(x) FROM (SELECT x FROM t ORDER BY x)", rows, sizeof(rows));
 	char ic[64];
