@@ -302,6 +302,12 @@ void st_err(atomio *st, const char *fmt, ...) __attribute__((format(printf, 2, 3
 extern _Atomic unsigned atomio_fork_gen;
 /* -EPERM (with a message) in a forked child, else 0. */
 int st_forked(atomio *st);
+/* Registers the handler (once); the generation a new store records. */
+unsigned fork_init(void);
+/* The store's log descriptor is closed in a child / no longer (before it
+ * is closed). */
+void fork_track(atomio *st);
+void fork_untrack(atomio *st);
 void st_fail_locked(atomio *st, int err); /* poison the store: the first error stays */
 void *aligned_alloc_zero(size_t align, size_t size);
 /* A condition variable whose timed waits use CLOCK_MONOTONIC; that clock now

@@ -15,13 +15,11 @@
 
 /* --- open / close ---------------------------------------------------------- */
 
-static void stores_remove(atomio *st);
-
 static void st_free(atomio *st)
 {
 	if (!st)
 		return;
-	stores_remove(st);
+	fork_untrack(st);
 	async_stop(st); /* the worker thread, if asynchronous commits started it */
 	checkpoint_stop(st); /* the checkpointer, if the policy started it */
 	engine_close(st);
@@ -107,63 +105,6 @@ static int claim_log(atomio *st, int fd, const char *log_path)
 	return r;
 }
 
-/* --- fork (internal.h, FORK) -------------------------------------------- */
-
-_Atomic unsigned atomio_fork_gen;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-/* The log descriptors of the open stores, for fork_child: slot = fd + 1,
- * 0 free.  Lock-free, so that no handler takes a lock at the fork: a lock
- * held across it (pthread_atfork's prepare) would be taken before the
- * SQLite VFS's (whose handlers run later), while the VFS opens stores
- * holding its own, the other way round.  A store beyond the slots (4096
- * open at once) keeps its log descriptor in a child until exit or exec. */
-#define FORK_SLOTS 4096
-static _Atomic int fork_fds[FORK_SLOTS];
-
-/* In the child: every store is the parent's from now on (st_forked), and
- * the child's copy of its log descriptor is closed, so that it does not
- * keep the parent's flock alive (internal.h, FORK).  close() is
- * async-signal-safe; nothing else of the store is touched. */
-static void fork_child(void)
-{
-	atomic_fetch_add(&atomio_fork_gen, 1);
-	for (int i = 0; i < FORK_SLOTS; i++) {
-		int v = atomic_exchange(&fork_fds[i], 0);
-		if (v > 0)
-			atomio_sys->close(v - 1);
-	}
-}
-static void fork_register(void) { pthread_atfork(NULL, NULL, fork_child); }
-
-static void stores_add(atomio *st)
-{
-	for (int i = 0; i < FORK_SLOTS; i++) {
-		int z = 0;
-		if (atomic_compare_exchange_strong(&fork_fds[i], &z, st->log_fd + 1)) {
-			st->fork_slot = i;
-			return;
-		}
-	}
-}
-
-/* Before the descriptor is closed: a slot never names a closed one. */
-static void stores_remove(atomio *st)
-{
-	if (st->fork_slot >= 0)
-		atomic_store(&fork_fds[st->fork_slot], 0);
-	st->fork_slot = -1;
-}
-
-int st_forked(atomio *st)
-{
-	if (atomic_load_explicit(&atomio_fork_gen, memory_order_relaxed) == st->fork_gen)
-		return 0;
-	st_err(st, "%s: this store was opened by the parent of this process (before a fork): a "
-		   "child cannot use it; open the log itself (-EBUSY while the parent has it open)",
-	       st->log_path);
-	return -EPERM;
-}
-
 int atomio_open(const char *log_path, const struct atomio_options *opts, atomio **out)
 {
 	if (!out)
@@ -185,8 +126,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		return -ENOMEM;
 	st->log_fd = -1;
 	st->fork_slot = -1;
-	pthread_once(&fork_once, fork_register);
-	st->fork_gen = atomic_load(&atomio_fork_gen);
+	st->fork_gen = fork_init();
 	st->flags = opts->flags;
 	st->errbuf = opts->errbuf;
 	st->errbuf_size = opts->errbuf_size;
@@ -221,7 +161,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		goto fail;
 	}
 	st->log_fd = fd;
-	stores_add(st); /* from here a fork closes the child's copy of fd */
+	fork_track(st); /* from here a fork closes the child's copy of fd */
 	r = claim_log(st, fd, log_path);
 	if (r < 0)
 		goto fail;

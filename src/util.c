@@ -136,3 +136,66 @@ const char *atomio_strerror(int err)
 		return strerror(-err);
 	return "Unknown atomio error";
 }
+
+/* --- fork (internal.h, FORK) ------------------------------------------------ */
+
+_Atomic unsigned atomio_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+/* The log descriptors of the open stores, for fork_child: slot = fd + 1,
+ * 0 free.  Lock-free, so that no handler takes a lock at the fork: a lock
+ * held across it (pthread_atfork's prepare) would be taken before the
+ * SQLite VFS's (whose handlers run later), while the VFS opens stores
+ * holding its own, the other way round.  A store beyond the slots (4096
+ * open at once) keeps its log descriptor in a child until exit or exec. */
+#define FORK_SLOTS 4096
+static _Atomic int fork_fds[FORK_SLOTS];
+
+/* In the child: every store is the parent's from now on (st_forked), and
+ * the child's copy of its log descriptor is closed, so that it does not
+ * keep the parent's flock alive (internal.h, FORK).  close() is
+ * async-signal-safe; nothing else of the store is touched. */
+static void fork_child(void)
+{
+	atomic_fetch_add(&atomio_fork_gen, 1);
+	for (int i = 0; i < FORK_SLOTS; i++) {
+		int v = atomic_exchange(&fork_fds[i], 0);
+		if (v > 0)
+			atomio_sys->close(v - 1);
+	}
+}
+static void fork_register(void) { pthread_atfork(NULL, NULL, fork_child); }
+
+unsigned fork_init(void)
+{
+	pthread_once(&fork_once, fork_register);
+	return atomic_load(&atomio_fork_gen);
+}
+
+void fork_track(atomio *st)
+{
+	for (int i = 0; i < FORK_SLOTS; i++) {
+		int z = 0;
+		if (atomic_compare_exchange_strong(&fork_fds[i], &z, st->log_fd + 1)) {
+			st->fork_slot = i;
+			return;
+		}
+	}
+}
+
+/* Before the descriptor is closed: a slot never names a closed one. */
+void fork_untrack(atomio *st)
+{
+	if (st->fork_slot >= 0)
+		atomic_store(&fork_fds[st->fork_slot], 0);
+	st->fork_slot = -1;
+}
+
+int st_forked(atomio *st)
+{
+	if (atomic_load_explicit(&atomio_fork_gen, memory_order_relaxed) == st->fork_gen)
+		return 0;
+	st_err(st, "%s: this store was opened by the parent of this process (before a fork): a "
+		   "child cannot use it; open the log itself (-EBUSY while the parent has it open)",
+	       st->log_path);
+	return -EPERM;
+}
