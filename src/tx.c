@@ -265,15 +265,25 @@ int atomio_tx_begin(atomio *st, atomio_tx **out)
 	return 0;
 }
 
+/* The file a range of tx names: NULL with *r -EPERM (a forked child:
+ * internal.h, FORK) or -EINVAL (not open in the store). */
+static struct afile *tx_file(atomio_tx *tx, int file, int *r)
+{
+	*r = st_forked(tx->st);
+	struct afile *f = *r ? NULL : file_get(tx->st, file);
+	if (!f && !*r)
+		*r = -EINVAL;
+	return f;
+}
+
 int atomio_tx_write(atomio_tx *tx, int file, const void *buf, size_t len, off_t off)
 {
 	if (!tx_ok(tx) || (len && !buf) || len > SSIZE_MAX)
 		return -EINVAL;
-	if (st_forked(tx->st))
-		return -EPERM;
-	struct afile *f = file_get(tx->st, file);
+	int r;
+	struct afile *f = tx_file(tx, file, &r);
 	if (!f)
-		return -EINVAL;
+		return r;
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	return tx_add(tx, f, &iov, 1, len, off);
 }
@@ -283,11 +293,10 @@ int atomio_tx_writev(atomio_tx *tx, int file, const struct iovec *iov, int iovcn
 	size_t total;
 	if (!tx_ok(tx) || iov_total(iov, iovcnt, &total) < 0)
 		return -EINVAL;
-	if (st_forked(tx->st))
-		return -EPERM;
-	struct afile *f = file_get(tx->st, file);
+	int r;
+	struct afile *f = tx_file(tx, file, &r);
 	if (!f)
-		return -EINVAL;
+		return r;
 	return tx_add(tx, f, iov, iovcnt, total, off);
 }
 
@@ -295,14 +304,13 @@ int atomio_tx_truncate(atomio_tx *tx, int file, off_t size)
 {
 	if (!tx_ok(tx) || size < 0)
 		return -EINVAL;
-	if (st_forked(tx->st))
-		return -EPERM;
-	struct afile *f = file_get(tx->st, file);
+	int r;
+	struct afile *f = tx_file(tx, file, &r);
 	if (!f)
-		return -EINVAL;
+		return r;
 	if ((uint64_t)size > f->max_size)
 		return -EFBIG;
-	int r = seg_room(tx, 1, 0);
+	r = seg_room(tx, 1, 0);
 	if (r < 0)
 		return r;
 	struct seg s = {.file = f->id, .kind = SEG_SETSIZE, .off = (uint64_t)size};
