@@ -29,13 +29,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../preload/trace.h"
 #include "preload/rec.h"
 #include "support/simfs.h"
+#include "support/trace_replay.h"
 #include "sys.h"
 #include "t.h"
-
-#define S atomio_sys
 
 static char dir[PATH_MAX], log_path[PATH_MAX + 16], data_path[PATH_MAX + 16];
 static uint64_t seed = 1;
@@ -123,125 +121,26 @@ static void at_point(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 		exit(1);
 }
 
-static void mkdirs(struct simfs *fs, const char *path)
+/* What the program was told, in its place in the trace. */
+static void mark(const struct tr_hdr *h, void *arg)
 {
-	char p[PATH_MAX];
-	for (const char *s = strchr(path + 1, '/');; s = strchr(s + 1, '/')) {
-		size_t n = s ? (size_t)(s - path) : strlen(path);
-		memcpy(p, path, n);
-		p[n] = 0;
-		int r = simfs_mkdir(fs, p);
-		CHECK(r == 0 || r == -EEXIST);
-		if (!s)
-			break;
-	}
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	int fd = open(path, O_RDONLY);
-	CHECK(fd >= 0);
-	struct stat sb;
-	CHECK(fstat(fd, &sb) == 0);
-	uint8_t *b = malloc((size_t)sb.st_size + 1);
-	CHECK(b);
-	CHECK(sys_pread_full(fd, b, (size_t)sb.st_size, 0) == sb.st_size);
-	close(fd);
-	*len = (size_t)sb.st_size;
-	return b;
+	(void)arg;
+	if (h->kind == TR_PWRITE)
+		returned++;
+	else if (h->kind == TR_PSYNC)
+		synced = returned;
+	else
+		CHECK(!"unknown trace record");
 }
 
 static void replay(const uint8_t *t, size_t len)
 {
 	struct simfs *fs = simfs_new(&(struct simfs_config){.seed = seed, .proc_fd = true});
 	CHECK(fs);
-	mkdirs(fs, dir);
+	tr_mkdirs(fs, dir);
 	simfs_install(fs);
 	simfs_set_hook(fs, at_point, NULL);
-	int map[4096];
-	for (int i = 0; i < 4096; i++)
-		map[i] = -1;
-	size_t off = 0;
-	uint64_t ops = 0;
-	while (off < len) {
-		struct tr_hdr h;
-		CHECK(len - off >= sizeof(h));
-		memcpy(&h, t + off, sizeof(h));
-		off += sizeof(h);
-		CHECK(len - off >= h.pathlen + h.datalen);
-		const char *path = (const char *)t + off;
-		const uint8_t *data = t + off + h.pathlen;
-		off += h.pathlen + h.datalen;
-		CHECK(h.fd < 4096);
-		int sfd = h.fd >= 0 ? map[h.fd] : -1;
-		ops++;
-		switch (h.kind) {
-		case TR_OPEN: {
-			/* /proc/self/fd/N names the run's descriptor N: here, its
-			 * simfs twin (simfs serves /proc/self/fd with proc_fd). */
-			char pp[64];
-			int pfd;
-			if (sscanf(path, "/proc/self/fd/%d", &pfd) == 1 && pfd >= 0 && pfd < 4096) {
-				snprintf(pp, sizeof(pp), "/proc/self/fd/%d", map[pfd]);
-				path = pp;
-			}
-			int r = S->open(path, h.flags, (mode_t)h.a);
-			/* Reads outside the run's directory (the store reads
-			 * /sys for the device's block size) are not modelled. */
-			if (r < 0 && (h.flags & O_ACCMODE) == O_RDONLY && strncmp(path, dir, strlen(dir)))
-				break;
-			if (r < 0)
-				printf("replay: open %s flags %#x: %s\n", path, h.flags, strerror(-r));
-			CHECK(r >= 0);
-			map[h.fd] = r;
-			break;
-		}
-		case TR_CLOSE:
-			if (sfd >= 0)
-				S->close(sfd);
-			map[h.fd] = -1;
-			break;
-		case TR_WRITE: {
-			CHECK(sfd >= 0);
-			/* O_DIRECT writes need an aligned buffer, as in the run. */
-			void *b = NULL;
-			CHECK_OK(posix_memalign(&b, 4096, h.datalen ? h.datalen : 1));
-			memcpy(b, data, h.datalen);
-			struct iovec v = {b, h.datalen};
-			CHECK_EQ(S->pwritev(sfd, &v, 1, (off_t)h.a, h.flags), (long long)h.datalen);
-			free(b);
-			break;
-		}
-		case TR_TRUNC:
-			CHECK(sfd >= 0);
-			CHECK_OK(S->ftruncate(sfd, (off_t)h.a));
-			break;
-		case TR_FALLOC:
-			CHECK(sfd >= 0);
-			CHECK_OK(S->fallocate(sfd, h.flags, (off_t)h.a, (off_t)h.b));
-			break;
-		case TR_FSYNC:
-			CHECK_OK(S->fsync(sfd));
-			break;
-		case TR_FDATASYNC:
-			CHECK_OK(S->fdatasync(sfd));
-			break;
-		case TR_RENAME:
-			CHECK_OK(S->rename_noreplace(path, path + strlen(path) + 1));
-			break;
-		case TR_UNLINK:
-			CHECK_OK(S->unlink(path));
-			break;
-		case TR_PWRITE:
-			returned++;
-			break;
-		case TR_PSYNC:
-			synced = returned;
-			break;
-		default:
-			CHECK(!"unknown trace record");
-		}
-	}
+	uint64_t ops = tr_replay(t, len, dir, mark, NULL);
 	simfs_set_hook(fs, NULL, NULL);
 	/* The end: the program synced everything and exited (the store closed). */
 	CHECK_EQ(returned, nwrites);
@@ -274,7 +173,7 @@ static void one_run(void)
 	snprintf(trace, sizeof(trace), "%s/trace", dir);
 	run_program(trace);
 	size_t len;
-	uint8_t *t = slurp(trace, &len);
+	uint8_t *t = tr_slurp(trace, &len);
 	unlink(trace);
 	unlink(log_path);
 	unlink(data_path);
