@@ -125,31 +125,10 @@ static int tr_fd = -1;
 static pthread_mutex_t tr_mu = PTHREAD_MUTEX_INITIALIZER;
 #define LX (&atomio_sys_linux)
 
-static void tr_put(const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(tr_fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			abort(); /* a trace with a hole would make the test lie */
-		c += w;
-		n -= (size_t)w;
-	}
-}
-
 static void tr_rec(uint32_t kind, int fd, int flags, uint64_t a, uint64_t b, const char *path,
 		   size_t pathlen, const struct iovec *iov, int iovcnt)
 {
-	struct tr_hdr h = {.kind = kind, .fd = fd, .flags = flags, .pathlen = (uint32_t)pathlen, .a = a, .b = b};
-	for (int i = 0; i < iovcnt; i++)
-		h.datalen += iov[i].iov_len;
-	tr_put(&h, sizeof(h));
-	if (pathlen)
-		tr_put(path, pathlen);
-	for (int i = 0; i < iovcnt; i++)
-		tr_put(iov[i].iov_base, iov[i].iov_len);
+	tr_write(write, tr_fd, kind, fd, flags, a, b, path, pathlen, iov, iovcnt);
 }
 
 /* Each call and its record under one lock: the trace is an order the calls
