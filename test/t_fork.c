@@ -17,6 +17,19 @@ static void done_cb(void *arg, int res)
 	(void)arg, (void)res;
 }
 
+/* In a child: its own store of the log, 5 bytes of what at off, and exit. */
+static void own_store_writes(const char *what, off_t off)
+{
+	atomio *mine;
+	struct atomio_options oc = t_opts(0);
+	CHECK_OK(atomio_open(t_path("log"), &oc, &mine));
+	int cf = atomio_file_open(mine, t_path("f"), 0, 0);
+	CHECK(cf >= 0);
+	CHECK_EQ(atomio_pwrite(mine, cf, what, 5, off), 5);
+	CHECK_OK(atomio_close(mine));
+	_exit(0);
+}
+
 int main(void)
 {
 	t_dir();
@@ -102,14 +115,7 @@ int main(void)
 	if (p == 0) {
 		char x;
 		CHECK_EQ(read(go[0], &x, 1), 1); /* the parent closed its store */
-		atomio *mine;
-		struct atomio_options oc = t_opts(0);
-		CHECK_OK(atomio_open(t_path("log"), &oc, &mine));
-		int cf = atomio_file_open(mine, t_path("f"), 0, 0);
-		CHECK(cf >= 0);
-		CHECK_EQ(atomio_pwrite(mine, cf, "later", 5, 400), 5);
-		CHECK_OK(atomio_close(mine));
-		_exit(0);
+		own_store_writes("later", 400);
 	}
 	CHECK_OK(atomio_close(st));
 	CHECK_EQ(write(go[1], "g", 1), 1);
@@ -122,14 +128,7 @@ int main(void)
 	/* once the parent closed, a child opens the log itself and writes */
 	p = fork();
 	if (p == 0) {
-		atomio *mine;
-		struct atomio_options oc = t_opts(0);
-		CHECK_OK(atomio_open(t_path("log"), &oc, &mine));
-		int cf = atomio_file_open(mine, t_path("f"), 0, 0);
-		CHECK(cf >= 0);
-		CHECK_EQ(atomio_pwrite(mine, cf, "child", 5, 300), 5);
-		CHECK_OK(atomio_close(mine));
-		_exit(0);
+		own_store_writes("child", 300);
 	}
 	CHECK(waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 	d = t_slurp(t_path("f"), &n);
