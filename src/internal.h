@@ -316,6 +316,9 @@ void cond_init_monotonic(pthread_cond_t *cv);
 uint64_t mono_ns(void);
 struct timespec mono_deadline(uint64_t ns_from_now);
 char *dir_of(const char *path);
+/* *(T **)arr grown to twice *cap entries of elem bytes (64 at first):
+ * 0, or -ENOMEM with the array as it was. */
+int array_grow(void *arr, size_t *cap, size_t elem);
 /* Open what fd refers to again, through /proc/self/fd (the same inode even if
  * its path was swapped meanwhile): the new fd, -ENOENT without /proc, or
  * another negative errno. */

@@ -58,7 +58,7 @@ struct rcv {
 	uint64_t *isize;   /* by file id: the size as found */
 	struct cev *ev;    /* the copies' events, in log order */
 	size_t nev, evcap;
-	uint64_t *rpos, *rseq; /* each record of the prefix: area offset, seq */
+	uint64_t *rpos;    /* each record of the prefix: area offset (its seq: head_seq + index) */
 	size_t nrec, rcap;
 };
 
@@ -502,7 +502,6 @@ static void rcv_free(struct rcv *rc)
 	free(rc->isize);
 	free(rc->ev);
 	free(rc->rpos);
-	free(rc->rseq);
 }
 
 /* A damaged superblock slot: the records say whether it was the newer one
@@ -626,7 +625,7 @@ static int open_needed(struct rcv *rc)
 #define MAX_EVENTS (1u << 20)
 
 struct cev {
-	uint32_t rec;      /* index into rpos/rseq */
+	uint32_t rec;      /* index into rpos */
 	uint32_t seg;      /* descriptor index in that record */
 	uint32_t file;
 	uint16_t kind;
@@ -639,33 +638,18 @@ static int collect_copies(struct rcv *rc, const struct rec *rec)
 	int r = check_segs(rc, rec, false);
 	if (r < 0)
 		return r;
-	if (rc->nrec == rc->rcap) {
-		size_t n = rc->rcap ? 2 * rc->rcap : 64;
-		uint64_t *p = realloc(rc->rpos, n * sizeof(*p)), *q = p ? realloc(rc->rseq, n * sizeof(*q)) : NULL;
-		if (p)
-			rc->rpos = p;
-		if (!p || !q)
-			return -ENOMEM;
-		rc->rseq = q;
-		rc->rcap = n;
-	}
+	if (rc->nrec == rc->rcap && array_grow(&rc->rpos, &rc->rcap, sizeof(*rc->rpos)) < 0)
+		return -ENOMEM;
 	uint32_t ri = (uint32_t)rc->nrec;
-	rc->rpos[rc->nrec] = rec->pos;
-	rc->rseq[rc->nrec++] = rec->h.seq;
+	rc->rpos[rc->nrec++] = rec->pos;
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		if (!is_copy(rc, d->file))
 			continue;
 		if (rc->nev == MAX_EVENTS)
 			return -E2BIG;
-		if (rc->nev == rc->evcap) {
-			size_t n = rc->evcap ? 2 * rc->evcap : 64;
-			struct cev *v = realloc(rc->ev, n * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			rc->ev = v;
-			rc->evcap = n;
-		}
+		if (rc->nev == rc->evcap && array_grow(&rc->ev, &rc->evcap, sizeof(*rc->ev)) < 0)
+			return -ENOMEM;
 		uint64_t *size = &rc->csize[d->file];
 		struct cev e = {.rec = ri, .seg = i, .file = d->file, .kind = d->kind, .off = d->off};
 		if (d->kind == SEG_WRITE) {
@@ -724,14 +708,8 @@ static int ivs_add(struct ivs *s, uint64_t lo, uint64_t hi)
 		j++;
 	}
 	if (j == i) { /* no overlap: insert at i */
-		if (s->n == s->cap) {
-			size_t n = s->cap ? 2 * s->cap : 64;
-			struct iv *v = realloc(s->v, n * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			s->v = v;
-			s->cap = n;
-		}
+		if (s->n == s->cap && array_grow(&s->v, &s->cap, sizeof(*s->v)) < 0)
+			return -ENOMEM;
 		memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
 		s->n++;
 	} else if (j > i + 1) {
@@ -831,10 +809,10 @@ static int check_copy(struct rcv *rc, uint32_t id, struct cmp *c)
 		if (e->kind == SEG_WRITE && e->len && e->rec != loaded) {
 			free(rec.segs);
 			rec.segs = NULL;
-			r = read_record(rc, rc->rpos[e->rec], rc->rseq[e->rec], &rec);
+			r = read_record(rc, rc->rpos[e->rec], st->sb.head_seq + e->rec, &rec);
 			if (r == 0) {
 				st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
-				       (unsigned long long)rc->rseq[e->rec]);
+				       (unsigned long long)(st->sb.head_seq + e->rec));
 				r = ATOMIO_ECORRUPT;
 			}
 			if (r < 0)

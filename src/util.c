@@ -137,6 +137,20 @@ const char *atomio_strerror(int err)
 	return "Unknown atomio error";
 }
 
+int array_grow(void *arr, size_t *cap, size_t elem)
+{
+	/* The pointer is copied in and out (memcpy), not read as a void *:
+	 * it is a T *. */
+	void *old, *v;
+	memcpy(&old, arr, sizeof(old));
+	size_t n = *cap ? 2 * *cap : 64;
+	if (n > SIZE_MAX / elem || !(v = realloc(old, n * elem)))
+		return -ENOMEM;
+	memcpy(arr, &v, sizeof(v));
+	*cap = n;
+	return 0;
+}
+
 /* --- fork (internal.h, FORK) ------------------------------------------------ */
 
 _Atomic unsigned atomio_fork_gen;
