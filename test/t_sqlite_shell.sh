@@ -29,14 +29,21 @@ echo "$out" | grep -q "writer=1 commits=2" || fail "stats: $out"
 out=$(q "PRAGMA journal_mode=WAL")
 [ "$out" = delete ] || fail "journal_mode=WAL: expected the kept mode (delete), got: $out"
 
-# A first shell holds a write transaction, fed through a FIFO.
-mkfifo "$fifo"
-sqlite3 -batch -cmd ".load $ext" -cmd ".open file:$db?vfs=atomio" :memory: <"$fifo" >"$dir/first.out" 2>&1 &
-pid=$!
-exec 7>"$fifo"
-printf 'PRAGMA journal_mode=MEMORY;\nBEGIN IMMEDIATE;\nINSERT INTO t VALUES(1000000);\nSELECT 1;\n' >&7
-for i in $(seq 100); do grep -q '^1$' "$dir/first.out" 2>/dev/null && break; sleep 0.05; done
-grep -q '^1$' "$dir/first.out" || fail "first shell did not start: $(cat "$dir/first.out")"
+# writer SQL N: a shell kept open on the database, fed through a FIFO (fd 7,
+# pid in $pid): it runs SQL, then prints N, which is waited for.
+writer() {
+	rm -f "$fifo"
+	mkfifo "$fifo"
+	sqlite3 -batch -cmd ".load $ext" -cmd ".open file:$db?vfs=atomio" :memory: <"$fifo" >"$dir/first.out" 2>&1 &
+	pid=$!
+	exec 7>"$fifo"
+	printf '%bSELECT %s;\n' "$1" "$2" >&7
+	for i in $(seq 100); do grep -q "^$2\$" "$dir/first.out" 2>/dev/null && break; sleep 0.05; done
+	grep -q "^$2\$" "$dir/first.out" || fail "the writing shell did not start: $(cat "$dir/first.out")"
+}
+
+# A first shell holds a write transaction.
+writer 'PRAGMA journal_mode=MEMORY;\nBEGIN IMMEDIATE;\nINSERT INTO t VALUES(1000000);\n' 1
 out=$(q "PRAGMA journal_mode=MEMORY" "INSERT INTO t VALUES(7)")
 echo "$out" | grep -q "database is locked" || fail "second writer not refused: $out"
 out=$(q "SELECT sum(x) FROM t")
@@ -52,13 +59,7 @@ echo "$out" | grep -qx ok || fail "integrity: $out"
 # newer than the database: not taken for an earlier file's): the copy of the
 # database holds every group of the copy of the log, the VFS accepts it
 # (ATOMIO_ACCEPT_COPIES) and reads it.
-rm -f "$fifo"; mkfifo "$fifo"
-sqlite3 -batch -cmd ".load $ext" -cmd ".open file:$db?vfs=atomio" :memory: <"$fifo" >"$dir/first.out" 2>&1 &
-pid=$!
-exec 7>"$fifo"
-printf 'PRAGMA journal_mode=MEMORY;\nINSERT INTO t VALUES(2000001);\nINSERT INTO t VALUES(2000002);\nSELECT 2;\n' >&7
-for i in $(seq 100); do grep -q '^2$' "$dir/first.out" 2>/dev/null && break; sleep 0.05; done
-grep -q '^2$' "$dir/first.out" || fail "writer did not start: $(cat "$dir/first.out")"
+writer 'PRAGMA journal_mode=MEMORY;\nINSERT INTO t VALUES(2000001);\nINSERT INTO t VALUES(2000002);\n' 2
 cp "$db" "$dir/db.copy"
 cp "$db-atomio" "$dir/log.copy"
 printf '.quit\n' >&7
