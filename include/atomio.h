@@ -14,7 +14,10 @@
  * Nothing is reported through errno.
  *
  * Thread safety: a store may be used from many threads at once; a tx belongs
- * to the thread that began it until it is committed or aborted.
+ * to the thread that began it until it is committed or aborted.  Processes:
+ * any number may open one log at once (see ATOMIO_EXCLUSIVE); a handle
+ * belongs to the process that opened it (a forked child opens the log
+ * itself).
  *
  * See docs/API.md for the full reference with every error of every function,
  * and docs/FORMAT.md for the on-disk format.
@@ -42,6 +45,13 @@ typedef struct atomio_tx atomio_tx; /* an atomic group being built ("plugged") *
 
 /* Create the log if it does not exist. */
 #define ATOMIO_CREATE 0x1u
+/* One process only.  By default any number of processes (and store handles
+ * in one process) may open the same log at once: they share one store, its
+ * commit order, its group commit and its checkpoints, through a
+ * shared-memory file (in /dev/shm, or beside the log; created 0600).  With this
+ * flag the store is this handle's alone: atomio_open returns -EBUSY while
+ * any other has the log open, and others get -EBUSY while this one does. */
+#define ATOMIO_EXCLUSIVE 0x2000u
 /* Accept a log file that users other than its owner may write (refused by
  * default with ATOMIO_EUNSAFE: whoever can write the log can steer recovery). */
 #define ATOMIO_ALLOW_SHARED_LOG 0x2u
@@ -156,6 +166,12 @@ ssize_t atomio_pread(atomio *st, int file, void *buf, size_t len, off_t off);
 ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
 
 int atomio_checkpoint(atomio *st);
+/* Wait until every group that any process of the store has queued or
+ * logged is written home whole (groups of a process that died are
+ * committed, or given up, by this call if need be); no sync.  For a reader
+ * that keeps live writers out by a lock of its own and must not read a group
+ * a dead writer left half home (docs/API.md, atomio_settle). */
+int atomio_settle(atomio *st);
 
 /* --- asynchronous commits ------------------------------------------------------ */
 
@@ -228,6 +244,9 @@ struct atomio_stats {
 					(sync_file_range) ahead of a checkpoint; this
 					took the last reserved field: same size */
 };
+/* Every count is the store's, over all its processes since the first of
+ * them opened it (groups_recovered and records_beyond_tail: that open's
+ * recovery). */
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps);
 int atomio_stats(atomio *st, struct atomio_stats *stats);

@@ -3,14 +3,17 @@
  *
  * atomio_tx_commit_async queues the group in the same commit queue as
  * atomio_tx_commit (so it takes its place in the one commit order and shares
- * log writes with every other group queued meanwhile) and returns at once.
- * A store-owned worker thread, started by the first asynchronous commit,
- * leads batches whenever the queue's head has no thread of its own waiting to
- * lead it (commit.c).  (A second store thread, the checkpointer, runs
- * background checkpoints, so that a checkpoint never holds up the
- * asynchronous groups: checkpoint.c.)  A finished group goes to the
- * completion list (commit.c); its callback runs in whichever thread calls atomio_poll, never while atomio
- * holds a lock, so a callback may begin and commit new groups.
+ * log writes with every other group queued meanwhile, of any process) and
+ * returns at once.  A worker thread of the process, started by its first
+ * asynchronous commit, leads batches whenever the queue's head has no thread
+ * of its own waiting to lead it (commit.c), and collects the process's
+ * asynchronous groups that are done, whichever process's thread led them: a
+ * leader marks a group done and wakes its process's worker (its slot's wake
+ * word, shm.h).  (A second thread, the checkpointer, runs background
+ * checkpoints, so that a checkpoint never holds up the asynchronous groups:
+ * checkpoint.c.)  A collected group goes to the completion list; its callback
+ * runs in whichever thread calls atomio_poll, never while atomio holds a
+ * lock, so a callback may begin and commit new groups.
  *
  * For epoll: atomio_event_fd returns an eventfd that is readable exactly
  * while the completion list is not empty (atomio_poll empties both).
@@ -21,65 +24,150 @@
 #include <time.h>
 
 #include "internal.h"
+#include "shm.h"
 
 void async_init(atomio *st)
 {
 	cond_init_monotonic(&st->cq_cv); /* atomio_poll's timeout */
-	pthread_cond_init(&st->worker_cv, NULL);
 	st->efd = -1;
 }
 
 void async_destroy(atomio *st)
 {
 	pthread_cond_destroy(&st->cq_cv);
-	pthread_cond_destroy(&st->worker_cv);
 	if (st->efd >= 0)
 		atomio_sys->close(st->efd);
 	st->efd = -1;
 }
 
+struct done_ent {
+	atomio_tx *t;
+	uint64_t batch;
+	uint32_t ord;
+};
+
+/* Commit order: batch number, then place in the batch. */
+static int cmp_done(const void *a, const void *b)
+{
+	const struct done_ent *x = a, *y = b;
+	if (x->batch != y->batch)
+		return x->batch < y->batch ? -1 : 1;
+	return x->ord < y->ord ? -1 : x->ord > y->ord;
+}
+
+/* Move this process's asynchronous groups that are done to the completion
+ * list, in commit order.  Mutex held (the entries' states); takes st->lock. */
+static void collect_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	own_lock(st);
+	bool was_empty = !st->cq_head, any = false;
+	size_t nd = 0, cap = 0;
+	struct done_ent *done = NULL;
+	for (atomio_tx **pp = &st->async_head; *pp;) {
+		atomio_tx *t = *pp;
+		struct shm_ent *e = shm_ent(st->sh, t->ent);
+		if (atomic_load(&e->state) != ENT_DONE || (nd == cap && array_grow(&done, &cap, sizeof(*done)) < 0)) {
+			pp = &t->anext;
+			continue;
+		}
+		*pp = t->anext;
+		done[nd++] = (struct done_ent){.t = t, .batch = e->batch, .ord = e->ord};
+	}
+	/* Groups done together may sit in the list in any order (threads list
+	 * them in one order and queue them in another): sort them by their
+	 * place in the commit order.  (Groups done later come later in it: a
+	 * batch's groups are handed back before the next batch's home stage.) */
+	if (nd > 1)
+		qsort(done, nd, sizeof(*done), cmp_done);
+	for (size_t i = 0; i < nd; i++) {
+		atomio_tx *t = done[i].t;
+		struct shm_ent *e = shm_ent(st->sh, t->ent);
+		t->result = e->result;
+		t->state = TX_DONE;
+		shm_ent_free(st, t->ent);
+		t->ent = 0;
+		t->cnext = NULL;
+		if (st->cq_tail)
+			st->cq_tail->cnext = t;
+		else
+			st->cq_head = t;
+		st->cq_tail = t;
+		st->async_busy--;
+		any = true;
+	}
+	free(done);
+	if (any && was_empty && st->efd >= 0) {
+		uint64_t one = 1;
+		/* Cannot fail but with a full counter, which is readable anyway. */
+		(void)sys_write(st->efd, &one, sizeof(one));
+	}
+	if (any)
+		pthread_cond_broadcast(&st->cq_cv);
+	own_unlock(st);
+}
+
+void async_collect(atomio *st)
+{
+	shm_lock(st);
+	collect_locked(st);
+	shm_unlock(st);
+}
+
 /* The worker: leads batches nobody else is there to lead (asynchronous
- * groups). */
+ * groups), and collects this process's that are done. */
 static void *worker_main(void *arg)
 {
 	atomio *st = arg;
-	pthread_mutex_lock(&st->lock);
-	while (!st->worker_stop) {
-		if (st->q_head && can_lead_locked(st)) {
-			lead_locked(st);
+	struct shm_proc *me = &shm_procs(st->sh)[st->me - 1];
+	shm_lock(st);
+	for (;;) {
+		collect_locked(st);
+		own_lock(st);
+		bool stop = st->worker_stop;
+		own_unlock(st);
+		if (stop)
+			break;
+		if (st->S->orphans) {
+			adopt_locked_drops(st);
+		} else if (can_lead_locked(st)) {
+			lead_locked_drops(st);
 		} else {
-			st->worker_idle = true;
-			pthread_cond_wait(&st->worker_cv, &st->lock);
-			st->worker_idle = false;
+			atomic_store(&me->worker_idle, 1);
+			shm_wait_locked_drops(st, &me->wake);
+			atomic_store(&me->worker_idle, 0);
 		}
 	}
-	pthread_mutex_unlock(&st->lock);
+	shm_unlock(st);
 	return NULL;
 }
 
-/* Start the worker if it is not running.  Lock held.  0 or -EAGAIN. */
-static int async_worker_locked(atomio *st)
+/* Start the worker if it is not running.  0 or -EAGAIN. */
+static int async_worker(atomio *st)
 {
-	if (st->worker_on)
-		return 0;
-	st->worker_stop = false;
-	int r = pthread_create(&st->worker, NULL, worker_main, st);
-	if (r)
-		return -r;
-	st->worker_on = true;
-	return 0;
+	own_lock(st);
+	int r = 0;
+	if (!st->worker_on) {
+		st->worker_stop = false;
+		r = thread_start(&st->worker, worker_main, st);
+		if (r == 0)
+			st->worker_on = true;
+	}
+	own_unlock(st);
+	return r;
 }
 
 /* Stop the worker.  The store has no group in flight (atomio_close checked). */
 void async_stop(atomio *st)
 {
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	bool w = st->worker_on;
 	st->worker_stop = true;
-	pthread_cond_signal(&st->worker_cv);
-	pthread_mutex_unlock(&st->lock);
-	if (w)
-		pthread_join(st->worker, NULL);
+	own_unlock(st);
+	if (!w)
+		return;
+	shm_wake(st, &shm_procs(st->sh)[st->me - 1].wake);
+	pthread_join(st->worker, NULL);
 	st->worker_on = false;
 }
 
@@ -95,31 +183,32 @@ int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)
 	}
 	atomio *st = tx->st;
 	int r = commit_prepare(tx);
+	if (r == 0)
+		r = async_worker(st); /* -EAGAIN: no thread could be created */
 	if (r < 0) {
 		tx_release(tx);
 		return r;
 	}
 	tx->done = done;
 	tx->done_arg = arg;
-	tx->wake = &st->worker_cv;
-	pthread_mutex_lock(&st->lock);
-	if (st->failed) {
-		pthread_mutex_unlock(&st->lock);
-		tx_release(tx);
-		return ATOMIO_EFAILED;
-	}
-	r = async_worker_locked(st);
-	if (r < 0) {
-		pthread_mutex_unlock(&st->lock);
-		tx_release(tx);
-		return r; /* -EAGAIN: no thread could be created */
-	}
-	st->async_busy++;
+	tx->state = TX_COMMITTING;
 	/* Even an empty group is queued: its callback comes in commit order. */
-	commit_enqueue_locked(st, tx);
+	r = commit_submit_and_lock(tx, true);
+	if (r < 0) {
+		tx_release(tx);
+		return r;
+	}
+	/* Listed while the mutex is held: the worker looks at the list under
+	 * it, so it sees the group only with its entry, and not done before
+	 * it is listed. */
+	own_lock(st);
+	st->async_busy++;
+	tx->anext = st->async_head;
+	st->async_head = tx;
+	own_unlock(st);
 	if (can_lead_locked(st))
-		pthread_cond_signal(&st->worker_cv);
-	pthread_mutex_unlock(&st->lock);
+		shm_wake(st, &shm_procs(st->sh)[st->me - 1].wake);
+	shm_unlock(st);
 	return 0;
 }
 
@@ -129,15 +218,15 @@ int atomio_poll(atomio *st, int timeout_ms)
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	if (!st->cq_head && st->async_busy && timeout_ms != 0) {
 		if (timeout_ms < 0) {
 			while (!st->cq_head && st->async_busy)
-				pthread_cond_wait(&st->cq_cv, &st->lock);
+				own_wait(st, &st->cq_cv);
 		} else {
 			struct timespec dl = mono_deadline((uint64_t)timeout_ms * 1000000u);
 			while (!st->cq_head && st->async_busy)
-				if (pthread_cond_timedwait(&st->cq_cv, &st->lock, &dl) == ETIMEDOUT)
+				if (own_timedwait(st, &st->cq_cv, &dl) == ETIMEDOUT)
 					break;
 		}
 	}
@@ -147,7 +236,7 @@ int atomio_poll(atomio *st, int timeout_ms)
 		uint64_t v;
 		(void)sys_read(st->efd, &v, sizeof(v)); /* reset; EAGAIN if already zero */
 	}
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 	int count = 0;
 	while (t) {
 		atomio_tx *next = t->cnext;
@@ -168,7 +257,7 @@ int atomio_event_fd(atomio *st)
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	int r = st->efd;
 	if (r < 0) {
 		r = sys_eventfd(0);
@@ -180,6 +269,6 @@ int atomio_event_fd(atomio *st)
 			}
 		}
 	}
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 	return r;
 }

@@ -18,10 +18,10 @@
  * XFS falls back to copy-on-write in software).  When it is zero there is no
  * such boundary: atomic writes are hardware-backed up to unit_max when the
  * device reports atomic-write limits (ext4, raw devices), and done in software
- * or not at all when it does not (XFS without device support).  Measured on
- * XFS on a loop device here, a software RWF_ATOMIC | RWF_DSYNC write of 16 KiB
- * ran at about a third of RWF_DSYNC alone, slower than a logged commit; so
- * the fast path takes hardware-backed sizes only, unless forced.
+ * or not at all when it does not (XFS without device support).  A software
+ * RWF_ATOMIC | RWF_DSYNC write is slower than a logged commit
+ * (docs/PERFORMANCE.md, "XFS and the kernel's RWF_ATOMIC"), so the fast path
+ * takes hardware-backed sizes only, unless forced.
  */
 #include <errno.h>
 #include <fcntl.h>

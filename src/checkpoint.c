@@ -1,38 +1,45 @@
 /*
  * checkpoint.c: checkpointing, all of it: the policy (when), the dirty set
- * (what the page cache holds), the checkpointer thread, and the checkpoint
+ * (what the page cache holds), the checkpointer threads, and the checkpoint
  * itself (make the home writes durable, then free log space).
  *
  * ORDER (format.h, SYNC ORDER): every data file written since the last
  * checkpoint is synced first; only then does the superblock move the head past
  * the records that could redo those writes.  Were the superblock first, a
  * crash could leave a home write in the page cache only, with the record that
- * repairs it already given up.
+ * repairs it already given up.  Whichever process made a home write, its
+ * bytes are in the file's page cache (one per inode), and an fdatasync of any
+ * descriptor of the file, in any process, writes them: so any process may
+ * checkpoint for all (it opens files others registered: file_get_any).
  *
  * The record area is a ring.  Two kinds of checkpoint free it:
  *
  *  - BACKGROUND, while commits go on: when the policy says so, the home stage
- *    (commit.c) calls checkpoint_after_home_locked, which wakes the
- *    checkpointer thread (started then).  It cuts after the newest batch whose
- *    home writes are done (home_seq/home_off), syncs the files, and writes the
- *    superblock with head = the cut.  Commits keep appending after the cut
- *    meanwhile: their home writes may or may not be caught by the sync, which
- *    does not matter, since their records stay live; a file they dirty keeps
- *    its flag for the next checkpoint.  The log wraps to the area's start
- *    when a batch does not fit before its end (recovery looks there,
- *    format.h).
+ *    (commit.c) calls checkpoint_after_home_locked, which wakes its own
+ *    process's checkpointer thread (started then).  It cuts after the newest
+ *    batch whose home writes are done (home_seq/home_off), syncs the files,
+ *    and writes the superblock with head = the cut.  Commits keep appending
+ *    after the cut meanwhile: their home writes may or may not be caught by
+ *    the sync, which does not matter, since their records stay live; a file
+ *    they dirty keeps its flag for the next checkpoint.  The log wraps to the
+ *    area's start when a batch does not fit before its end (recovery looks
+ *    there, format.h).
  *  - FULL, with the log role held and every batch home: when a batch does
- *    not fit the free space, on atomio_checkpoint and at close.  It frees the
- *    whole log (head = tail = 0).
+ *    not fit the free space, on atomio_checkpoint and when the last process
+ *    closes the store.  It frees the whole log (head = tail = 0).
  *
- * One checkpoint at a time (ckpt_busy): they write the superblock.
+ * One checkpoint at a time, store-wide (S->ckpt_owner): they write the
+ * superblock.  A holder that dies may have taken files' dirty flags without
+ * syncing them, and may have written a superblock: the next checkpoint syncs
+ * every registered file and reads the superblock back first (ckpt_lost).
  *
  * THE POLICY.  A background checkpoint runs when the log is more than
  * ckpt_percent full, or the dirty set holds more than dirty_limit bytes; a
  * commit waits for a checkpoint when the log has no room or the dirty set
  * holds twice dirty_limit (checkpoint_must_wait_locked).  The log's size is
  * the lever: the more commits between two checkpoints, the fewer times a hot
- * page is written home.
+ * page is written home.  The first process to open the store sets it for all
+ * (shm.h).
  *
  * THE DIRTY SET: home writes coalesced by the page cache.  A home write goes
  * to the page cache (buffered files, and the buffered twin of an O_DIRECT
@@ -44,8 +51,10 @@
  * range, every read path sees them (docs/API.md, "Which reads see what"), and
  * a second copy would double the memory.  What atomio adds is a bound: the
  * dirty set counts the distinct 4 KiB blocks written home since the last
- * checkpoint began (st->dirty, under lock), and those the running checkpoint
- * syncs (st->ckpt_set, the checkpoint's own).
+ * checkpoint began (the shared table S->dset_cur, written by the home stage
+ * under the mutex), and those the running checkpoint syncs (the other table,
+ * the checkpoint's own).  It is a count and a hint (which pages to drop after
+ * a sync), never a durability decision: the files' flags are.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,67 +62,61 @@
 #include <string.h>
 
 #include "internal.h"
+#include "shm.h"
 
 #define DBLOCK 4096u /* granularity of the dirty set: the page cache's page */
 
-struct dkey {
-	uint64_t blk1; /* block index + 1; 0 = empty slot */
-	uint32_t file;
-};
-
 /* --- policy -------------------------------------------------------------------- */
 
-void checkpoint_policy_init(atomio *st, uint32_t ckpt_percent, uint64_t dirty_limit)
+void checkpoint_policy(uint64_t area_size, uint32_t ckpt_percent, uint64_t dirty_limit, uint64_t *ckpt_at,
+		       uint64_t *limit)
 {
 	uint32_t pct = ckpt_percent ? ckpt_percent : 50;
-	st->ckpt_at = st->area_size / 100 * pct;
-	st->dirty_limit = dirty_limit ? dirty_limit : st->area_size;
-	if (st->dirty_limit < DBLOCK)
-		st->dirty_limit = DBLOCK;
+	*ckpt_at = area_size / 100 * pct;
+	*limit = dirty_limit ? dirty_limit : area_size;
+	if (*limit < DBLOCK)
+		*limit = DBLOCK;
 }
 
 /* At the store's allocation, before anything can fail. */
-void checkpoint_setup(atomio *st)
-{
-	pthread_cond_init(&st->ckpt_cv, NULL);
-	pthread_cond_init(&st->ckpter_cv, NULL);
-}
+void checkpoint_setup(atomio *st) { pthread_cond_init(&st->ckpter_cv, NULL); }
 
-static void dset_free(struct dset *d)
-{
-	free(d->slot);
-	memset(d, 0, sizeof(*d));
-}
+void checkpoint_destroy(atomio *st) { pthread_cond_destroy(&st->ckpter_cv); }
 
-void checkpoint_destroy(atomio *st)
+static struct dtab *dt_cur_locked(atomio *st)
 {
-	dset_free(&st->dirty);
-	dset_free(&st->ckpt_set);
-	pthread_cond_destroy(&st->ckpt_cv);
-	pthread_cond_destroy(&st->ckpter_cv);
+	ASSERT_LOCKED(st);
+	return &st->sh->dt[st->S->dset_cur];
 }
 
 /* So much is dirty that the next commit waits for a checkpoint. */
 bool checkpoint_must_wait_locked(const atomio *st)
 {
-	return st->dirty.used * DBLOCK > 2 * st->dirty_limit;
+	ASSERT_LOCKED(st);
+	const struct dtab *d = &st->sh->dt[st->S->dset_cur];
+	return d->used * DBLOCK > 2 * st->sh->dirty_limit;
 }
 
 /* A batch's home writes are done (home_seq/home_off moved): the log more
  * than ckpt_percent full, or the page cache holding more than the dirty
- * limit, has the checkpointer free what is home, while commits go on.  (If
- * no thread can be started, a full log is checkpointed in the commit path.) */
+ * limit, has this process's checkpointer free what is home, while commits go
+ * on.  (If no thread can be started, a full log is checkpointed in the
+ * commit path.) */
 void checkpoint_after_home_locked(atomio *st)
 {
-	bool over = st->dirty.overflow || st->dirty.used * DBLOCK > st->dirty_limit;
-	if ((st->used > st->ckpt_at || over) && !st->ckpt_busy && !st->ckpt_wanted &&
-	    !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
+	ASSERT_LOCKED(st);
+	const struct shm_state *S = st->S;
+	const struct dtab *d = dt_cur_locked(st);
+	bool over = d->overflow || d->used * DBLOCK > st->sh->dirty_limit;
+	if (st->flags & ATOMIO_NO_BG_CHECKPOINT)
+		return;
+	if ((S->used > st->sh->ckpt_at || over) && !S->ckpt_owner && !S->ckpt_wanted)
 		(void)checkpoint_request_locked(st);
-	/* The paced write-back has a batch due (writeback.c): the checkpointer
-	 * starts it, off the commits' path.  (No thread: the checkpoint will
-	 * write those pages, as without the write-back.) */
-	else if ((wb_due_locked(st) || log_zero_due_locked(st)) && !(st->flags & ATOMIO_NO_BG_CHECKPOINT))
-		(void)checkpoint_wake_locked(st);
+	/* The paced write-back has a batch due (writeback.c), or the new log's
+	 * zeroing a chunk: this process's checkpointer starts it, off the
+	 * commits' path. */
+	else if (wb_due(st) || log_zero_due_locked(st))
+		(void)checkpoint_wake(st);
 }
 
 /* --- the dirty set ------------------------------------------------------------- */
@@ -126,74 +129,60 @@ static uint64_t dhash(uint32_t file, uint64_t blk)
 	return x ^ (x >> 31);
 }
 
-static bool dset_has(const struct dset *d, uint32_t file, uint64_t blk)
+static bool dset_has(const struct dkey *slot, uint64_t cap, uint32_t file, uint64_t blk)
 {
-	if (!d->cap)
-		return false;
-	for (uint64_t i = dhash(file, blk) & (d->cap - 1);; i = (i + 1) & (d->cap - 1)) {
-		const struct dkey *k = &d->slot[i];
+	for (uint64_t i = dhash(file, blk) & (cap - 1), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
+		const struct dkey *k = &slot[i];
 		if (!k->blk1)
 			return false;
 		if (k->blk1 == blk + 1 && k->file == file)
 			return true;
 	}
+	return false;
 }
 
-static void dset_put(struct dkey *slot, uint64_t cap, uint32_t file, uint64_t blk1)
+/* Add one block; false when the table is too full (half: probes stay short). */
+static bool dset_add(struct dtab *d, struct dkey *slot, uint64_t cap, uint32_t file, uint64_t blk)
 {
-	uint64_t i = dhash(file, blk1 - 1) & (cap - 1);
-	while (slot[i].blk1)
-		i = (i + 1) & (cap - 1);
-	slot[i] = (struct dkey){.blk1 = blk1, .file = file};
-}
-
-/* Add one block; false when it needed memory it could not get. */
-static bool dset_add(struct dset *d, uint32_t file, uint64_t blk)
-{
-	if (dset_has(d, file, blk))
-		return true;
-	if ((d->used + 1) * 2 > d->cap) {
-		uint64_t nc = d->cap ? d->cap * 2 : 1024;
-		struct dkey *n = calloc(nc, sizeof(*n));
-		if (!n)
-			return false;
-		for (uint64_t i = 0; i < d->cap; i++)
-			if (d->slot[i].blk1)
-				dset_put(n, nc, d->slot[i].file, d->slot[i].blk1);
-		free(d->slot);
-		d->slot = n;
-		d->cap = nc;
+	uint64_t i = dhash(file, blk) & (cap - 1);
+	for (uint64_t n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
+		if (slot[i].blk1 == blk + 1 && slot[i].file == file)
+			return true;
+		if (!slot[i].blk1)
+			break;
 	}
-	dset_put(d->slot, d->cap, file, blk + 1);
+	if ((d->used + 1) * 2 > cap)
+		return false;
+	slot[i] = (struct dkey){.blk1 = blk + 1, .file = file};
 	d->used++;
 	return true;
 }
 
 /* A batch's home writes are done: count their blocks (those that went to a
- * page cache).  Lock held. */
-void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n)
+ * page cache).  Mutex held (the home stage's table is S->dset_cur's). */
+void dirty_note_locked(atomio *st, const struct grp *g, uint32_t n)
 {
-	struct file_cached w = {.st = st, .t = first, .n = n};
+	ASSERT_LOCKED(st);
+	struct dtab *d = dt_cur_locked(st);
+	struct dkey *slot = shm_dtab(st->sh, st->S->dset_cur);
+	struct file_cached w = {.st = st, .g = g, .n = n};
 	for (const struct seg *s; (s = file_cached_next(&w));)
 		for (uint64_t b = s->off / DBLOCK; b <= (s->off + s->len - 1) / DBLOCK; b++)
-			if (!dset_add(&st->dirty, s->file, b)) {
-				st->dirty.overflow = true;
+			if (!dset_add(d, slot, st->sh->dcap, s->file, b)) {
+				d->overflow = 1;
 				return;
 			}
 }
 
 /* A checkpoint starts (before it takes the files' dirty flags and syncs):
- * what is dirty now is what it makes durable.  Lock held. */
-static void dirty_ckpt_begin_locked(atomio *st, bool drain)
+ * what is dirty now is what it makes durable; the other table, emptied at
+ * the last checkpoint's end, collects from now on.  Mutex held. */
+static void dirty_ckpt_begin_locked(atomio *st)
 {
-	dset_free(&st->ckpt_set);
-	st->ckpt_set = st->dirty;
-	memset(&st->dirty, 0, sizeof(st->dirty));
-	/* The sync writes back every range noted so far; a background
-	 * checkpoint writes them back itself first, paced (wb_drain_locked). */
-	if (!drain)
-		wb_reset_locked(st);
-	atomic_fetch_add(&st->stats.bytes_checkpointed, st->ckpt_set.used * DBLOCK);
+	ASSERT_LOCKED(st);
+	struct shm_state *S = st->S;
+	atomic_fetch_add(&st->sh->stats.bytes_checkpointed, st->sh->dt[S->dset_cur].used * DBLOCK);
+	S->dset_cur ^= 1;
 }
 
 static int cmp_key(const void *a, const void *b)
@@ -204,61 +193,55 @@ static int cmp_key(const void *a, const void *b)
 	return x->blk1 < y->blk1 ? -1 : x->blk1 > y->blk1;
 }
 
-/* A background checkpoint synced the files (synced: it succeeded): drop
- * from the page cache of the O_DIRECT files' twins the blocks it made
- * durable, except those written again since it began.  (Dropping a whole
- * file, as a full checkpoint does, would also start the write-back of pages
- * dirtied meanwhile -- POSIX_FADV_DONTNEED writes dirty pages first -- and
- * write them twice: once now, once at the next checkpoint.)  Called with
- * the lock held; drops it while advising. */
-static void dirty_ckpt_end_locked(atomio *st, bool synced)
+/* A checkpoint ended (synced: a background one that succeeded): drop from
+ * the page cache of the O_DIRECT files' twins the blocks it made durable,
+ * except those written again since it began (dropping a whole file, as a
+ * full checkpoint does, would also start the write-back of pages dirtied
+ * meanwhile -- POSIX_FADV_DONTNEED writes dirty pages first -- and write
+ * them twice); then empty its table for the next one.  The table is the
+ * checkpoint's own until it gives up S->ckpt_owner: read without the mutex.
+ * Mutex not held. */
+static void dirty_ckpt_end(atomio *st, unsigned tab, bool synced)
 {
-	struct dset d = st->ckpt_set;
-	memset(&st->ckpt_set, 0, sizeof(st->ckpt_set));
-	if (!synced || !d.used) {
-		free(d.slot);
-		return;
-	}
-	/* Compact and sort the keys (outside the lock: the set is ours). */
-	pthread_mutex_unlock(&st->lock);
+	ASSERT_UNLOCKED(st);
+	struct shm *sh = st->sh;
+	struct dkey *slot = shm_dtab(sh, tab);
+	uint64_t cap = sh->dcap, used = sh->dt[tab].used;
+	struct dkey *v = synced && used ? malloc(used * sizeof(*v)) : NULL;
 	uint64_t n = 0;
-	for (uint64_t i = 0; i < d.cap; i++)
-		if (d.slot[i].blk1)
-			d.slot[n++] = d.slot[i];
-	qsort(d.slot, n, sizeof(*d.slot), cmp_key);
-	pthread_mutex_lock(&st->lock);
+	for (uint64_t i = 0; v && i < cap && n < used; i++)
+		if (slot[i].blk1)
+			v[n++] = slot[i];
+	if (used)
+		memset(slot, 0, cap * sizeof(*slot));
+	sh->dt[tab].used = 0;
+	sh->dt[tab].overflow = 0;
+	if (!v)
+		return;
+	qsort(v, n, sizeof(*v), cmp_key);
+	shm_lock(st);
 	/* Blocks dirtied again meanwhile stay (blk1 = 0 marks them). */
+	const struct dkey *now = shm_dtab(sh, st->S->dset_cur);
 	for (uint64_t i = 0; i < n; i++)
-		if (dset_has(&st->dirty, d.slot[i].file, d.slot[i].blk1 - 1))
-			d.slot[i].blk1 = 0;
-	pthread_mutex_unlock(&st->lock);
+		if (dset_has(now, cap, v[i].file, v[i].blk1 - 1))
+			v[i].blk1 = 0;
+	shm_unlock(st);
 	for (uint64_t i = 0; i < n;) {
-		if (!d.slot[i].blk1) {
+		if (!v[i].blk1) {
 			i++;
 			continue;
 		}
 		uint64_t j = i + 1;
-		while (j < n && d.slot[j].file == d.slot[i].file && d.slot[j].blk1 == d.slot[j - 1].blk1 + 1)
+		while (j < n && v[j].file == v[i].file && v[j].blk1 == v[j - 1].blk1 + 1)
 			j++;
-		struct afile *f = file_get(st, (int)d.slot[i].file);
-		if (f && f->hfd >= 0 && f->hfd != f->fd)
-			sys_fadvise(f->hfd, (off_t)((d.slot[i].blk1 - 1) * DBLOCK),
-				    (off_t)((j - i) * DBLOCK), POSIX_FADV_DONTNEED);
+		struct afile *f = v[i].file < MAX_FILES ? atomic_load(&st->files[v[i].file]) : NULL;
+		int hfd = f ? __atomic_load_n(&f->hfd, __ATOMIC_ACQUIRE) : -1;
+		if (hfd >= 0 && hfd != f->fd)
+			sys_fadvise(hfd, (off_t)((v[i].blk1 - 1) * DBLOCK), (off_t)((j - i) * DBLOCK),
+				    POSIX_FADV_DONTNEED);
 		i = j;
 	}
-	free(d.slot);
-	pthread_mutex_lock(&st->lock);
-}
-
-/* After a checkpoint synced f: its twin's pages are clean; drop them so that
- * an O_DIRECT file does not keep page cache between checkpoints. */
-static void drop_cache(atomio *st, struct afile *f)
-{
-	/* A background checkpoint drops only the blocks it synced (dirty_ckpt_end_locked). */
-	if (st->ckpt_bg_running)
-		return;
-	if (f->hfd >= 0 && f->hfd != f->fd)
-		sys_fadvise(f->hfd, 0, 0, POSIX_FADV_DONTNEED);
+	free(v);
 }
 
 /* --- the checkpoint ---------------------------------------------------------------- */
@@ -268,57 +251,183 @@ static void drop_cache(atomio *st, struct afile *f)
  * which fdatasync does carry. */
 static int sync_one(atomio *st, struct afile *f, bool resized)
 {
-	int r = resized ? sys_fsync_full(f->fd) : sys_fdatasync_full(f->fd);
-	atomic_fetch_add(&st->stats.data_syncs, 1);
+	int r = resized ? sys_fsync_full(f->hfd) : sys_fdatasync_full(f->hfd);
+	atomic_fetch_add(&st->sh->stats.data_syncs, 1);
 	return r;
 }
 
-/* Sync every data file written since it was last synced.  The flags are taken
- * before the sync: a home write after that sets them again. */
-static int sync_files(atomio *st)
+static bool take_bit(_Atomic uint64_t *map, uint32_t id)
 {
-	const uint32_t top = atomic_load(&st->files_hi);
+	uint64_t bit = 1ull << (id % 64);
+	return atomic_fetch_and(&map[id / 64], ~bit) & bit;
+}
+
+static void put_bit(_Atomic uint64_t *map, uint32_t id)
+{
+	atomic_fetch_or(&map[id / 64], 1ull << (id % 64));
+}
+
+/* Sync every data file written since it was last synced (all: every file
+ * registered, when a checkpoint's holder died).  The flags are taken before
+ * the sync: a home write after that sets them again; a sync that fails puts
+ * its flag back (the store fails anyway).  full: drop an O_DIRECT file's
+ * twin's pages whole after its sync.  Checkpoint role held. */
+static int sync_files(atomio *st, uint32_t top, bool all, bool full)
+{
+	ASSERT_CKPT(st);
+	struct shm *sh = st->sh;
 	for (uint32_t id = 0; id < top; id++) {
-		struct afile *f = atomic_load(&st->files[id]);
-		if (!f || __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) < 0)
+		bool resized = take_bit(sh->fresized, id);
+		bool dirty = take_bit(sh->fdirty, id);
+		if (!dirty && !resized && !all)
 			continue;
-		bool resized = __atomic_exchange_n(&f->resized, false, __ATOMIC_ACQ_REL);
-		bool dirty = __atomic_exchange_n(&f->dirty, false, __ATOMIC_ACQ_REL);
-		if (!dirty && !resized)
+		int err = 0;
+		struct afile *f = file_get_any(st, id, &err);
+		if (!f && (err == -ENOENT || err == ATOMIO_EIDENTITY)) {
+			/* Its path names no file now, or another one (removed or
+			 * replaced since another process wrote it): nothing
+			 * recovery could replay into it either.  The process that
+			 * still has it open syncs it where its own checkpoint
+			 * finds it (file_get_any gives its descriptor). */
 			continue;
-		int r = sync_one(st, f, resized);
+		}
+		if (!f && err == ATOMIO_EBADPATH && !dirty && !resized)
+			continue; /* all: an id never registered */
+		if (!f) {
+			put_bit(resized ? sh->fresized : sh->fdirty, id);
+			return err;
+		}
+		int r = sync_one(st, f, resized || all);
 		if (r < 0) {
 			/* The kernel may have dropped the dirty pages with the
 			 * error; a retried fsync could then "succeed".  Keep the
 			 * log, refuse further work; recovery replays it. */
 			char path[PATH_MAX];
-			st_err(st, "syncing data file %s: %s",
-			       file_resolve_path(st, f, path, sizeof(path)) == 0 ? path : f->path,
+			st_err(st, "syncing data file %s: %s", file_name(st, f, path, sizeof(path)),
 			       strerror(-r));
+			put_bit(resized ? sh->fresized : sh->fdirty, id);
 			return r;
 		}
-		drop_cache(st, f);
+		/* After a full checkpoint the twin's pages are clean: drop them,
+		 * so that an O_DIRECT file does not keep page cache between
+		 * checkpoints (a background one drops only what it synced,
+		 * dirty_ckpt_end). */
+		if (full && f->hfd >= 0 && f->hfd != f->fd)
+			sys_fadvise(f->hfd, 0, 0, POSIX_FADV_DONTNEED);
 	}
 	return 0;
 }
 
-/* Full checkpoint.  Log role held, every batch home, lock not held. */
+/* A checkpoint's holder died (S->sb_stale): it may have written its
+ * superblock -- after its sync, so what it gave up is durable at home --
+ * without this state knowing.  Read the superblock back and take what it
+ * says: the next one written must have a later generation, and a full
+ * checkpoint's (head 0) must move the tail to 0 too, or new records would
+ * go where recovery, starting at 0, never looks.  The log role is held (no
+ * batch forms meanwhile) or no checkpoint runs; mutex held, dropped to
+ * read.  0 or an error (the store fails). */
+int checkpoint_reconcile_locked_drops(atomio *st)
+{
+	ASSERT_LOCKED_DROPS(st);
+	struct sb_disk sb;
+	uint64_t known = st->sh->sb.generation;
+	shm_unlock(st);
+	int r = log_reload_sb(st, &sb);
+	/* A newer one was written by the holder that died -- which may not
+	 * have lived to make it durable (its RWF_DSYNC write cut short: the
+	 * page cache or the device's cache may hold it alone).  Make it
+	 * durable before anything counts on it: records are about to go where
+	 * it says the log starts, and a power cut that lost it would have
+	 * recovery start from the older one, which does not lead to them. */
+	if (r == 0 && sb.generation > known) {
+		r = sys_fdatasync_full(st->log_fd);
+		if (r < 0)
+			st_err(st, "%s: syncing the superblock a process that died wrote: %s", st->log_path,
+			       strerror(-r));
+	}
+	shm_lock(st);
+	struct shm_state *S = st->S;
+	if (r < 0) {
+		st_fail_locked(st, r);
+		return r;
+	}
+	if (!S->sb_stale)
+		return 0; /* another did it meanwhile */
+	S->sb_stale = 0;
+	if (sb.generation <= st->sh->sb.generation)
+		return 0; /* it wrote none */
+	if (sb.head_off == 0 && sb.head_seq == S->next_seq && S->home_next == S->batch_next) {
+		/* a full checkpoint's: every record is dead */
+		S->head = S->tail = S->used = 0;
+		S->head_seq = S->home_seq = sb.head_seq;
+		S->home_off = 0;
+	} else if (sb.head_seq > S->head_seq && sb.head_seq <= S->home_seq) {
+		/* a background one's cut */
+		uint64_t freed = sb.head_off >= S->head ? sb.head_off - S->head
+							 : st->area_size - S->head + sb.head_off;
+		if (freed == 0 || freed > S->used)
+			freed = S->used;
+		S->used -= freed;
+		S->head = sb.head_off;
+		S->head_seq = sb.head_seq;
+	}
+	st->sh->sb = sb;
+	return 0;
+}
+
+/* A checkpoint begins: take the role (mutex held).  *all: every file must
+ * be synced (a holder died, and may have taken files' flags). */
+static int ckpt_begin_locked_drops(atomio *st, bool *all, uint32_t *top, unsigned *tab)
+{
+	ASSERT_LOCKED_DROPS(st);
+	st->S->ckpt_owner = st->me;
+	HOLD_SET(st->ckpt_holder);
+	int r = st->S->sb_stale ? checkpoint_reconcile_locked_drops(st) : 0;
+	struct shm_state *S = st->S;
+	*all = S->ckpt_lost;
+	*top = S->files_hi;
+	dirty_ckpt_begin_locked(st);
+	*tab = S->dset_cur ^ 1;
+	return r;
+}
+
+/* A checkpoint ends: give the role up (mutex held). */
+static void ckpt_end_locked(atomio *st, int r, bool all)
+{
+	ASSERT_LOCKED(st);
+	struct shm_state *S = st->S;
+	if (r < 0)
+		st_fail_locked(st, r);
+	else if (all)
+		S->ckpt_lost = 0;
+	HOLD_CLEAR(st->ckpt_holder);
+	S->ckpt_owner = 0;
+	shm_wake(st, &st->sh->ev_ckpt);
+}
+
+/* Full checkpoint.  Log role held, every batch home, mutex not held. */
 int checkpoint_full_role(atomio *st)
 {
-	pthread_mutex_lock(&st->lock);
-	while (st->ckpt_busy)
-		pthread_cond_wait(&st->ckpt_cv, &st->lock);
-	int failed = st->failed;
-	uint64_t seq = st->next_seq, used = st->used, tail = st->tail;
-	if (!failed) {
-		st->ckpt_busy = true;
-		dirty_ckpt_begin_locked(st, false); /* what this sync makes durable */
-	}
-	pthread_mutex_unlock(&st->lock);
-	if (failed)
+	ASSERT_ROLE(st);
+	shm_lock(st);
+	while (st->S->ckpt_owner)
+		shm_wait_locked_drops(st, &st->sh->ev_ckpt);
+	struct shm_state *S = st->S;
+	int failed = S->failed;
+	bool all = false;
+	uint32_t top = 0;
+	unsigned tab = 0;
+	if (failed) {
+		shm_unlock(st);
 		return ATOMIO_EFAILED;
+	}
+	int r = ckpt_begin_locked_drops(st, &all, &top, &tab);
+	S = st->S;
+	uint64_t seq = S->next_seq, used = S->used, tail = S->tail;
+	shm_unlock(st);
 
-	int r = sync_files(st);
+	if (r == 0)
+		r = sync_files(st, top, all, true);
 	/* The log starts over at 0, with a superblock saying so.  With no live
 	 * record and the tail at 0 already, the superblock stands as it is.
 	 * (Never restart at 0 without it: a record written there could cover
@@ -326,140 +435,158 @@ int checkpoint_full_role(atomio *st)
 	bool any = used != 0 || tail != 0;
 	if (r == 0 && any)
 		r = log_write_sb(st, 0, seq, st->rec_epoch);
-	pthread_mutex_lock(&st->lock);
-	if (r < 0) {
-		st_fail_locked(st, r);
-	} else if (any) {
-		st->head = st->tail = st->used = 0;
-		st->head_seq = st->home_seq = seq;
-		st->home_off = 0;
+	dirty_ckpt_end(st, tab, false); /* sync_files dropped the files' pages whole */
+	shm_lock(st);
+	S = st->S;
+	if (r == 0 && any) {
+		S->head = S->tail = S->used = 0;
+		S->head_seq = S->home_seq = seq;
+		S->home_off = 0;
 	}
-	st->ckpt_wanted = false;
-	st->ckpt_busy = false;
-	pthread_cond_broadcast(&st->ckpt_cv);
-	dirty_ckpt_end_locked(st, false); /* sync_files dropped the files' pages whole */
-	pthread_mutex_unlock(&st->lock);
+	S->ckpt_wanted = 0;
+	ckpt_end_locked(st, r, all);
+	shm_unlock(st);
 	if (r < 0)
 		return r;
 	/* Every record is dead now: no replay can overwrite a fast-path write. */
 	guard_clear_all_role(st);
 	if (any)
-		atomic_fetch_add(&st->stats.checkpoints, 1);
+		atomic_fetch_add(&st->sh->stats.checkpoints, 1);
 	return 0;
 }
 
-/* Background checkpoint (the checkpointer thread).  Called and returns with
- * the lock held; drops it while it syncs the files and writes the
- * superblock. */
-static void checkpoint_background_locked(atomio *st)
+/* Background checkpoint (a checkpointer thread).  Mutex not held. */
+static void checkpoint_background(atomio *st)
 {
-	if (st->ckpt_busy || st->failed)
+	ASSERT_UNLOCKED(st);
+	shm_lock(st);
+	struct shm_state *S = st->S;
+	if (S->ckpt_owner || S->failed || S->home_seq == S->head_seq) {
+		/* another runs; or no batch home since the last checkpoint */
+		shm_unlock(st);
 		return;
-	uint64_t cut_seq = st->home_seq, cut_off = st->home_off;
-	if (cut_seq == st->head_seq)
-		return; /* no batch home since the last checkpoint */
-	st->ckpt_busy = true;
-	dirty_ckpt_begin_locked(st, true);
-	st->ckpt_bg_running = true; /* drop_cache: dirty_ckpt_end_locked drops what this syncs */
-	wb_drain_locked(st); /* drops the lock around its calls */
-	pthread_mutex_unlock(&st->lock);
+	}
+	uint64_t cut_seq = S->home_seq, cut_off = S->home_off;
+	bool all;
+	uint32_t top;
+	unsigned tab;
+	int r = ckpt_begin_locked_drops(st, &all, &top, &tab);
+	shm_unlock(st);
 
-	int r = sync_files(st);
+	if (r == 0) {
+		wb_drain(st);
+		r = sync_files(st, top, all, false);
+	}
 	if (r == 0)
 		r = log_write_sb(st, cut_off, cut_seq, st->rec_epoch);
 
-	pthread_mutex_lock(&st->lock);
-	if (r < 0) {
-		st_fail_locked(st, r);
-	} else {
+	shm_lock(st);
+	S = st->S;
+	if (r == 0) {
 		/* Free what lies between the old head and the cut (a wrap's
 		 * skipped end of area included). */
-		uint64_t freed = cut_off >= st->head ? cut_off - st->head
-						       : st->area_size - st->head + cut_off;
-		if (freed == 0 || freed > st->used)
-			freed = st->used; /* the cut is a whole lap on: all of it */
-		st->used -= freed;
-		st->head = cut_off;
-		ASSERT((st->head + st->used) % st->area_size == st->tail % st->area_size);
-		st->head_seq = cut_seq;
-		atomic_fetch_add(&st->stats.checkpoints, 1);
+		uint64_t freed = cut_off >= S->head ? cut_off - S->head : st->area_size - S->head + cut_off;
+		if (freed == 0 || freed > S->used)
+			freed = S->used; /* the cut is a whole lap on: all of it */
+		S->used -= freed;
+		S->head = cut_off;
+		ASSERT((S->head + S->used) % st->area_size == S->tail % st->area_size);
+		S->head_seq = cut_seq;
+		atomic_fetch_add(&st->sh->stats.checkpoints, 1);
 	}
-	st->ckpt_bg_running = false;
-	st->ckpt_busy = false;
-	pthread_cond_broadcast(&st->ckpt_cv);
-	dirty_ckpt_end_locked(st, r == 0);
+	ckpt_end_locked(st, r, all);
+	shm_unlock(st);
+	dirty_ckpt_end(st, tab, r == 0);
 }
 
-/* --- the checkpointer thread ---------------------------------------------------- */
+/* --- the checkpointer thread (one per process, started when first needed) ----------- */
 
 static void *ckpter_main(void *arg)
 {
 	atomio *st = arg;
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	while (!st->ckpter_stop) {
+		st->ckpter_kick = false;
+		own_unlock(st);
 		/* One batch of the paced write-back (writeback.c) if one is
-		 * due, then the checkpoint if one is wanted: a write-back
-		 * batch delays a checkpoint by at most one batch's calls, and
-		 * the batch noted before the checkpoint is not dropped by it. */
+		 * due, then the checkpoint if one is wanted of this process:
+		 * a write-back batch delays a checkpoint by at most one batch's
+		 * calls. */
 		bool did = false;
-		if (wb_due_locked(st)) {
-			wb_issue_locked(st);
+		if (wb_due(st)) {
+			wb_issue(st);
 			did = true;
 		}
-		if (st->ckpt_wanted && !st->ckpt_busy && !st->ckpter_stop) {
-			st->ckpt_wanted = false;
-			checkpoint_background_locked(st);
+		shm_lock(st);
+		bool want = st->S->ckpt_wanted == st->me && !st->S->ckpt_owner;
+		if (want)
+			st->S->ckpt_wanted = 0;
+		shm_unlock(st);
+		if (want) {
+			checkpoint_background(st);
 			did = true;
 		}
 		/* Then a chunk of the new log's zeroing (logfile.c), if the
 		 * records come near the unwritten part. */
-		if (!did && !st->ckpter_stop && log_zero_due_locked(st)) {
-			log_zero_step_locked(st);
+		shm_lock(st);
+		if (!did && log_zero_due_locked(st)) {
+			log_zero_step_locked_drops(st);
 			did = true;
 		}
-		if (!did)
-			pthread_cond_wait(&st->ckpter_cv, &st->lock);
+		shm_unlock(st);
+		own_lock(st);
+		if (!did && !st->ckpter_kick && !st->ckpter_stop)
+			own_wait(st, &st->ckpter_cv);
 	}
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 	return NULL;
 }
 
-/* Ask the checkpointer (started if need be) for a background checkpoint.
- * Lock held.  0 or -EAGAIN. */
+/* Ask this process's checkpointer for a background checkpoint.  Mutex held.
+ * 0 or -EAGAIN. */
 int checkpoint_request_locked(atomio *st)
 {
-	int r = checkpoint_wake_locked(st);
-	if (r == 0) {
-		st->ckpt_wanted = true;
-		pthread_cond_signal(&st->ckpter_cv);
-	}
+	ASSERT_LOCKED(st);
+	int r = checkpoint_wake(st);
+	if (r == 0)
+		st->S->ckpt_wanted = st->me;
 	return r;
 }
 
-/* Wake the checkpointer (started if need be): it runs a checkpoint wanted,
- * or else the paced write-back's due batch.  Lock held.  0 or -EAGAIN. */
-int checkpoint_wake_locked(atomio *st)
+/* Wake this process's checkpointer (started if need be): it runs a
+ * checkpoint wanted of it, the paced write-back's due batch, a chunk of the
+ * log's zeroing.  0 or -EAGAIN. */
+int checkpoint_wake(atomio *st)
 {
-	if (!st->ckpter_on) {
-		st->ckpter_stop = false;
-		int r = pthread_create(&st->ckpter, NULL, ckpter_main, st);
-		if (r)
-			return -r;
-		st->ckpter_on = true;
+	own_lock(st);
+	int r = 0;
+	if (!st->ckpter_on && !st->ckpter_stop) {
+		r = thread_start(&st->ckpter, ckpter_main, st);
+		if (r == 0)
+			st->ckpter_on = true;
 	}
+	st->ckpter_kick = true;
 	pthread_cond_signal(&st->ckpter_cv);
-	return 0;
+	own_unlock(st);
+	return st->ckpter_stop ? -EAGAIN : r;
+}
+
+void checkpoint_leave_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	if (st->S->ckpt_wanted == st->me)
+		st->S->ckpt_wanted = 0;
 }
 
 /* Stop the checkpointer; a background checkpoint in progress is finished
  * first. */
 void checkpoint_stop(atomio *st)
 {
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	bool on = st->ckpter_on;
 	st->ckpter_stop = true;
 	pthread_cond_signal(&st->ckpter_cv);
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 	if (on)
 		pthread_join(st->ckpter, NULL);
 	st->ckpter_on = false;

@@ -263,6 +263,12 @@ enum rec_verdict codec_rec_check(const struct rec_hdr_disk *h, uint64_t pos, con
 		return REC_STALE;
 	if (h->seq != x->seq)
 		return REC_WRONG_SEQ;
+	if (h->type == REC_TYPE_PAD)
+		return x->version < FMT_VERSION_PAD || h->flags != REC_F_LAST || h->reserved == 0 ||
+			       h->nsegs || h->data_len || h->raw_len || h->rec_len < REC_HDR ||
+			       h->rec_len % 8 || h->rec_len > x->area_size - pos
+			   ? REC_BAD_FIELDS
+			   : REC_OK;
 	bool lz4 = h->flags & REC_F_LZ4;
 	if (h->type != REC_TYPE_GROUP || (h->flags & ~(REC_F_LAST | REC_F_LZ4)) || h->reserved ||
 	    h->nsegs == 0 || h->nsegs > MAX_SEGMENTS || h->data_len > x->area_size ||
@@ -314,8 +320,8 @@ int codec_area_scan(uint64_t store_id, uint32_t version, uint64_t area_size, cod
 				continue;
 			struct at_pos a = {rd, ctx, pos};
 			uint64_t sum;
-			r = codec_csum_read(store_id, h.rec_len, offsetof(struct rec_hdr_disk, csum), read_at,
-					    &a, cbuf, 64 * 1024, &sum);
+			r = codec_csum_read(store_id, codec_rec_sum_len(&h), offsetof(struct rec_hdr_disk, csum),
+					    read_at, &a, cbuf, 64 * 1024, &sum);
 			if (r < 0 || sum != h.csum)
 				continue;
 			if (cnt == cap) {
@@ -461,7 +467,33 @@ uint64_t codec_rec_next(const struct rec_hdr_disk *h, uint64_t pos, uint32_t blo
 
 bool codec_rec_sum_ok(const void *rec, const struct rec_hdr_disk *h, uint64_t store_id)
 {
-	return fmt_csum(rec, h->rec_len, store_id, offsetof(struct rec_hdr_disk, csum)) == h->csum;
+	return fmt_csum(rec, codec_rec_sum_len(h), store_id, offsetof(struct rec_hdr_disk, csum)) == h->csum;
+}
+
+uint64_t codec_rec_sum_len(const struct rec_hdr_disk *h)
+{
+	return h->type == REC_TYPE_PAD ? REC_HDR : h->rec_len;
+}
+
+uint64_t codec_rec_seqs(const struct rec_hdr_disk *h)
+{
+	return h->type == REC_TYPE_PAD ? h->reserved : 1;
+}
+
+void codec_rec_pad_build(void *buf, uint64_t seq, uint32_t count, uint64_t epoch, uint64_t len,
+			 uint64_t store_id)
+{
+	struct rec_hdr_disk h = {
+		.magic = REC_MAGIC,
+		.type = REC_TYPE_PAD,
+		.flags = REC_F_LAST,
+		.seq = seq,
+		.epoch = epoch,
+		.rec_len = len,
+		.reserved = count,
+	};
+	h.csum = fmt_csum(&h, REC_HDR, store_id, offsetof(struct rec_hdr_disk, csum));
+	memcpy(buf, &h, sizeof(h));
 }
 
 void codec_rec_build(char *buf, const struct rec_src *r, uint64_t seq, uint64_t epoch, bool last,
@@ -507,10 +539,10 @@ void codec_rec_build(char *buf, const struct rec_src *r, uint64_t seq, uint64_t 
 }
 
 /* Does data of len bytes look worth a full LZ4 attempt?  On incompressible
- * data the attempt is pure cost on the commit's path (2.1 us for a 16 KiB
- * page here, LZ4 giving up only near the end); LZ4 on SAMPLE_PIECES pieces of
- * SAMPLE_PIECE bytes spread over the data, gathered, costs 1.2 us (most of
- * it LZ4's fixed cost: clearing its 16 KiB table).
+ * data the attempt is pure cost on the commit's path (LZ4 gives up only near
+ * the end); LZ4 on SAMPLE_PIECES pieces of SAMPLE_PIECE bytes spread over the
+ * data, gathered, costs about half as much (most of it LZ4's fixed cost:
+ * clearing its 16 KiB table; docs/PERFORMANCE.md, "Wear").
  * Spread, not a prefix: a database page often holds its records at one end
  * and its free space (zeros) in the middle: 8 pieces of 512 bytes catch any
  * zero run of 2.3 KiB or more on a 16 KiB page.  The full attempt runs when the

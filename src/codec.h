@@ -81,7 +81,7 @@ uint32_t codec_cat_entry_hdr(const struct cat_hdr_disk *h);
  * NULL, or why the entry is malformed. */
 const char *codec_cat_entry(const char *cat, uint64_t used, uint32_t eh, uint64_t *pos,
 			    struct cat_entry_disk *e, const char **path);
-/* The path rules (README, Security) for a catalog entry's path (len bytes,
+/* The path rules (docs/SECURITY.md) for a catalog entry's path (len bytes,
  * flags: CAT_F_RELATIVE): absolute, or relative to the log's directory as
  * the flag says; no empty, "." or ".." component; shorter than PATH_MAX.
  * NULL, or what is wrong. */
@@ -133,9 +133,18 @@ bool codec_rec_lz4_ok(const char *rec, const struct rec_hdr_disk *h, char *raw);
 const char *codec_seg_problem(const struct seg_disk *d, uint64_t raw_len, bool file_known);
 /* Area offset of the record after the one at pos. */
 uint64_t codec_rec_next(const struct rec_hdr_disk *h, uint64_t pos, uint32_t block);
-/* Is the checksum of the record rec (h: its header, rec_len bytes in memory)
- * right? */
+/* Is the checksum of the record rec (h: its header; codec_rec_sum_len bytes
+ * in memory) right? */
 bool codec_rec_sum_ok(const void *rec, const struct rec_hdr_disk *h, uint64_t store_id);
+/* The bytes a record's checksum covers: rec_len, but the header alone for a
+ * pad (format.h, PAD RECORD). */
+uint64_t codec_rec_sum_len(const struct rec_hdr_disk *h);
+/* The seqs a valid record stands for: 1, or a pad's count. */
+uint64_t codec_rec_seqs(const struct rec_hdr_disk *h);
+/* A pad record's header (REC_HDR bytes at buf), sealed: it stands for count
+ * seqs from seq and covers len bytes (a multiple of the log block). */
+void codec_rec_pad_build(void *buf, uint64_t seq, uint32_t count, uint64_t epoch, uint64_t len,
+			 uint64_t store_id);
 
 /* --- whole-area scan (damage that the valid-prefix walk cannot see) ---------
 

@@ -23,10 +23,10 @@ struct engine_ops {
 	 * the media or none of it, durable on return.  -EOPNOTSUPP / -EINVAL:
 	 * refused before anything was written (the group is logged instead). */
 	int (*atomic_write)(atomio *st, struct afile *f, const void *buf, size_t len, uint64_t off);
-	/* A batch's home writes (txs linked by qnext, n of them), in group
-	 * order, no flush; the written files are marked for the checkpoint.
-	 * Home stage held, lock not held. */
-	int (*home)(atomio *st, atomio_tx *first, uint32_t n);
+	/* A batch's home writes (its n groups), in group order, no flush; the
+	 * written files are marked for the checkpoint.  Home stage held, mutex
+	 * not held. */
+	int (*home)(atomio *st, const struct grp *g, uint32_t n);
 	/* Free what the backend set up. */
 	void (*close)(atomio *st);
 };
@@ -41,7 +41,9 @@ bool engine_uring_open(atomio *st, uint32_t flags, bool home);
  * files a batch wrote (AFTER the writes: checkpoint.c takes the marks before
  * it syncs); the result of an atomic write's pwritev. */
 int engine_plain_seg(atomio *st, struct afile *f, const struct seg *s);
-void engine_mark_written(atomio *st, atomio_tx *first, uint32_t n);
+/* s's data is aligned for f's home descriptor (engine_plain.c) */
+bool engine_seg_aligned(const struct afile *f, const struct seg *s);
+void engine_mark_written(atomio *st, const struct grp *g, uint32_t n);
 int engine_atomic_result(atomio *st, ssize_t n, size_t len);
 
 /* The commit pipeline's calls, through the store's backend. */
@@ -55,9 +57,9 @@ static inline int engine_fast_write(atomio *st, struct afile *f, const void *buf
 {
 	return st->eng->atomic_write(st, f, buf, len, off);
 }
-static inline int engine_home(atomio *st, atomio_tx *first, uint32_t n)
+static inline int engine_home(atomio *st, const struct grp *g, uint32_t n)
 {
-	return st->eng->home(st, first, n);
+	return st->eng->home(st, g, n);
 }
 
 #endif

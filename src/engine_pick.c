@@ -24,8 +24,8 @@
  * durable and a checkpoint syncs the files), but an O_DIRECT write still waits
  * for the device, and a commit must not return before its home write is
  * issued: "after atomio_tx_commit returns 0, any read of the file returns the
- * new data".  Measured on ext4/virtio (examples/bench-engine.c), that wait
- * made an O_DIRECT atomio_pwrite cost a log write plus a device write.  So by
+ * new data".  That wait makes an O_DIRECT atomio_pwrite cost a log write plus
+ * a device write (docs/PERFORMANCE.md, "The engine's options").  So by
  * default an O_DIRECT file's home writes go through a second, buffered
  * descriptor of the same file (its "twin"): the commit returns once the data
  * is in the page cache.  Reads stay coherent: Linux writes dirty page-cache
@@ -36,11 +36,12 @@
  * range's cached pages after writing them back.  The checkpoint fdatasyncs
  * the file and drops its now clean pages (POSIX_FADV_DONTNEED), so the page
  * cache holds at most one log's worth of an O_DIRECT file.  ATOMIO_DIRECT_HOME
- * keeps the old behaviour: home writes with O_DIRECT, on the commit's path.
+ * writes home with O_DIRECT instead, on the commit's path.
  */
 #include <stdlib.h>
 
 #include "engine.h"
+#include "shm.h"
 
 int engine_open(atomio *st, uint32_t flags)
 {
@@ -49,12 +50,12 @@ int engine_open(atomio *st, uint32_t flags)
 	/* AUTO: rings only with the real system calls (under a test backend a
 	 * ring would write past its pwritev, unseen by a crash simulator), and
 	 * only where they pay: a batch's O_DIRECT home writes, run in parallel.
-	 * Not for the log write, which the commit waits for anyway: measured
-	 * here, an O_DIRECT + RWF_DSYNC write through the ring was no faster
-	 * alone and slower from 8 threads (its completion, which must sync,
-	 * is handed to a kernel worker), and a process killed with a log write
-	 * in flight keeps the store's lock for some milliseconds while the
-	 * kernel tears its ring down. */
+	 * Not for the log write, which the commit waits for anyway: an O_DIRECT
+	 * + RWF_DSYNC write through the ring is no faster alone and slower from
+	 * many threads (its completion, which must sync, is handed to a kernel
+	 * worker: docs/PERFORMANCE.md, "The engine's options"), and a process
+	 * killed with a log write in flight keeps the store's lock for some
+	 * milliseconds while the kernel tears its ring down. */
 	bool home = (flags & ATOMIO_ENGINE_URING) ||
 		    (!(flags & ATOMIO_ENGINE_PLAIN) && atomio_sys == &atomio_sys_linux);
 	if (engine_uring_open(st, flags, home)) {

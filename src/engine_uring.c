@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "shm.h"
 
 #define RING_LOG 8u
 #define RING_HOME 64u   /* most O_DIRECT home writes in flight at once */
@@ -215,7 +216,7 @@ static int wave_flush(atomio *st, struct wave *w)
 		else
 			r = res;
 		if (r == 0)
-			atomic_fetch_add(&st->stats.bytes_home, op->len);
+			atomic_fetch_add(&st->sh->stats.bytes_home, op->len);
 		else if (!err)
 			err = r;
 	}
@@ -244,7 +245,7 @@ static int wave_add(atomio *st, struct wave *w, int fd, const void *buf, size_t 
 		/* The ring is gone: plain from here on. */
 		int r2 = sys_pwrite_full(fd, buf, len, (off_t)off, 0);
 		if (r2 == 0)
-			atomic_fetch_add(&st->stats.bytes_home, len);
+			atomic_fetch_add(&st->sh->stats.bytes_home, len);
 		return r ? r : r2;
 	}
 	struct io_uring_sqe *sqe = io_uring_get_sqe(st->ring_home);
@@ -264,23 +265,23 @@ static int wave_add(atomio *st, struct wave *w, int fd, const void *buf, size_t 
 /* The plain backend's home stage, with the O_DIRECT writes of
  * ATOMIO_DIRECT_HOME files queued on the home ring.  Home stage held, lock
  * not held. */
-static int uring_home(atomio *st, atomio_tx *first, uint32_t n)
+static int uring_home(atomio *st, const struct grp *g, uint32_t n)
 {
+	ASSERT_HOME(st);
 	struct wave w;
 	w.n = 0;
 	int err = 0;
-	uint32_t i = 0;
-	for (atomio_tx *t = first; i < n && !err; t = t->qnext, i++) {
+	for (uint32_t i = 0; i < n && !err; i++) {
+		const struct grp *t = &g[i];
 		for (uint32_t j = 0; j < t->nsegs && !err; j++) {
 			const struct seg *s = &t->segs[j];
-			struct afile *f = file_get(st, (int)s->file);
-			if (!f) {
-				err = -EBADF;
+			struct afile *f = file_get_any(st, s->file, &err);
+			if (!f)
 				break;
-			}
 			/* io_uring takes a write only when its length fits the
 			 * SQE (anything larger goes plain). */
-			if (s->kind == SEG_WRITE && st->ring_home && f->direct_home && s->len <= UINT_MAX / 2) {
+			if (s->kind == SEG_WRITE && st->ring_home && f->direct_home && s->len <= UINT_MAX / 2 &&
+			    engine_seg_aligned(f, s)) {
 				err = wave_add(st, &w, f->hfd, s->src, s->len, s->off);
 				continue;
 			}
@@ -294,7 +295,7 @@ static int uring_home(atomio *st, atomio_tx *first, uint32_t n)
 	}
 	/* Always drain: requests in flight use the groups' buffers. */
 	int r = wave_flush(st, &w);
-	engine_mark_written(st, first, n);
+	engine_mark_written(st, g, n);
 	return err ? err : r;
 }
 

@@ -20,150 +20,156 @@
  * is free again (a full checkpoint empties the guard).  A logged size change covers the whole
  * file (replaying it could cut off a later fast-path write).  The guard is
  * memory only: recovery needs no new rule and the format does not change.
- * Only the log role reads or changes it.
+ *
+ * SEVERAL PROCESSES.  The guard is in the shared state (shm.h), one table
+ * for every file, and only the log role's holder reads or changes it, so it
+ * sees the records of every process.  A leader records a batch's ranges only
+ * while some process has a fast path (S->fast_any): when the first one
+ * opens such a file, everything logged until then counts as covered
+ * (S->guard_floor = the newest seq), so no record escapes it.  A holder of
+ * the log role that dies may leave the table torn: then every chunk counts
+ * as covered (S->guard_bad) until a full checkpoint empties the log.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "shm.h"
 
 #define CHUNK_SHIFT 12
-#define GUARD_MAX (1u << 18) /* chunks per file (1 GiB) before the guard says "all"; table <= 16 MiB */
+#define GUARD_WHOLE (UINT64_MAX >> 1) /* the chunk key of a size change: the whole file */
 
-static uint64_t mix(uint64_t x)
+static uint64_t mix(uint64_t c, uint32_t file)
 {
+	uint64_t x = c * 0x9E3779B97F4A7C15ull ^ file;
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;
 	x ^= x >> 33;
 	return x;
 }
 
-/* The newest seq covering chunk c, or 0. */
-static uint64_t guard_seq(const struct guard *g, uint64_t c)
+/* The newest seq covering chunk c of file, or 0. */
+static uint64_t guard_seq(atomio *st, uint32_t file, uint64_t c)
 {
-	if (!g->used)
+	struct guard_hdr *h = &st->sh->guard;
+	if (!h->used)
 		return 0;
-	uint64_t key = c + 1;
-	for (uint32_t i = (uint32_t)mix(key) & (g->cap - 1);; i = (i + 1) & (g->cap - 1)) {
-		if (g->slot[i].key == key)
-			return g->slot[i].seq;
-		if (!g->slot[i].key)
+	const struct gkey *t = shm_guard(st->sh, h->cur);
+	for (uint64_t i = mix(c + 1, file) & (SHM_GUARD - 1), n = 0; n < SHM_GUARD;
+	     i = (i + 1) & (SHM_GUARD - 1), n++) {
+		if (!t[i].chunk1)
 			return 0;
+		if (t[i].chunk1 == c + 1 && t[i].file == file)
+			return t[i].seq;
 	}
+	return 0;
 }
 
-static void slot_put(struct gslot *tab, uint32_t cap, uint64_t key, uint64_t seq, uint32_t *used)
+static void slot_put(struct gkey *t, uint32_t file, uint64_t c1, uint64_t seq, uint32_t *used)
 {
-	uint32_t i = (uint32_t)mix(key) & (cap - 1);
-	while (tab[i].key && tab[i].key != key)
-		i = (i + 1) & (cap - 1);
-	if (!tab[i].key) {
-		tab[i].key = key;
+	uint64_t i = mix(c1, file) & (SHM_GUARD - 1);
+	while (t[i].chunk1 && !(t[i].chunk1 == c1 && t[i].file == file))
+		i = (i + 1) & (SHM_GUARD - 1);
+	if (!t[i].chunk1) {
+		t[i].chunk1 = c1;
+		t[i].file = file;
+		t[i].seq = 0;
 		(*used)++;
 	}
-	if (seq > tab[i].seq)
-		tab[i].seq = seq;
+	if (seq > t[i].seq)
+		t[i].seq = seq;
 }
 
 /* live_seq: records below it are dead (checkpointed); their chunks are
- * dropped whenever the table is rebuilt. */
-static void guard_put(struct guard *g, uint64_t c, uint64_t seq, uint64_t live_seq)
+ * dropped when the table is rebuilt (into the other one). */
+static void guard_put(atomio *st, uint32_t file, uint64_t c, uint64_t seq, uint64_t live_seq)
 {
-	if (g->all && g->all_seq == UINT64_MAX)
-		return; /* out of table: every chunk, for good */
-	if ((g->used + 1) * 2 > g->cap) {
-		uint32_t live = 0;
-		for (uint32_t i = 0; i < g->cap; i++)
-			live += g->slot[i].key && g->slot[i].seq >= live_seq;
-		uint32_t ncap = g->cap ? g->cap : 1024;
-		while ((live + 1) * 4 > ncap) /* rebuilt at most a quarter full */
-			ncap *= 2;
-		struct gslot *ns = ncap <= 4 * GUARD_MAX ? calloc(ncap, sizeof(*ns)) : NULL;
-		if (!ns) {
-			/* Out of memory or too many chunks: be conservative. */
-			g->all = true;
-			g->all_seq = UINT64_MAX;
+	struct guard_hdr *h = &st->sh->guard;
+	if (h->all && h->all_seq == UINT64_MAX)
+		return; /* out of table: every chunk, until a full checkpoint */
+	if ((h->used + 1) * 2 > SHM_GUARD) {
+		struct gkey *old = shm_guard(st->sh, h->cur), *nt = shm_guard(st->sh, h->cur ^ 1);
+		memset(nt, 0, SHM_GUARD * sizeof(*nt));
+		uint32_t nused = 0;
+		for (uint32_t i = 0; i < SHM_GUARD; i++)
+			if (old[i].chunk1 && old[i].seq >= live_seq)
+				slot_put(nt, old[i].file, old[i].chunk1, old[i].seq, &nused);
+		h->cur ^= 1;
+		h->used = nused;
+		if ((nused + 1) * 4 > SHM_GUARD) {
+			/* Too many chunks live: be conservative. */
+			h->all = 1;
+			h->all_seq = UINT64_MAX;
 			return;
 		}
-		uint32_t nused = 0;
-		for (uint32_t i = 0; i < g->cap; i++)
-			if (g->slot[i].key && g->slot[i].seq >= live_seq)
-				slot_put(ns, ncap, g->slot[i].key, g->slot[i].seq, &nused);
-		free(g->slot);
-		g->slot = ns;
-		g->cap = ncap;
-		g->used = nused;
 	}
-	slot_put(g->slot, g->cap, c + 1, seq, &g->used);
+	slot_put(shm_guard(st->sh, h->cur), file, c + 1, seq, &h->used);
 }
 
-static bool guard_overlaps(const struct guard *g, uint64_t off, uint64_t len, uint64_t live_seq)
+static bool guard_overlaps_locked(atomio *st, uint32_t file, uint64_t off, uint64_t len, uint64_t live_seq)
 {
-	if (g->all && g->all_seq >= live_seq)
+	ASSERT_LOCKED(st);
+	const struct shm_state *S = st->S;
+	const struct guard_hdr *h = &st->sh->guard;
+	if (S->guard_bad || S->guard_floor >= live_seq || (h->all && h->all_seq >= live_seq))
+		return true;
+	uint64_t q = guard_seq(st, file, GUARD_WHOLE);
+	if (q && q >= live_seq)
 		return true;
 	for (uint64_t c = off >> CHUNK_SHIFT; c <= (off + len - 1) >> CHUNK_SHIFT; c++) {
-		uint64_t q = guard_seq(g, c);
+		q = guard_seq(st, file, c);
 		if (q && q >= live_seq)
 			return true;
 	}
 	return false;
 }
 
-/* Record the ranges of a group about to be logged with seq tx->seq.  Log
+/* Record the ranges of a group about to be logged with seq g->seq.  Log
  * role held.  live_seq: the head seq when the batch was formed. */
-void guard_add_role(atomio *st, const atomio_tx *tx, uint64_t live_seq)
+void guard_add_role(atomio *st, const struct grp *g, uint64_t live_seq)
 {
-	for (uint32_t i = 0; i < tx->nsegs; i++) {
-		const struct seg *s = &tx->segs[i];
-		struct afile *f = file_get(st, (int)s->file);
-		if (!f || !f->caps.fast_max)
-			continue; /* no fast path for this file: nothing to guard */
-		struct guard *g = &f->guard;
+	ASSERT_ROLE(st);
+	/* S->fast_any is read without the mutex: a batch formed before it was
+	 * set is covered by guard_floor (set with it, under the mutex). */
+	uint32_t c = atomic_load_explicit(&st->sh->cur, memory_order_acquire);
+	if (!st->sh->s[c].fast_any)
+		return;
+	for (uint32_t i = 0; i < g->nsegs; i++) {
+		const struct seg *s = &g->segs[i];
 		uint64_t c0 = s->off >> CHUNK_SHIFT, c1 = (s->off + s->len - 1) >> CHUNK_SHIFT;
-		if (s->kind != SEG_WRITE || c1 - c0 >= GUARD_MAX) {
-			if (!g->all || g->all_seq < tx->seq)
-				g->all_seq = tx->seq;
-			g->all = true;
+		if (s->kind != SEG_WRITE || c1 - c0 >= SHM_GUARD / 4) {
+			guard_put(st, s->file, GUARD_WHOLE, g->seq, live_seq);
 			continue;
 		}
-		if (g->all && g->all_seq < live_seq)
-			g->all = false; /* that size change is dead now */
-		/* Record the chunks even while a live size change covers the
-		 * whole file: a background checkpoint can make that record
-		 * dead while this one is still live (its cut may fall between
-		 * them), and the guard must still know this one's chunks. */
-		for (uint64_t c = c0; c <= c1; c++)
-			guard_put(g, c, tx->seq, live_seq);
+		for (uint64_t k = c0; k <= c1; k++)
+			guard_put(st, s->file, k, g->seq, live_seq);
 	}
 }
 
 /* A full checkpoint made every record dead.  Log role held. */
 void guard_clear_all_role(atomio *st)
 {
-	const uint32_t top = atomic_load(&st->files_hi);
-	for (uint32_t id = 0; id < top; id++) {
-		struct afile *f = atomic_load(&st->files[id]);
-		if (!f)
-			continue;
-		struct guard *g = &f->guard;
-		if (g->cap > 65536) {
-			guard_free(g); /* a burst made it big: start small again */
-		} else {
-			if (g->used)
-				memset(g->slot, 0, sizeof(*g->slot) * g->cap);
-			g->used = 0;
-			g->all = false;
-		}
-	}
+	ASSERT_ROLE(st);
+	struct guard_hdr *h = &st->sh->guard;
+	if (h->used)
+		memset(shm_guard(st->sh, h->cur), 0, SHM_GUARD * sizeof(struct gkey));
+	h->used = 0;
+	h->all = 0;
+	h->all_seq = 0;
+	shm_lock(st);
+	st->S->guard_bad = 0;
+	shm_unlock(st);
 }
 
-/* May this queued group take the fast path now?  Log role held (lock too). */
-bool fast_eligible_locked(atomio *st, const atomio_tx *tx)
+/* May this queued group take the fast path now?  Log role held (mutex too). */
+bool fast_eligible_locked(atomio *st, const struct grp *g)
 {
-	if (tx->nsegs != 1 || tx->segs[0].kind != SEG_WRITE)
+	ASSERT_LOCKED(st);
+	ASSERT_ROLE_HELD(st);
+	if (g->nsegs != 1 || g->segs[0].kind != SEG_WRITE)
 		return false;
-	const struct seg *s = &tx->segs[0];
+	const struct seg *s = &g->segs[0];
 	struct afile *f = file_get(st, (int)s->file);
 	if (!f || !f->caps.fast_max)
 		return false;
@@ -172,5 +178,5 @@ bool fast_eligible_locked(atomio *st, const atomio_tx *tx)
 		return false;
 	if ((uintptr_t)s->src % (f->dio_mem_align ? f->dio_mem_align : 1))
 		return false;
-	return !guard_overlaps(&f->guard, s->off, len, st->head_seq);
+	return !guard_overlaps_locked(st, s->file, s->off, len, st->S->head_seq);
 }

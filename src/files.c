@@ -1,7 +1,7 @@
 /*
  * files.c: data-file registration and the catalog (see format.h).
  *
- * Path rules (also in the README's security section):
+ * Path rules (also in docs/SECURITY.md):
  *  - atomio_file_open resolves the caller's path like open(2) (relative to the
  *    working directory, symlinks followed) to a canonical absolute path.
  *  - The catalog stores that path relative to the log's directory when the file
@@ -22,6 +22,7 @@
 
 
 #include "internal.h"
+#include "shm.h"
 
 struct afile *file_get(atomio *st, int id)
 {
@@ -33,9 +34,9 @@ struct afile *file_get(atomio *st, int id)
 
 const struct seg *file_cached_next(struct file_cached *w)
 {
-	for (; w->n; w->t = w->t->qnext, w->n--, w->j = 0)
-		while (w->j < w->t->nsegs) {
-			const struct seg *s = &w->t->segs[w->j++];
+	for (; w->n; w->g++, w->n--, w->j = 0)
+		while (w->j < w->g->nsegs) {
+			const struct seg *s = &w->g->segs[w->j++];
 			if (s->kind != SEG_WRITE || !s->len)
 				continue;
 			/* ATOMIO_DIRECT_HOME files hold no page cache */
@@ -44,6 +45,11 @@ const struct seg *file_cached_next(struct file_cached *w)
 				return s;
 		}
 	return NULL;
+}
+
+const char *file_name(atomio *st, const struct afile *f, char *buf, size_t bufsz)
+{
+	return file_resolve_path(st, f, buf, bufsz) == 0 ? buf : f->path;
 }
 
 int file_check_path(const char *path, uint16_t flags)
@@ -160,7 +166,10 @@ static void afile_free(struct afile *f)
 	}
 }
 
-int cat_load(atomio *st)
+/* Read the current catalog into files[]: every entry (at open), or those
+ * this process does not know yet (reload: another process registered them;
+ * an id keeps its path for good, so a known one is only checked). */
+static int cat_parse(atomio *st, bool reload)
 {
 	const size_t tmpsz = 64 * 1024;
 	char *tmp = malloc(tmpsz);
@@ -186,7 +195,8 @@ int cat_load(atomio *st)
 	/* The other copy written once (our magic) but failing its checks: it
 	 * may have been the newer one, holding the newest registrations;
 	 * recovery names it if a record needs a file this copy lacks. */
-	st->cat_damaged = 1 + codec_cat_damaged(h, ok);
+	if (!reload)
+		st->cat_damaged = 1 + codec_cat_damaged(h, ok);
 	/* Only the chosen copy's used bytes are held, and its checksum is
 	 * checked again on exactly the bytes parsed below. */
 	char *buf = malloc(h[pick].used);
@@ -205,12 +215,32 @@ int cat_load(atomio *st)
 	uint64_t pos = CAT_HDR, used = h[pick].used;
 	/* The catalog says how long its entry headers are (format.h). */
 	const uint32_t eh = codec_cat_entry_hdr(&h[pick]);
+	uint8_t *seen = calloc(MAX_FILES / 8, 1);
 	if (!eh)
 		r = ATOMIO_ECORRUPT;
+	if (!seen)
+		r = -ENOMEM;
 	for (uint32_t i = 0; r == 0 && i < h[pick].count; i++) {
 		struct cat_entry_disk e;
 		const char *path;
-		if (codec_cat_entry(c, used, eh, &pos, &e, &path) || atomic_load(&st->files[e.id])) {
+		if (codec_cat_entry(c, used, eh, &pos, &e, &path) || (seen[e.id / 8] >> (e.id % 8)) & 1) {
+			r = ATOMIO_ECORRUPT;
+			break;
+		}
+		seen[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
+		struct afile *known = atomic_load(&st->files[e.id]);
+		if (known && reload) {
+			if (strlen(known->path) != e.path_len || memcmp(known->path, path, e.path_len) ||
+			    known->cat_flags != e.flags) {
+				r = ATOMIO_ECORRUPT;
+				break;
+			}
+			/* registered anew by another process (another file under
+			 * its path): the identity the next open checks */
+			known->idn = codec_cat_entry_fid(&e);
+			continue;
+		}
+		if (known) {
 			r = ATOMIO_ECORRUPT;
 			break;
 		}
@@ -233,17 +263,24 @@ int cat_load(atomio *st)
 		f->idn = codec_cat_entry_fid(&e);
 		f->fd = f->hfd = -1;
 		atomic_store(&st->files[e.id], f);
-		if (e.id >= st->files_hi)
-			st->files_hi = e.id + 1;
+		if (e.id >= atomic_load(&st->files_hi))
+			atomic_store(&st->files_hi, e.id + 1);
 	}
 	if (r == ATOMIO_ECORRUPT)
 		st_err(st, "%s: file catalog entry is malformed", st->log_path);
-	if (r == 0) {
-		st->nfiles_cat = h[pick].count;
+	if (r == 0)
 		st->cat_gen = h[pick].generation;
-	}
+	free(seen);
 	free(buf);
 	return r;
+}
+
+int cat_load(atomio *st) { return cat_parse(st, false); }
+
+int cat_reload(atomio *st)
+{
+	ASSERT_CAT(st);
+	return cat_parse(st, true);
 }
 
 static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uint32_t *count_out)
@@ -271,6 +308,7 @@ static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uin
 /* Write the whole catalog to the older copy, durably.  Caller holds cat_lock. */
 static int cat_write(atomio *st)
 {
+	ASSERT_CAT(st);
 	char *buf = aligned_alloc_zero(4096, st->cat_size);
 	if (!buf)
 		return -ENOMEM;
@@ -293,7 +331,12 @@ static int cat_write(atomio *st)
 		return r;
 	}
 	st->cat_gen = gen;
-	st->nfiles_cat = count;
+	shm_lock(st);
+	if (gen > st->S->cat_gen)
+		st->S->cat_gen = gen;
+	if (atomic_load(&st->files_hi) > st->S->files_hi)
+		st->S->files_hi = atomic_load(&st->files_hi);
+	shm_unlock(st);
 	return 0;
 }
 
@@ -501,11 +544,23 @@ static void dio_align(int fd, uint32_t *mem, uint32_t *off)
  * (recovery emptied the log at open, and records of this session name only
  * files opened in it), so a changed identity is simply recorded anew.
  * cat_lock held. */
-static int reregister(atomio *st, struct afile *f, const struct fid *idn, int fd, const char *canon)
+
+static int reregister(atomio *st, struct afile *f, const struct fid *idn, int fd, const char *canon,
+		      bool role_held)
 {
+	ASSERT_CAT(st);
 	if (f->idn.dev == idn->dev && f->idn.ino == idn->ino && f->idn.fsid == idn->fsid &&
 	    f->idn.btime_ns == idn->btime_ns && f->idn.flags == idn->flags)
 		return 0;
+	/* Another process may have the old file open under this id: records
+	 * that name the old file must be dead before the catalog names the new
+	 * one (recovery would write them into it), and every process must stop
+	 * writing home through its descriptor of the old one.  So, with other
+	 * processes about: under the log role, after a full checkpoint (the
+	 * caller took both: FILE_OPEN_NEEDS_ROLE), and with the file's generation
+	 * moved on (shm.h, fgen: file_get_any opens it anew). */
+	if (!st->exclusive && !role_held)
+		return FILE_OPEN_NEEDS_ROLE;
 	struct fid old = f->idn;
 	f->idn = *idn;
 	int r = sync_registered(st, fd, canon);
@@ -513,6 +568,8 @@ static int reregister(atomio *st, struct afile *f, const struct fid *idn, int fd
 		r = cat_write(st);
 	if (r < 0)
 		f->idn = old;
+	else
+		atomic_fetch_add(&st->sh->fgen[f->id], 1);
 	return r;
 }
 
@@ -521,6 +578,7 @@ static int reregister(atomio *st, struct afile *f, const struct fid *idn, int fd
 static int register_new(atomio *st, const char *stored, uint16_t cflags, const struct fid *idn, int fd,
 			const char *canon, struct afile **out)
 {
+	ASSERT_CAT(st);
 	uint32_t id = cat_free_id(st);
 	if (id >= MAX_FILES) {
 		st_err(st, "%s: no free file id", st->log_path);
@@ -554,18 +612,142 @@ static int register_new(atomio *st, const char *stored, uint16_t cflags, const s
  * then publish it (the fd last: file_get tests it).  cat_lock held. */
 static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 {
+	ASSERT_CAT(st);
 	f->open_flags = open_flags;
 	f->direct = open_flags & O_DIRECT;
 	f->dio_mem_align = f->dio_off_align = 0;
 	if (f->direct)
 		dio_align(fd, &f->dio_mem_align, &f->dio_off_align);
 	f->max_size = file_max_size(fd);
-	f->dirty = f->resized = false;
-	guard_free(&f->guard);
-	file_open_home(st, f, fd); /* the descriptor home writes use */
+	if (f->lazy && f->hfd >= 0) {
+		/* Open here already for other processes' home writes, through a
+		 * buffered descriptor: it stays the one home writes use (for an
+		 * O_DIRECT file, it is what the twin would be). */
+		f->direct_home = false;
+	} else {
+		file_open_home(st, f, fd); /* the descriptor home writes use */
+	}
+	f->lazy = false;
+	f->gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
 	file_probe_caps(st, f, fd);
+	if (f->caps.fast_max) {
+		/* From now on leaders fill the fast path's guard; what was
+		 * logged before counts as covered (fastpath.c). */
+		shm_lock(st);
+		if (!st->S->fast_any) {
+			st->S->fast_any = 1;
+			st->S->guard_floor = st->S->next_seq - 1;
+		}
+		shm_unlock(st);
+	}
 	atomic_store_explicit(&st->files[f->id], f, memory_order_release);
 	__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
+}
+
+/* LK_CAT: one process at a time writes the catalog (and this process's
+ * threads one at a time). */
+static void cat_lock_all(atomio *st)
+{
+	cat_mutex_lock(st);
+	if (!st->exclusive)
+		(void)sys_ofd_lock(st->log_fd, SYS_LK_WAIT, F_WRLCK, LK_CAT, 1);
+}
+
+static void cat_unlock_all(atomio *st)
+{
+	if (!st->exclusive)
+		(void)sys_ofd_lock(st->log_fd, SYS_LK_SET, F_UNLCK, LK_CAT, 1);
+	cat_mutex_unlock(st);
+}
+
+struct afile *file_app(atomio *st, int id)
+{
+	struct afile *f = file_get(st, id);
+	int err;
+	if (!f && id >= 0 && (unsigned)id < MAX_FILES && !st->exclusive)
+		f = file_get_any(st, (uint32_t)id, &err);
+	return f;
+}
+
+/* Was f registered anew (another file under its path) since this process
+ * opened it?  Then its descriptors name the old file. */
+static bool file_stale(atomio *st, const struct afile *f)
+{
+	return !st->exclusive && f->gen != atomic_load(&st->sh->fgen[f->id]);
+}
+
+struct afile *file_get_any(atomio *st, uint32_t id, int *err)
+{
+	struct afile *f = id < MAX_FILES ? atomic_load_explicit(&st->files[id], memory_order_acquire) : NULL;
+	if (f && __atomic_load_n(&f->hfd, __ATOMIC_ACQUIRE) >= 0 && !file_stale(st, f))
+		return f;
+	if (id >= MAX_FILES) {
+		*err = -ENOENT;
+		return NULL;
+	}
+	cat_mutex_lock(st);
+	f = atomic_load(&st->files[id]);
+	int r = 0;
+	if (!f || file_stale(st, f)) {
+		/* registered by another process since this one loaded the
+		 * catalog, or registered anew (another file under its path) --
+		 * also when this process never opened it: the identity it holds
+		 * is the one of its last catalog load, maybe an older file's */
+		r = cat_reload(st);
+		f = atomic_load(&st->files[id]);
+	}
+	if (f && f->hfd >= 0 && file_stale(st, f) && r == 0) {
+		/* Its home writes go to the new file from now on.  The old
+		 * descriptors may be in use in another thread: closed with the
+		 * store. */
+		int old = f->hfd;
+		__atomic_store_n(&f->hfd, -1, __ATOMIC_RELEASE);
+		if (f->lazy)
+			__atomic_store_n(&f->fd, -1, __ATOMIC_RELEASE);
+		if (old != f->fd && st->nstale < sizeof(st->stale) / sizeof(st->stale[0]))
+			st->stale[st->nstale++] = old;
+	}
+	if (f && f->hfd < 0 && r == 0) {
+		char path[PATH_MAX];
+		r = file_resolve_path(st, f, path, sizeof(path));
+		int fd = r < 0 ? r : atomio_sys->open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+		struct stat sb, lsb;
+		struct fid now;
+		if (fd < 0) {
+			r = fd;
+			st_err(st, "opening %s, registered with the store by another process: %s", path,
+			       strerror(-r));
+		} else if ((r = atomio_sys->fstat(fd, &sb)) < 0 || (r = atomio_sys->fstat(st->log_fd, &lsb)) < 0 ||
+			   (r = file_identity(fd, &now)) < 0) {
+			st_err(st, "%s: %s", path, strerror(-r));
+		} else if (!S_ISREG(sb.st_mode) || (sb.st_dev == lsb.st_dev && sb.st_ino == lsb.st_ino) ||
+			   !codec_fid_same(&f->idn, &now)) {
+			st_err(st, "%s: not the file registered with the store (replaced since)", path);
+			r = ATOMIO_EIDENTITY;
+		}
+		if (r < 0 && fd >= 0)
+			atomio_sys->close(fd);
+		if (r == 0) {
+			f->max_size = file_max_size(fd);
+			f->gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
+			if (f->fd < 0) {
+				f->direct = f->direct_home = false;
+				memset(&f->caps, 0, sizeof(f->caps));
+				f->lazy = true;
+			}
+			__atomic_store_n(&f->hfd, fd, __ATOMIC_RELEASE);
+			if (f->lazy)
+				__atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
+		}
+	} else if (!f && r == 0) {
+		r = -ENOENT;
+	}
+	cat_mutex_unlock(st);
+	if (r < 0) {
+		*err = r;
+		return NULL;
+	}
+	return f;
 }
 
 /* Registration failed after this call created the file: remove it again, so
@@ -579,12 +761,67 @@ static void unlink_created(int fd, const char *canon)
 		(void)atomio_sys->unlink(canon);
 }
 
-int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
+/* One attempt at atomio_file_open: its id, an error, or FILE_OPEN_NEEDS_ROLE. */
+static int file_open_once(atomio *st, const char *canon, const char *stored, uint16_t cflags, int open_flags,
+			  mode_t mode, bool role_held)
+{
+	int r;
+	cat_lock_all(st);
+	bool created = false;
+	struct fid idn;
+	/* Another process may have registered files since this one loaded
+	 * the catalog (this very path among them): one id per file. */
+	int fd = st->exclusive ? 0 : cat_reload(st);
+	if (fd == 0)
+		fd = open_data(canon, open_flags, mode, &created);
+	if (fd < 0) {
+		r = fd;
+		st_err(st, "opening %s: %s", canon, strerror(-r));
+	} else {
+		r = check_data_file(st, fd, canon, &idn);
+	}
+	bool direct = open_flags & O_DIRECT;
+	struct afile *f = r == 0 ? cat_find(st, stored, cflags) : NULL;
+	bool by_inode = false;
+	if (r == 0 && (!f || f->fd < 0 || f->lazy)) {
+		/* Not open by this path; open under another (a hard link)? */
+		struct afile *g = open_find_inode(st, &idn);
+		if (g && !g->lazy) {
+			f = g;
+			by_inode = true;
+		}
+	}
+	if (f && f->fd >= 0 && !f->lazy) {
+		/* Already open in this session: one id per file. */
+		if (!by_inode && !codec_fid_same(&f->idn, &idn)) {
+			st_err(st, "%s: replaced while open in the store", canon);
+			r = ATOMIO_EIDENTITY;
+		} else if (f->direct != direct) {
+			st_err(st, "%s: already open with%s O_DIRECT", canon, f->direct ? "" : "out");
+			r = -EINVAL;
+		}
+	} else if (r == 0) {
+		r = f ? reregister(st, f, &idn, fd, canon, role_held)
+		      : register_new(st, stored, cflags, &idn, fd, canon, &f);
+		if (r == 0) {
+			publish(st, f, fd, open_flags);
+			fd = -1; /* the store's now */
+		}
+	}
+	/* FILE_OPEN_NEEDS_ROLE too: the attempt under the log role creates
+	 * the file again (with O_EXCL it would find this one and fail -EEXIST). */
+	if (fd >= 0 && r < 0 && created)
+		unlink_created(fd, canon);
+	if (fd >= 0)
+		atomio_sys->close(fd);
+	cat_unlock_all(st);
+	return r < 0 ? r : (int)f->id; /* FILE_OPEN_NEEDS_ROLE is negative too */
+}
+
+int file_open(atomio *st, const char *path, int open_flags, mode_t mode, bool role_held)
 {
 	if (!st || !path || !*path || (open_flags & ~ALLOWED_OPEN_FLAGS))
 		return -EINVAL;
-	if (st_forked(st))
-		return -EPERM;
 	char canon[PATH_MAX];
 	int r = canonical_path(path, open_flags & O_CREAT, canon);
 	if (r < 0) {
@@ -595,50 +832,7 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	const char *stored = stored_form(st, canon, &cflags);
 	if (file_check_path(stored, cflags) < 0)
 		return -EINVAL;
-
-	pthread_mutex_lock(&st->cat_lock);
-	bool created;
-	struct fid idn;
-	int fd = open_data(canon, open_flags, mode, &created);
-	if (fd < 0) {
-		r = fd;
-		st_err(st, "opening %s: %s", canon, strerror(-r));
-	} else {
-		r = check_data_file(st, fd, canon, &idn);
-	}
-	bool direct = open_flags & O_DIRECT;
-	struct afile *f = r == 0 ? cat_find(st, stored, cflags) : NULL;
-	bool by_inode = false;
-	if (r == 0 && (!f || f->fd < 0)) {
-		/* Not open by this path; open under another (a hard link)? */
-		struct afile *g = open_find_inode(st, &idn);
-		if (g) {
-			f = g;
-			by_inode = true;
-		}
-	}
-	if (f && f->fd >= 0) {
-		/* Already open in this session: one id per file. */
-		if (!by_inode && !codec_fid_same(&f->idn, &idn)) {
-			st_err(st, "%s: replaced while open in the store", canon);
-			r = ATOMIO_EIDENTITY;
-		} else if (f->direct != direct) {
-			st_err(st, "%s: already open with%s O_DIRECT", canon, f->direct ? "" : "out");
-			r = -EINVAL;
-		}
-	} else if (r == 0) {
-		r = f ? reregister(st, f, &idn, fd, canon) : register_new(st, stored, cflags, &idn, fd, canon, &f);
-		if (r == 0) {
-			publish(st, f, fd, open_flags);
-			fd = -1; /* the store's now */
-		}
-	}
-	if (fd >= 0 && r < 0 && created)
-		unlink_created(fd, canon);
-	if (fd >= 0)
-		atomio_sys->close(fd);
-	pthread_mutex_unlock(&st->cat_lock);
-	return r < 0 ? r : (int)f->id;
+	return file_open_once(st, canon, stored, cflags, open_flags, mode, role_held);
 }
 
 int atomio_file_fd(atomio *st, int file)
@@ -653,6 +847,9 @@ int atomio_file_fd(atomio *st, int file)
 
 void files_close_all(atomio *st)
 {
+	for (unsigned i = 0; i < st->nstale; i++)
+		atomio_sys->close(st->stale[i]);
+	st->nstale = 0;
 	if (!st->files)
 		return;
 	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
@@ -663,7 +860,6 @@ void files_close_all(atomio *st)
 			atomio_sys->close(f->hfd);
 		if (f->fd >= 0)
 			atomio_sys->close(f->fd);
-		guard_free(&f->guard);
 		afile_free(f);
 		st->files[id] = NULL;
 	}

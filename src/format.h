@@ -1,12 +1,14 @@
 /*
- * format.h: the atomio log format, version 2.  Mirrored in docs/FORMAT.md;
+ * format.h: the atomio log format, version 3.  Mirrored in docs/FORMAT.md;
  * a change here is a change there.
  *
- * Version 2 added compressed records (flag LZ4 below).  This library reads
- * logs of versions 1 and 2 and writes version 2: the superblock written when
- * a store is opened (after recovery, before any new record) carries 2, so a
- * library that reads only version 1 refuses the log (format version) rather
- * than taking a compressed record for the end of the log.
+ * Version 2 added compressed records (flag LZ4 below); version 3 added pad
+ * records (type 2 below), which a store shared by several processes writes
+ * where a process that died had reserved log space.  This library reads
+ * logs of versions 1 to 3 and writes version 3: the superblock written when
+ * a store is opened (after recovery, before any new record) carries 3, so a
+ * library that reads only an older version refuses the log (format version)
+ * rather than taking a compressed or pad record for the end of the log.
  *
  * All integers are little-endian.  Checksums are XXH3-64 (libxxhash).
  *
@@ -27,19 +29,22 @@
  *
  *   Record writes should be overwrites of written blocks: an O_DIRECT +
  *   RWF_DSYNC write then needs no metadata journal commit and costs one
- *   device wait.  A new log is allocated whole (fallocate) and written with
- *   zeros up to the end of its area's first unit (1/16 of the area, at most
- *   4 MiB); the rest is written with zeros ahead of the records, a unit at a
- *   time, by the store's checkpointer thread (the library's lazy zeroing,
- *   once in the log's life).  Where fallocate is refused the whole file is
- *   written at creation.  Blocks never written read as zeros, which no valid
- *   record is, so the format does not depend on either.
+ *   device wait.  A new log is allocated whole (fallocate), and its area
+ *   written with zeros before it is renamed into place: by the device
+ *   (FALLOC_FL_WRITE_ZEROES) where it can, else by writes, up to its first
+ *   GiB (all of a default log).  What a larger log has beyond is written
+ *   with zeros ahead of the records, a unit (1/16 of the area, at most 4
+ *   MiB) at a time, by the store's checkpointer thread (the library's lazy
+ *   zeroing, once in the log's life).  Where fallocate is refused the whole
+ *   file is written at creation.  Blocks never written read as zeros, which
+ *   no valid record is, so the format does not depend on either.
  *
  * SUPERBLOCK (in each slot; SB_SIZE = 256 bytes used, rest zero)
  *
  *    0  u8[8]  magic "ATOMIOLG"
  *    8  u32    byte-order mark 0x01020304 (reads 0x04030201 on a foreign-endian host)
- *   12  u32    format version (2; 1 is read too, and has no compressed record)
+ *   12  u32    format version (3; 1 and 2 are read too: 1 has no compressed
+ *              record, neither has a pad record)
  *   16  u64    store id: random at creation; seeds every record and catalog checksum,
  *              so that bytes of another store (or an earlier log at this path) never validate
  *   24  u64    generation: +1 on every superblock write; the valid slot with the
@@ -91,10 +96,10 @@
  *   recorded birth time: an inode number freed and reused for a new file
  *   (ext4 reuses them at once) is a different file.
  *
- * RECORD (one committed group) at an 8-aligned offset in the record area
+ * RECORD (one committed group, or a pad) at an 8-aligned offset in the record area
  *
  *    0  u32    magic "AREC"
- *    4  u16    type: 1 = group
+ *    4  u16    type: 1 = group, 2 = pad (version 3; see PAD RECORD below)
  *    6  u16    flags: bit 0 = LAST: the record ends a log write; the next record
  *              starts at the next block boundary (else at this record's end);
  *              bit 1 = LZ4: the data section is one LZ4 block (the LZ4 block
@@ -126,6 +131,24 @@
  *   rec_len == align8(64 + 32*nsegs + data_len).  The checksum covers the
  *   record as stored (compressed data included).  The segments are applied
  *   in order; a later segment overrides an earlier one it overlaps.
+ *
+ * PAD RECORD (type 2, version 3): log space that a batch of groups had
+ * reserved, given up whole.  In a store shared by several processes, the
+ * process that leads a batch reserves its place in the log and its seqs, then
+ * writes its records; if it dies before its home writes began, a survivor
+ * writes a pad over the start of that space, durably, so that the log goes on
+ * past it (the groups were never acknowledged, and no byte of them reached a
+ * data file).
+ *
+ *    type = 2, flags = LAST (a pad ends a log write), seq = the first seq the
+ *    batch had, epoch as any record, nsegs = 0, data_len = raw_len = 0,
+ *    reserved (u32 at 44) = the number of seqs it stands for (>= 1): the next
+ *    record carries seq + that number; rec_len = the bytes the batch reserved
+ *    (a multiple of the log block); checksum: XXH3-64 of the 64 header bytes
+ *    only (this field zero, seed store id): the rest of the space is never
+ *    read, and may hold anything (the torn records of the dead writer).
+ *    Recovery replays nothing for a pad and goes on at seq + count, at
+ *    offset + rec_len.
  *
  * VALIDITY AND RECOVERY
  *
@@ -170,6 +193,17 @@
  *   of the old epoch *after* a torn one (two log writes in flight), whose seqs
  *   the new epoch will reuse.
  *
+ * BESIDE THE LOG (not part of the format: recovery reads neither)
+ *
+ *   /dev/shm/atomio-STOREID-INODE (where /dev/shm is a tmpfs; else LOG-shm
+ *   beside the log, or .atomio-HASH-shm when LOG's name leaves no room): the
+ *   live state the processes of a shared store map (src/shm.h), rebuilt from
+ *   the log by the first process to open the store; removed by the last one
+ *   to close it (a crash leaves it until the store is opened again).  Locks on the log itself: flock LOCK_SH by each process of a
+ *   shared store, LOCK_EX by an ATOMIO_EXCLUSIVE one (and by libraries of
+ *   format version 2 and before); open-file-description byte locks at
+ *   offsets 2^62 and up (src/shm.h, LK_*), which no write ever reaches.
+ *
  * SYNC ORDER
  *
  *   commit:     records -> log, O_DIRECT + RWF_DSYNC (one device wait; or write
@@ -177,6 +211,9 @@
  *               (in-place) writes issued, without a flush: a home write can never
  *               reach the media before the record that can redo it.  (Home
  *               writes of O_DIRECT data files may go through the page cache.)
+ *   pad:        written (one block, RWF_DSYNC) over the start of a batch's
+ *               space before any later batch's home writes begin, and only
+ *               while none of that batch's did.
  *   fast path:  a group of one write may instead be written in place with
  *               RWF_ATOMIC | RWF_DSYNC and no record, but only when no live
  *               record (seq >= the durable head seq) covers any of its bytes or
@@ -207,7 +244,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define FMT_VERSION 2u     /* written */
+#define FMT_VERSION 3u     /* written */
 #define FMT_VERSION_MIN 1u /* oldest read: no compressed records */
 
 #define SB_SLOT 4096u
@@ -227,6 +264,8 @@
 #define REC_HDR 64u
 #define REC_DESC 32u
 #define REC_TYPE_GROUP 1u
+#define REC_TYPE_PAD 2u
+#define FMT_VERSION_PAD 3u /* the first version with pad records */
 #define REC_F_LAST 0x1u
 #define REC_F_LZ4 0x2u
 #define COMP_MAX (1u << 20) /* largest compressed record, and its raw data */

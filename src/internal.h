@@ -3,9 +3,14 @@
  *
  * Threads, locks, roles and condition variables, the lock order, who owns
  * which field, and what the names' suffixes promise are in docs/INTERNALS.md:
- *   _locked  called with st->lock held, returns with it held
- *   _role    called with the log role held, st->lock not held
- * The modules' layers (each calls only those below it): README, "Layout".
+ *   _locked        called with sh->mu (the shared mutex, shm.h) held, returns
+ *                  with it held, never lets it go
+ *   _locked_drops  the same, but lets it go part-way (a wait, I/O): on return
+ *                  the state may have changed and st->S is another copy
+ *   _role          called with the log role held, sh->mu not held
+ *   _own           called with st->lock (this process's own lock) held
+ * Debug builds check each at the function's entry (LOCK CHECKS below).
+ * The modules' layers (each calls only those below it): docs/LAYOUT.md.
  */
 #ifndef ATOMIO_INTERNAL_H
 #define ATOMIO_INTERNAL_H
@@ -25,6 +30,10 @@
 #include "format.h"
 #include "sys.h"
 
+/* The shared state (shm.h) is a layer above this handle: here only its name. */
+struct shm;
+struct shm_state;
+
 #ifdef ATOMIO_DEBUG
 #define ASSERT(c)                                                                          \
 	do {                                                                               \
@@ -38,25 +47,60 @@
 #define ASSERT(c) ((void)0)
 #endif
 
-/* Fast-path hazard guard (fastpath.c): the 4 KiB chunks of a file that log
- * records written since the last checkpoint cover.  Recovery replays those
- * records; a fast-path write to any of these chunks could be overwritten by
- * an older record at replay, so such a group takes the log instead. */
-struct gslot {
-	uint64_t key; /* 0 = empty, else chunk index + 1 */
-	uint64_t seq; /* seq of the newest record covering the chunk */
-};
-struct guard {
-	struct gslot *slot; /* open addressing */
-	uint32_t cap, used;
-	bool all;           /* every chunk, up to all_seq (a logged size change, or too many) */
-	uint64_t all_seq;
-};
-static inline void guard_free(struct guard *g)
-{
-	free(g->slot);
-	memset(g, 0, sizeof(*g));
-}
+/* LOCK CHECKS (docs/INTERNALS.md, "Checks").  In a debug build (ATOMIO_DEBUG:
+ * the ASan/UBSan build, the fuzzer) every lock and role records which thread
+ * holds it, beside it in the handle (st->*_holder), and every function whose
+ * name says it needs one asserts so at its entry -- SQLite's
+ * assert(sqlite3_mutex_held()).  A thread is named by the address of a
+ * thread-local byte (dbg_self: unique among live threads, no system call).
+ * Only the holder writes the field: after it takes the lock, and clears it
+ * before it lets go; so a thread that finds its own name there holds the
+ * lock, and one that does not, does not (whatever another thread is doing).
+ * A _locked function also opens a no-drop scope (NODROP_SCOPE): shm_unlock
+ * inside it fails the check, so a function that lets the mutex go part-way
+ * must be named _locked_drops.  Release builds compile all of it out; the
+ * fields stay in every build, because test programs built with ATOMIO_DEBUG
+ * link the release library and read this struct. */
+uintptr_t dbg_self(void);
+int dbg_nodrop_enter(void);
+void dbg_nodrop_leave(int *scope);
+bool dbg_nodrop(void);
+/* 1 when the library was built with the checks (t_lock_checks). */
+extern const int atomio_lock_checks;
+#ifdef ATOMIO_DEBUG
+#define HOLD_SET(w) atomic_store_explicit(&(w), dbg_self(), memory_order_relaxed)
+#define HOLD_CLEAR(w) atomic_store_explicit(&(w), (uintptr_t)0, memory_order_relaxed)
+#define HOLDS(w) (atomic_load_explicit(&(w), memory_order_relaxed) == dbg_self())
+#define NODROP_SCOPE                                                                       \
+	__attribute__((cleanup(dbg_nodrop_leave), unused)) int dbg_nodrop_scope = dbg_nodrop_enter()
+#define ASSERT_HELD(c, what)                                                               \
+	do {                                                                               \
+		if (!(c)) {                                                                \
+			fprintf(stderr, "atomio: %s:%d: %s: lock check failed: %s\n",      \
+				__FILE__, __LINE__, __func__, what);                       \
+			abort();                                                           \
+		}                                                                          \
+	} while (0)
+#else
+#define HOLD_SET(w) ((void)0)
+#define HOLD_CLEAR(w) ((void)0)
+#define HOLDS(w) true
+#define NODROP_SCOPE ((void)0)
+#define ASSERT_HELD(c, what) ((void)0)
+#endif
+/* _locked: sh->mu held by this thread (and not let go until it returns). */
+#define ASSERT_LOCKED(st)                                                                  \
+	ASSERT_HELD((st)->S && HOLDS((st)->mu_holder), "sh->mu (the shared mutex) not held"); \
+	NODROP_SCOPE
+/* _locked_drops: sh->mu held by this thread (it may let go part-way). */
+#define ASSERT_LOCKED_DROPS(st)                                                            \
+	ASSERT_HELD((st)->S && HOLDS((st)->mu_holder), "sh->mu (the shared mutex) not held")
+#define ASSERT_UNLOCKED(st) ASSERT_HELD(!HOLDS((st)->mu_holder), "sh->mu (the shared mutex) held")
+/* _own: st->lock held by this thread. */
+#define ASSERT_OWN(st) ASSERT_HELD(HOLDS((st)->own_holder), "st->lock (the process's own lock) not held")
+/* cat_lock held by this thread (files.c's registration steps). */
+#define ASSERT_CAT(st) ASSERT_HELD(HOLDS((st)->cat_holder), "st->cat_lock not held")
+/* (The roles' checks need the shared state: shm.h.) */
 
 /* What the kernel says a file and its device can do (caps.c). */
 struct fcaps {
@@ -82,15 +126,12 @@ struct afile {
 	int hfd;
 	bool direct_home;           /* home writes go through fd with O_DIRECT */
 	struct fcaps caps;
-	struct guard guard;         /* log role only */
 	uint64_t max_size;          /* largest size its filesystem allows (<= MAX_OFFSET) */
-	/* Written since the last checkpoint: needs fdatasync (dirty) or fsync
-	 * (resized) before the log space that can redo it is reused.  Set by the
-	 * home stage AFTER the writes, taken (exchanged to false) by a checkpoint
-	 * BEFORE its sync, with __atomic builtins: a write the sync may miss
-	 * always leaves the flag set for the next checkpoint. */
-	bool dirty;
-	bool resized;
+	/* Opened by this process only because another one registered it: for
+	 * the home writes of batches this process leads, and for checkpoints
+	 * (file_get_any).  Buffered; atomio_file_open opens it for real. */
+	bool lazy;
+	uint32_t gen;               /* its registration's generation when opened here (shm.h, fgen) */
 };
 
 struct arena_chunk {
@@ -99,11 +140,10 @@ struct arena_chunk {
 	/* data follows, 4096-aligned */
 };
 
-/* A log write in flight.  Measured on ext4/virtio, concurrent RWF_DSYNC
- * writes scale (the block layer merges their flushes, the device overlaps
- * them): two in flight doubled the rate of 20-40 KiB writes.  With 8
- * committing threads, 2 slots gave more commits/s than 3 or 4 and kept
- * batches near 3 groups (bench-engine, threads). */
+/* A log write in flight.  Concurrent RWF_DSYNC writes overlap (the block
+ * layer merges their flushes, the device overlaps them), so up to LOG_SLOTS
+ * run at once; two gave more commits per second than three or four
+ * (docs/PERFORMANCE.md, "Figures behind choices in the code"). */
 #define LOG_SLOTS 2u
 struct logslot {
 	void *stage;           /* the batch's records, block-aligned */
@@ -111,10 +151,22 @@ struct logslot {
 	struct io_uring *ring; /* io_uring engine, or NULL */
 };
 
+/* One group of a batch, as its leader sees it: in the arena (any process's)
+ * or in its own process's memory (a private group).  The engines, the
+ * checkpoint's notes and the records are built from these. */
+struct grp {
+	const struct seg *segs; /* src pointers into the arena or the owner's tx */
+	uint32_t nsegs;
+	uint32_t ent;           /* entry index + 1 */
+	uint64_t data_len, rec_len, seq;
+	const void *cdata;      /* compressed data (in the arena), or NULL */
+	uint64_t clen;
+};
+
 #define TX_MAGIC 0x61746f6d74785f31ull /* "atomtx_1" */
 #define TX_DEAD 0x646561645f74785full
 
-enum tx_state { TX_OPEN, TX_QUEUED, TX_BATCHED, TX_DONE };
+enum tx_state { TX_OPEN, TX_COMMITTING, TX_DONE };
 
 struct atomio_tx {
 	uint64_t magic;
@@ -123,18 +175,14 @@ struct atomio_tx {
 	uint32_t nsegs, cap;
 	uint64_t data_len;         /* sum of write lengths */
 	struct arena_chunk *arena; /* newest first */
-	/* commit queue */
-	struct atomio_tx *qnext;
 	enum tx_state state;
 	int result;
-	uint64_t seq;
 	uint64_t rec_len;
-	uint64_t batch;            /* pipeline batch it was written in */
-	bool fast;                 /* written in place by the kernel fast path */
-	pthread_cond_t *wake;      /* signalled when it may lead, and when done */
+	uint32_t ent;              /* its shared entry (index + 1) while committing */
 	atomio_done_fn done;       /* asynchronous commit: callback, or NULL */
 	void *done_arg;
-	struct atomio_tx *cnext;   /* completion list (commit.c fills it, async.c empties it) */
+	struct atomio_tx *anext;   /* this process's asynchronous groups in flight (async.c) */
+	struct atomio_tx *cnext;   /* completion list (async.c) */
 	struct atomio_tx *pool_next; /* free list of the store's tx pool */
 	/* compressed record data (commit_prepare), or NULL: the record stores these
 	 * clen bytes (flag LZ4) instead of the data_len raw ones */
@@ -142,79 +190,71 @@ struct atomio_tx {
 	uint64_t clen;
 };
 
+/* A store as one process sees it.  What its processes share is in sh
+ * (shm.h); the rest is this process's own.  docs/INTERNALS.md says who
+ * owns which field. */
 struct atomio {
 	int log_fd;
 	unsigned fork_gen;   /* atomio_fork_gen when opened (st_forked) */
-	int fork_slot;       /* its log descriptor's slot for fork_child (store.c), -1 none */
+	int fork_slot;       /* its log descriptor's slot for fork_child (util.c), -1 none */
+	int fork_slot2;      /* the same for the shared-memory file's descriptor */
 	char *log_path;
 	char *log_dir;       /* canonical directory of the log */
+	char *shm_path;      /* the shared state's file (shm.c, shm_where), or NULL (exclusive) */
 	bool log_direct;     /* log opened with O_DIRECT */
+	bool exclusive;      /* ATOMIO_EXCLUSIVE, or no shared memory to be had */
 	uint32_t flags;      /* options flags */
 	char *errbuf;
 	size_t errbuf_size;
 
-	/* geometry and persistent state (from the current superblock) */
-	struct sb_disk sb;
+	/* geometry (fixed after open) */
 	uint64_t store_id;
 	uint32_t block;
 	uint64_t area_off, area_size;
 	uint64_t cat_off, cat_size;
+	uint64_t rec_epoch;  /* epoch records carry this session */
+	/* the superblock being worked on: st->sb_local during recovery, the
+	 * shared copy after (logfile.c) */
+	struct sb_disk *sbp;
+	struct sb_disk sb_local;
 
+	/* the shared state (shm.h, shm.c) */
+	struct shm *sh;
+	size_t sh_len;
+	bool sh_malloced;    /* no shm_map in the ops table: plain memory */
+	int (*sh_unmap)(void *p, size_t len); /* the table's, when it was mapped */
+	int shm_fd;          /* -1 exclusive */
+	uint32_t me;         /* this process's slot + 1 */
+	struct shm_state *S; /* the writable state while this thread holds sh->mu */
+	/* which thread holds sh->mu, st->lock, cat_lock, the log role, the
+	 * home stage, the checkpoint (dbg_self, 0 = none): written in debug
+	 * builds only (LOCK CHECKS above) */
+	_Atomic uintptr_t mu_holder, own_holder, cat_holder, role_holder, home_holder, ckpt_holder;
+	bool reaping;        /* this process adopts what dead processes left (commit.c) */
+
+	/* this process's own, under lock */
 	pthread_mutex_t lock;
-
-	/* commit pipeline (commit.c), under lock */
-	struct atomio_tx *q_head, *q_tail;
-	uint32_t q_len;      /* groups queued */
-	bool log_busy;       /* someone holds the log role (writes the log or checkpoints) */
-	unsigned role_waiters; /* threads in role_acquire: they go before queued commits */
-	uint64_t batch_next; /* number of the next batch */
-	uint64_t home_next;  /* the batch whose home writes run next (commit order) */
-	pthread_cond_t home_cv, role_cv;
-	uint64_t next_seq;   /* seq of the next record written */
-	uint64_t tail;       /* area offset of the next log write (block-aligned) */
-	/* The record area is a ring (checkpoint.c): live records run from head
-	 * (head_seq, as in the durable superblock) to tail, wrapping at the
-	 * area's end; used counts their bytes and any end-of-area gap skipped by
-	 * a wrap.  home_seq/home_off: the seq and area offset just after the
-	 * newest batch whose home writes are done (a checkpoint may cut there). */
-	uint64_t head, head_seq, used;
-	uint64_t home_seq, home_off;
-	bool ckpt_busy;      /* a checkpoint runs */
-	bool ckpt_wanted;    /* the checkpointer thread should run a background checkpoint */
-	pthread_cond_t ckpt_cv;
-	uint64_t rec_epoch;  /* epoch records carry (fixed after recovery) */
-	int failed;          /* 0, or the error that poisoned the store */
+	unsigned role_wait_local; /* its threads in role_acquire (S->role_wait's bit) */
 	unsigned open_txs;
-
-	/* log writes in flight at once (commit.c), each with its staging buffer
-	 * and, for the io_uring engine, its ring */
-	struct logslot slots[LOG_SLOTS];
-	unsigned slot_busy;   /* bit per slot, under lock */
-	unsigned log_inflight;
-	/* the log's lazy zeroing (logfile.c), under lock: every block of the
-	 * record area below zero_lo is written (zeros or records); zero_busy
-	 * while the checkpointer zeroes the chunk at zero_lo; zero_buf is its */
-	uint64_t zero_lo;
-	bool zero_busy;
-	void *zero_buf;
-	/* batch filling (commit.c, fill_wait_locked), under lock */
-	uint32_t pipe_groups; /* groups in batches not yet handed back */
-	uint32_t fill_want;   /* groups a new batch waits for: the recent population */
-	bool fill_waiting;    /* a leader waits on fill_cv */
-	pthread_cond_t fill_cv;
-	uint64_t log_write_ns; /* a log write's duration, smoothed */
-
-	/* registered files: files[id] published with release/acquire */
-	_Atomic(struct afile *) *files;
-	uint32_t nfiles_cat;  /* entries in the catalog */
-	/* one past the highest id in files[]: at recovery, of the catalog
-	 * loaded at open; raised by each registration before it publishes the
-	 * file, so that loops over the files in use stop there */
-	_Atomic uint32_t files_hi;
-	uint64_t cat_gen;
+	uint64_t rec_groups, rec_beyond; /* this open's recovery: groups replayed, records beyond the tail */
 	int cat_damaged;      /* 0, or 1 + the catalog copy that failed its checks at open */
 	int sb_damaged;       /* 0, or 1 + the superblock slot that was written but is invalid */
-	pthread_mutex_t cat_lock; /* serialises registrations */
+
+	/* log writes this process has in flight, each with its staging
+	 * buffer and, for the io_uring engine, its ring; the bits under lock */
+	struct logslot slots[LOG_SLOTS];
+	unsigned slot_busy;
+	void *zero_buf;       /* the log's lazy zeroing (logfile.c) */
+	void *pad_buf;        /* a block for pad records (commit.c, ADOPTION) */
+
+	/* registered files as this process has them: files[id] published with
+	 * release/acquire.  files_hi: one past the highest id known here. */
+	_Atomic(struct afile *) *files;
+	_Atomic uint32_t files_hi;
+	uint64_t cat_gen;     /* the catalog generation this process loaded */
+	pthread_mutex_t cat_lock; /* this process's registrations (and LK_CAT across processes) */
+	int stale[64];        /* descriptors of files registered anew since: closed with the store */
+	unsigned nstale;
 
 	/* tx pool: recently ended txs are not reused at once, so that a use
 	 * after commit finds TX_DEAD and gets -EINVAL instead of corrupting
@@ -228,24 +268,13 @@ struct atomio {
 	struct io_uring *ring_home; /* the home stage's (slots[] have the log's) */
 	struct home_op *hops; /* io_uring home writes in flight (home role) */
 
-	/* checkpointing (checkpoint.c): the policy's thresholds, and the
-	 * distinct 4 KiB blocks of home writes since the last checkpoint began
-	 * (dirty, under lock) and those the running checkpoint syncs (ckpt_set,
-	 * the checkpoint's own) */
-	uint64_t ckpt_at;     /* background checkpoint when used passes this */
-	uint64_t dirty_limit; /* ... or dirty holds more bytes than this */
-	struct dset {
-		struct dkey *slot;
-		uint64_t cap, used;
-		bool overflow; /* an insert found no memory: count as over the limit */
-	} dirty, ckpt_set;
-	bool ckpt_bg_running; /* a background checkpoint syncs: drop only what it synced */
-
-	/* paced write-back (writeback.c), under lock: home ranges noted in
-	 * order, ring[head..head+n) of cap, and each 4 KiB block's newest note */
+	/* paced write-back (writeback.c), under lock: the home ranges this
+	 * process wrote, in order, ring[head..head+n) of cap, and each 4 KiB
+	 * block's newest note */
 	struct wbstate {
 		struct wbent *ring;
-		uint32_t cap, head, n;
+		uint32_t cap, head, n; /* cap: the ring's size now, grown up to max */
+		uint32_t max;
 		struct wbkey *keys;
 		uint64_t kcap, kused;
 		uint64_t pos;   /* home bytes noted so far */
@@ -254,62 +283,105 @@ struct atomio {
 		bool off;       /* not used: no sync_file_range, or no memory */
 		bool busy;      /* a thread issues a batch */
 	} wb;
+	pthread_cond_t wb_cv; /* wb.busy cleared */
 
-	/* the checkpointer thread (checkpoint.c), under lock */
+	/* this process's checkpointer thread (checkpoint.c), under lock */
 	pthread_t ckpter;
-	bool ckpter_on, ckpter_stop;
+	bool ckpter_on, ckpter_stop, ckpter_kick;
 	pthread_cond_t ckpter_cv;
 
 	/* asynchronous commits (async.c), under lock */
 	pthread_t worker;
-	bool worker_on, worker_stop, worker_idle;
-	pthread_cond_t worker_cv, cq_cv;
+	bool worker_on, worker_stop;
+	pthread_cond_t cq_cv;
+	struct atomio_tx *async_head; /* its groups in flight (anext) */
 	struct atomio_tx *cq_head, *cq_tail; /* done, callback not yet run */
 	unsigned async_busy; /* async groups queued or in a batch */
 	int efd;             /* eventfd, or -1 */
-
-	struct {
-		_Atomic uint64_t commits, bytes_logged, bytes_home, log_syncs, data_syncs,
-			checkpoints, groups_recovered, batches, log_full_waits, fast_writes,
-			bytes_raw, records_compressed, bytes_checkpointed, records_beyond_tail,
-			bytes_written_back;
-	} stats;
 };
 
 #define POOL_KEEP 64u
 
+/* st->lock and st->cat_lock: every lock, unlock and condition wait of them
+ * goes through these, so that debug builds know the holder (LOCK CHECKS).
+ * The lock order (docs/INTERNALS.md, "Locks"): sh->mu before st->lock;
+ * cat_lock with neither held. */
+static inline void own_lock(atomio *st)
+{
+	ASSERT_HELD(!HOLDS(st->own_holder), "st->lock taken twice");
+	pthread_mutex_lock(&st->lock);
+	HOLD_SET(st->own_holder);
+}
+static inline void own_unlock(atomio *st)
+{
+	ASSERT_OWN(st);
+	HOLD_CLEAR(st->own_holder);
+	pthread_mutex_unlock(&st->lock);
+}
+static inline void own_wait(atomio *st, pthread_cond_t *cv)
+{
+	ASSERT_OWN(st);
+	HOLD_CLEAR(st->own_holder);
+	pthread_cond_wait(cv, &st->lock);
+	HOLD_SET(st->own_holder);
+}
+/* pthread_cond_timedwait's result */
+static inline int own_timedwait(atomio *st, pthread_cond_t *cv, const struct timespec *deadline)
+{
+	ASSERT_OWN(st);
+	HOLD_CLEAR(st->own_holder);
+	int r = pthread_cond_timedwait(cv, &st->lock, deadline);
+	HOLD_SET(st->own_holder);
+	return r;
+}
+static inline void cat_mutex_lock(atomio *st)
+{
+	ASSERT_HELD(!HOLDS(st->cat_holder) && !HOLDS(st->mu_holder) && !HOLDS(st->own_holder),
+		    "cat_lock taken with cat_lock, sh->mu or st->lock held");
+	pthread_mutex_lock(&st->cat_lock);
+	HOLD_SET(st->cat_holder);
+}
+static inline void cat_mutex_unlock(atomio *st)
+{
+	ASSERT_CAT(st);
+	HOLD_CLEAR(st->cat_holder);
+	pthread_mutex_unlock(&st->cat_lock);
+}
+
 /* util.c */
 void st_err(atomio *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* FORK.  A store belongs to the process that opened it.  A child after
- * fork() holds a copy of its memory and its descriptors, but not its
- * threads (the checkpointer, the async worker), and any of its locks a
- * parent thread held at the fork stay locked forever; its log writes
- * would land where the parent's next ones go (the parent's tail does not
- * move), and the log's flock, held by an open file description the child
- * shares, does not keep it out.  So every public function on a store
- * returns -EPERM in a child, before taking any lock, and atomio_close
- * there releases nothing (the child's copies of the descriptors are
- * O_CLOEXEC and close at exit or exec) -- but the log's: the child handler
- * closes the child's copy of each store's log descriptor at once, for that
- * copy would hold the parent's flock for as long as the child lives, after
- * the parent closed its store (a child that then opened the log itself
- * would find it locked, by itself).  The child may open the log itself:
- * that is another open file description, and the parent's flock answers
- * -EBUSY while the parent has it open.  Counted by a pthread_atfork child
- * handler (store.c), so the check costs no system call; a vfork child,
- * which runs no handler, may only exec or _exit. */
+/* FORK.  A store handle belongs to the process that opened it.  A child
+ * after fork() holds a copy of its memory and its descriptors, but not its
+ * threads (the checkpointer, the async worker), nor its shared state (the
+ * mapping is not inherited: MADV_DONTFORK), and any lock a parent thread
+ * held at the fork stays locked forever in it.  So every public function
+ * on a store returns -EPERM in a child, before taking any lock, and
+ * atomio_close there releases nothing (the child's copies of the
+ * descriptors are O_CLOEXEC and close at exit or exec) -- but the log's and
+ * the shared-memory file's: the child handler closes the child's copies at
+ * once, for they share the parent's open file descriptions and so its
+ * locks (the flock, and the lock bytes that say the parent is alive): a
+ * child that outlived a parent killed with SIGKILL would keep the parent
+ * "alive" to the other processes of the store, and their wait for what it
+ * held would never end.  The child may open the log itself and join the
+ * store as a process of its own (ATOMIO_EXCLUSIVE stores: -EBUSY while the
+ * parent has it open).  Counted by a pthread_atfork child handler (util.c),
+ * so the check costs no system call; a vfork child, which runs no handler,
+ * may only exec or _exit. */
 extern _Atomic unsigned atomio_fork_gen;
 /* -EPERM (with a message) in a forked child, else 0. */
 int st_forked(atomio *st);
 /* Registers the handler (once); the generation a new store records. */
 unsigned fork_init(void);
-/* The store's log descriptor is closed in a child / no longer (before it
- * is closed). */
+/* The store's log (and shared-memory) descriptors are closed in a child /
+ * no longer (before they are closed). */
 void fork_track(atomio *st);
 void fork_untrack(atomio *st);
-void st_fail_locked(atomio *st, int err); /* poison the store: the first error stays */
 void *aligned_alloc_zero(size_t align, size_t size);
+/* A store thread (the checkpointer, the async worker), with every signal
+ * blocked.  0 or a negative errno. */
+int thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* A condition variable whose timed waits use CLOCK_MONOTONIC; that clock now
  * in ns, and the deadline ns from now for pthread_cond_timedwait. */
 void cond_init_monotonic(pthread_cond_t *cv);
@@ -328,12 +400,17 @@ int proc_reopen(int fd, int flags);
 uint32_t sysfs_queue_u32(dev_t dev, const char *name);
 
 /* logfile.c */
-/* Lazy zeroing of a new log's record area: a new log is written only up to
- * one unit of its area (the rest fallocated); the checkpointer zeroes a
- * unit at a time while zero_lo (the area offset below which every block is
- * written) is less than LOG_ZERO_AHEAD units ahead of the tail, and all of
- * the rest once a log's worth of records was written.  A unit is 1/16 of
- * the area, at least a block, at most LOG_ZERO_MAX. */
+/* Zeroing of a new log's record area (logfile.c, log_create): the area is
+ * allocated whole (fallocate), then written with zeros by the device where
+ * it can (FALLOC_FL_WRITE_ZEROES), else by log_create up to
+ * atomio_log_zero_create bytes (default LOG_ZERO_CREATE: all of a log of
+ * the default size) -- at least one unit.  The rest, in a larger log, is
+ * zeroed lazily: a checkpointer zeroes a unit at a time while zero_lo (the
+ * area offset below which every block is written) is less than
+ * LOG_ZERO_AHEAD units ahead of the tail, and all of the rest once a log's
+ * worth of records was written.  A unit is 1/16 of the area, at least a
+ * block, at most LOG_ZERO_MAX. */
+#define LOG_ZERO_CREATE DEFAULT_LOG_SIZE
 #define LOG_ZERO_MAX (4u << 20)
 #define LOG_ZERO_AHEAD 8u
 #define LOG_ZERO_BUF (1u << 20)
@@ -342,36 +419,63 @@ static inline uint64_t log_zero_unit(uint64_t area_size, uint32_t block)
 	uint64_t u = area_size / 16 / block * block;
 	return u < block ? block : u > LOG_ZERO_MAX ? LOG_ZERO_MAX : u;
 }
-/* At open: zero_lo from the filesystem (FIEMAP), else what this open's
- * log_create wrote (created_lo; UINT64_MAX: the log existed), else the
- * whole area. */
-void log_zero_init(atomio *st, uint64_t created_lo);
+/* At open (first process): where the written part of the area ends, from
+ * the filesystem (FIEMAP), else what this open's log_create wrote
+ * (created_lo; UINT64_MAX: the log existed), else the whole area. */
+uint64_t log_zero_start(atomio *st, uint64_t created_lo);
 bool log_zero_due_locked(const atomio *st);
-/* Zero one chunk at zero_lo (the checkpointer).  Lock held; dropped while
+/* Zero one chunk at zero_lo (a checkpointer).  Mutex held; dropped while
  * writing. */
-void log_zero_step_locked(atomio *st);
+void log_zero_step_locked_drops(atomio *st);
 int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *written_lo);
 void log_sweep_tmp(atomio *st, const char *path);
 int log_open_fd(atomio *st, const char *path);
+/* The current superblock into st->sb_local and the geometry. */
 int log_load_sb(atomio *st);
+/* Read both superblock slots again; the current one into *sb (a
+ * checkpoint's holder died, shm.h). */
+int log_reload_sb(atomio *st, struct sb_disk *sb);
 int log_read(atomio *st, uint64_t off, void *buf, size_t len);
+/* Write *st->sbp with a new head and epoch to its older slot, durably. */
 int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch);
+/* A pad record over the area space [off, off + len) standing for count seqs
+ * from seq (format.h, PAD RECORD), durably. */
+int log_write_pad(atomio *st, uint64_t off, uint64_t len, uint64_t seq, uint32_t count);
 
 /* files.c */
+/* atomio_file_open (store.c) but for the log role: its id, an error, or
+ * FILE_OPEN_NEEDS_ROLE -- another file lies under a path registered while
+ * other processes have the store open, and registering it again needs the
+ * log role and a full checkpoint first (role_held: the caller has them). */
+#define FILE_OPEN_NEEDS_ROLE INT_MIN
+int file_open(atomio *st, const char *path, int open_flags, mode_t mode, bool role_held);
 int cat_load(atomio *st);
+/* Another process registered files since this one loaded the catalog: load
+ * it again (cat_lock held). */
+int cat_reload(atomio *st);
+/* A file open in this process for the application (atomio_file_open), or
+ * NULL. */
 struct afile *file_get(atomio *st, int id);
+/* A registered file the application names by id: open in this process, or
+ * (registered by another process) opened now.  NULL: no such file. */
+struct afile *file_app(atomio *st, int id);
+/* A registered file for home writes and syncs: open in this process, or
+ * opened now from the catalog (a file another process registered), its
+ * identity checked.  NULL with *err. */
+struct afile *file_get_any(atomio *st, uint32_t id, int *err);
 /* The home writes of a batch that went to a page cache (bytes written, to a
  * file whose home writes are not O_DIRECT), one at a time: what the
  * checkpoint's dirty set and the paced write-back count.
- *   struct file_cached w = {.st = st, .t = first, .n = n};
+ *   struct file_cached w = {.st = st, .g = grps, .n = n};
  *   for (const struct seg *s; (s = file_cached_next(&w));) ... */
 struct file_cached {
 	atomio *st;
-	atomio_tx *t; /* the batch's groups, linked by qnext: n of them */
+	const struct grp *g; /* the batch's groups: n of them */
 	uint32_t n, j;
 };
 const struct seg *file_cached_next(struct file_cached *w);
 int file_resolve_path(atomio *st, const struct afile *f, char *out, size_t outsz);
+const char *file_name(atomio *st, const struct afile *f, char *buf, size_t bufsz);
 int file_check_path(const char *path, uint16_t flags);
 int file_identity(int fd, struct fid *id);
 uint64_t file_max_size(int fd);
@@ -381,9 +485,9 @@ void files_close_all(atomio *st);
 void file_probe_caps(atomio *st, struct afile *f, int fd);
 void caps_fill(atomio *st, const struct afile *f, struct atomio_caps *caps);
 
-/* fastpath.c */
-bool fast_eligible_locked(atomio *st, const atomio_tx *tx);
-void guard_add_role(atomio *st, const atomio_tx *tx, uint64_t live_seq);
+/* fastpath.c (the guard is the log role's, shm.h) */
+bool fast_eligible_locked(atomio *st, const struct grp *g);
+void guard_add_role(atomio *st, const struct grp *g, uint64_t live_seq);
 void guard_clear_all_role(atomio *st);
 
 /* engine_pick.c (the backends' interface is engine.h) */
@@ -392,37 +496,52 @@ void engine_close(atomio *st);
 
 /* checkpoint.c */
 void checkpoint_setup(atomio *st);
-void checkpoint_policy_init(atomio *st, uint32_t ckpt_percent, uint64_t dirty_limit);
+/* The policy's thresholds for a new shared state. */
+void checkpoint_policy(uint64_t area_size, uint32_t ckpt_percent, uint64_t dirty_limit, uint64_t *ckpt_at,
+		       uint64_t *limit);
 void checkpoint_destroy(atomio *st);
 bool checkpoint_must_wait_locked(const atomio *st);
-void dirty_note_locked(atomio *st, atomio_tx *first, uint32_t n);
+/* A batch's home writes are done: note its files and blocks (mutex held). */
+void dirty_note_locked(atomio *st, const struct grp *g, uint32_t n);
 void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
-int checkpoint_wake_locked(atomio *st);
+int checkpoint_wake(atomio *st);
 int checkpoint_full_role(atomio *st);
 void checkpoint_stop(atomio *st);
+/* The process leaves: a background checkpoint it was asked for goes to
+ * whoever asks next (mutex held). */
+void checkpoint_leave_locked(atomio *st);
+/* A checkpoint's holder died: take what its superblock says (S->sb_stale). */
+int checkpoint_reconcile_locked_drops(atomio *st);
 
 /* commit.c */
-void commit_init(atomio *st);
 int commit_tx(atomio_tx *tx);
 int commit_prepare(atomio_tx *tx);
-void commit_enqueue_locked(atomio *st, atomio_tx *tx);
-void lead_locked(atomio *st);
-bool can_lead_locked(const atomio *st);
+/* Put tx's group into a shared entry and queue it (async: its worker
+ * collects it).  Called without sh->mu; 0 with it held (the caller lets it
+ * go), or an error: nothing queued, sh->mu not held. */
+int commit_submit_and_lock(atomio_tx *tx, bool async);
+void lead_locked_drops(atomio *st);
+bool can_lead_locked(atomio *st);
+/* Adopt the batches of dead processes (commit.c, ADOPTION), if any.
+ * Mutex held; dropped for their I/O. */
+void adopt_locked_drops(atomio *st);
+/* atomio_settle's work (commit.c). */
+int commit_settle(atomio *st);
 int role_acquire(atomio *st);
 void role_release(atomio *st);
 
-/* writeback.c */
+/* writeback.c (its state is this process's, under st->lock) */
 void wb_init(atomio *st);
 void wb_free(atomio *st);
-void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n);
-void wb_reset_locked(atomio *st);
-bool wb_due_locked(const atomio *st);
-void wb_issue_locked(atomio *st);
+void wb_note(atomio *st, const struct grp *g, uint32_t n);
+void wb_reset(atomio *st);
+bool wb_due(atomio *st);
+void wb_issue(atomio *st);
 /* A background checkpoint begins: write back, a batch at a time and each
- * waited for, every range noted so far (writeback.c, THE CHECKPOINT'S
- * DRAIN).  Lock held; dropped around the system calls. */
-void wb_drain_locked(atomio *st);
+ * waited for, every range this process noted so far (writeback.c, THE
+ * CHECKPOINT'S DRAIN).  Takes st->lock itself. */
+void wb_drain(atomio *st);
 
 /* tx.c */
 void tx_release(atomio_tx *tx);
@@ -432,8 +551,16 @@ void tx_pool_free(atomio *st);
 void async_init(atomio *st);
 void async_stop(atomio *st);
 void async_destroy(atomio *st);
+/* This process's asynchronous group of entry idx1 is done (its worker, or
+ * the thread that finished it in this process): onto the completion list. */
+void async_collect(atomio *st);
 
 /* recover.c */
-int recover(atomio *st);
+int recover(atomio *st, uint64_t *next_seq);
+/* Apply a group record at area offset pos of this session's log whose seq
+ * is seq to the files (the home writes of a private batch whose leader
+ * died, commit.c): 0, or an error (the record is not there whole, or a
+ * write failed). */
+int replay_record(atomio *st, uint64_t pos, uint64_t seq);
 
 #endif

@@ -14,10 +14,12 @@
 #include <unistd.h>
 
 #include <sys/file.h>
+#include <sys/uio.h>
 
 #include <xxhash.h>
 
 #include "internal.h"
+#include "shm.h"
 
 /* --- log block size ------------------------------------------------------ */
 
@@ -79,7 +81,7 @@ int log_read(atomio *st, uint64_t off, void *buf, size_t len)
 
 int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoch)
 {
-	struct sb_disk sb = st->sb;
+	struct sb_disk sb = *st->sbp;
 	sb.generation++;
 	/* A version 1 log is version 2 from its first superblock write on
 	 * (the one at open, before any new record): a library that reads only
@@ -102,8 +104,25 @@ int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoc
 		st_err(st, "writing the superblock of %s: %s", st->log_path, strerror(-r));
 		return r;
 	}
-	st->sb = sb;
+	*st->sbp = sb;
 	return 0;
+}
+
+int log_write_pad(atomio *st, uint64_t off, uint64_t len, uint64_t seq, uint32_t count)
+{
+	if (!st->pad_buf && !(st->pad_buf = aligned_alloc_zero(4096, st->block)))
+		return -ENOMEM;
+	memset(st->pad_buf, 0, st->block);
+	codec_rec_pad_build(st->pad_buf, seq, count, st->rec_epoch, len, st->store_id);
+	/* One block over the start of the space: the rest is never read
+	 * (format.h, PAD RECORD).  Durable before the batch's home turn passes
+	 * (commit.c, ADOPTION). */
+	int r = sys_pwrite_durable(st->log_fd, st->pad_buf, st->block, (off_t)(st->area_off + off));
+	if (r < 0)
+		st_err(st, "writing a pad record to the log %s: %s", st->log_path, strerror(-r));
+	else
+		atomic_fetch_add(&st->sh->stats.log_syncs, 1);
+	return r;
 }
 
 /* The current superblock of the two slots in buf (2 * SB_SLOT bytes) of a
@@ -147,7 +166,8 @@ int log_load_sb(atomio *st)
 	if (fs.st_size < (off_t)(2 * SB_SLOT))
 		memset(buf, 0, 2 * SB_SLOT);
 	bool two;
-	r = sb_pick(buf, (uint64_t)fs.st_size, &st->sb, &two);
+	st->sbp = &st->sb_local;
+	r = sb_pick(buf, (uint64_t)fs.st_size, &st->sb_local, &two);
 	/* One slot valid, the other written once (not all zeros) but invalid:
 	 * the damaged one may have been the newer; recovery looks at the
 	 * records (recover.c). */
@@ -184,13 +204,34 @@ int log_load_sb(atomio *st)
 	free(buf);
 	if (r < 0)
 		return r;
-	st->store_id = st->sb.store_id;
-	st->block = st->sb.block;
-	st->area_off = st->sb.area_off;
-	st->area_size = st->sb.area_size;
-	st->cat_off = st->sb.cat_off;
-	st->cat_size = st->sb.cat_size;
+	st->store_id = st->sb_local.store_id;
+	st->block = st->sb_local.block;
+	st->area_off = st->sb_local.area_off;
+	st->area_size = st->sb_local.area_size;
+	st->cat_off = st->sb_local.cat_off;
+	st->cat_size = st->sb_local.cat_size;
 	return 0;
+}
+
+int log_reload_sb(atomio *st, struct sb_disk *sb)
+{
+	struct stat fs;
+	int r = atomio_sys->fstat(st->log_fd, &fs);
+	if (r < 0)
+		return r;
+	char *buf = aligned_alloc_zero(4096, 2 * SB_SLOT);
+	if (!buf)
+		return -ENOMEM;
+	r = log_read(st, 0, buf, 2 * SB_SLOT);
+	bool two;
+	if (r == 0)
+		r = sb_pick(buf, (uint64_t)fs.st_size, sb, &two);
+	free(buf);
+	if (r == 0 && sb->store_id != st->store_id)
+		r = ATOMIO_ECORRUPT;
+	if (r < 0)
+		st_err(st, "%s: reading the superblock back: %s", st->log_path, atomio_strerror(r));
+	return r;
 }
 
 int atomio_log_mark(int log_fd, struct atomio_log_mark *mark)
@@ -327,6 +368,43 @@ static int tmp_create(atomio *st, const char *path, char *tmp, size_t tmpsz)
 	return fd;
 }
 
+uint64_t atomio_log_zero_create = LOG_ZERO_CREATE;
+
+/* Write zeros over [0, end) of the new log fd (zero: LOG_ZERO_BUF zero bytes,
+ * 4096-aligned), in writes of up to LOG_ZERO_MAX, direct where the file
+ * takes O_DIRECT: a GiB of zeros kept in the page cache would only push
+ * other files' pages out.  Durable at log_create's fsync.  0 or a negative
+ * errno. */
+static int zero_fill(int fd, const char *zero, uint64_t zlen, uint64_t end)
+{
+	int dfd = end > LOG_ZERO_MAX ? proc_reopen(fd, O_WRONLY | O_CLOEXEC | O_DIRECT) : -1;
+	int wfd = dfd >= 0 ? dfd : fd;
+	struct iovec iov[LOG_ZERO_MAX / LOG_ZERO_BUF];
+	int r = 0;
+	for (uint64_t off = 0; off < end && r == 0;) {
+		const uint64_t most = zlen * (sizeof(iov) / sizeof(iov[0]));
+		uint64_t n = end - off < most ? end - off : most;
+		int cnt = 0;
+		for (uint64_t left = n; left; cnt++) {
+			iov[cnt].iov_base = (void *)zero;
+			iov[cnt].iov_len = left < zlen ? left : zlen;
+			left -= iov[cnt].iov_len;
+		}
+		/* end and every write's offset are block multiples (area_off,
+		 * the unit, the budget rounded below), so a direct write is
+		 * aligned; were one refused, the buffered descriptor takes it */
+		r = sys_pwritev_full(wfd, iov, cnt, (off_t)off, 0);
+		if (r == -EINVAL && wfd != fd) {
+			wfd = fd;
+			r = sys_pwritev_full(wfd, iov, cnt, (off_t)off, 0);
+		}
+		off += n;
+	}
+	if (dfd >= 0)
+		atomio_sys->close(dfd);
+	return r;
+}
+
 int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *written_lo)
 {
 	uint64_t rnd[2];
@@ -337,9 +415,9 @@ int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *writte
 	size_t tmpsz = plen + TMP_TAG_LEN + 32;
 	char *tmp = malloc(tmpsz);
 	char *dir = dir_of(path);
-	char *zero = aligned_alloc_zero(4096, 1 << 20);
+	char *zero = NULL;
 	int fd = -1;
-	if (!tmp || !dir || !zero) {
+	if (!tmp || !dir) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -358,27 +436,43 @@ int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *writte
 
 	/* Record writes should be overwrites of written blocks, so that
 	 * RWF_DSYNC needs no metadata commit (an unwritten extent's conversion
-	 * is one: measured 1.45x slower).  Writing the whole log here would cost
-	 * its size in device writes and seconds at creation, used or not, so
-	 * the file gets its blocks from fallocate (no ENOSPC later) and only
-	 * the header and the area's first unit are written now;
-	 * the checkpointer thread zeroes the rest ahead of the records
-	 * (log_zero_step_locked).  Without fallocate, every byte now. */
-	uint64_t written = total;
+	 * is one: docs/PERFORMANCE.md).  The file gets its blocks from
+	 * fallocate (no ENOSPC later), then its area is written with zeros
+	 * now, before any record needs the device: by the device itself where
+	 * it can (FALLOC_FL_WRITE_ZEROES: no data moved), else by writes, up
+	 * to atomio_log_zero_create bytes of it (all of a default log).
+	 * Zeroed later, ahead of the records, the zeros would share the device
+	 * with the first lap's commits (as many bytes as the records); here
+	 * they cost the area's size at the device's sequential speed, once in
+	 * the log's life, before any commit waits (docs/PERFORMANCE.md, "A
+	 * new store's first lap").  What a larger log has beyond is zeroed by
+	 * the checkpointer ahead of the records (log_zero_step_locked_drops).
+	 * Without fallocate, every byte now. */
+	uint64_t written = total, zero_to = total;
 	r = sys_fallocate(fd, 0, 0, (off_t)total);
-	if (r == 0)
-		written = area_off + log_zero_unit(area_size, block);
-	else if (r != -ENOSYS && r != -EOPNOTSUPP && r != -EINVAL) {
+	if (r == 0) {
+		uint64_t unit = log_zero_unit(area_size, block);
+		uint64_t now = area_size < atomio_log_zero_create ? area_size : atomio_log_zero_create / block * block;
+		written = zero_to = area_off + (now > unit ? now : unit);
+		/* Any failure (old kernel or headers, a device without
+		 * unmapping write-zeroes, an I/O error) leaves blocks that
+		 * read as zeros, written or not: write them as without it. */
+		if (sys_fallocate(fd, FALLOC_FL_WRITE_ZEROES, (off_t)area_off, (off_t)area_size) == 0) {
+			written = total;
+			zero_to = area_off;
+		}
+	} else if (r != -ENOSYS && r != -EOPNOTSUPP && r != -EINVAL) {
 		st_err(st, "allocating %llu bytes for %s: %s", (unsigned long long)total, tmp, strerror(-r));
 		goto out_unlink;
 	}
-	for (uint64_t off = 0; off < written; off += 1 << 20) {
-		size_t n = written - off < (1 << 20) ? (size_t)(written - off) : (size_t)1 << 20;
-		r = sys_pwrite_full(fd, zero, n, (off_t)off, 0);
-		if (r < 0) {
-			st_err(st, "writing %s: %s", tmp, strerror(-r));
-			goto out_unlink;
-		}
+	/* The zeros' buffer no larger than what they cover (a small log's
+	 * creation then touches no megabyte of fresh memory). */
+	const uint64_t zlen = zero_to < LOG_ZERO_BUF ? align_up(zero_to ? zero_to : 1, 4096) : LOG_ZERO_BUF;
+	zero = aligned_alloc_zero(4096, zlen);
+	r = zero ? zero_fill(fd, zero, zlen, zero_to) : -ENOMEM;
+	if (r < 0) {
+		st_err(st, "writing %s: %s", tmp, strerror(-r));
+		goto out_unlink;
 	}
 	struct sb_disk sb;
 	memset(&sb, 0, sizeof(sb));
@@ -444,43 +538,43 @@ out:
 	free(zero);
 	return r;
 }
-/* --- open / close ---------------------------------------------------------- */
-
 /* --- lazy zeroing of the record area ------------------------------------------ */
 
-void log_zero_init(atomio *st, uint64_t created_lo)
+uint64_t log_zero_start(atomio *st, uint64_t created_lo)
 {
-	uint64_t first;
+	uint64_t first, lo;
 	if (sys_unwritten_from(st->log_fd, st->area_off, st->area_size, &first) == 0)
-		st->zero_lo = first > st->area_off ? (first - st->area_off) / st->block * st->block : 0;
+		lo = first > st->area_off ? (first - st->area_off) / st->block * st->block : 0;
 	else if (created_lo != UINT64_MAX)
-		st->zero_lo = created_lo; /* a test backend: what log_create wrote */
+		lo = created_lo; /* a test backend: what log_create wrote */
 	else
-		st->zero_lo = st->area_size; /* no FIEMAP: written whole, as far as atomio knows */
-	if (st->zero_lo > st->area_size)
-		st->zero_lo = st->area_size;
+		lo = st->area_size; /* no FIEMAP: written whole, as far as atomio knows */
+	return lo > st->area_size ? st->area_size : lo;
 }
 
 bool log_zero_due_locked(const atomio *st)
 {
+	ASSERT_LOCKED(st);
+	const struct shm_state *S = st->S;
 	/* Ahead of the tail; or all of the rest once the store has written a
 	 * log's worth of records: it uses the whole log, and the part the
 	 * first lap skipped would else be zeroed during the second. */
-	return !st->zero_busy && st->zero_lo < st->area_size && !st->failed &&
-	       (st->zero_lo < st->tail + LOG_ZERO_AHEAD * log_zero_unit(st->area_size, st->block) ||
-		atomic_load(&st->stats.bytes_logged) >= st->area_size);
+	return !S->zero_owner && S->zero_lo < st->area_size && !S->failed &&
+	       (S->zero_lo < S->tail + LOG_ZERO_AHEAD * log_zero_unit(st->area_size, st->block) ||
+		atomic_load(&st->sh->stats.bytes_logged) >= st->area_size);
 }
 
-void log_zero_step_locked(atomio *st)
+void log_zero_step_locked_drops(atomio *st)
 {
-	uint64_t lo = st->zero_lo;
+	ASSERT_LOCKED_DROPS(st);
+	uint64_t lo = st->S->zero_lo;
 	uint64_t unit = log_zero_unit(st->area_size, st->block);
 	uint64_t n = st->area_size - lo < unit ? st->area_size - lo : unit;
 	/* Records are written only below zero_lo (commit.c raises it past
 	 * each batch before writing, and waits while a chunk is zeroed here),
 	 * so these zeros land on no record. */
-	st->zero_busy = true;
-	pthread_mutex_unlock(&st->lock);
+	st->S->zero_owner = st->me;
+	shm_unlock(st);
 	int r = 0;
 	if (!st->zero_buf && !(st->zero_buf = aligned_alloc_zero(4096, LOG_ZERO_BUF)))
 		r = -ENOMEM;
@@ -498,13 +592,13 @@ void log_zero_step_locked(atomio *st)
 	 * now, in this thread, a commit's RWF_DSYNC write there need not. */
 	if (r == 0)
 		r = sys_fdatasync_full(st->log_fd);
-	pthread_mutex_lock(&st->lock);
-	st->zero_busy = false;
+	shm_lock(st);
+	st->S->zero_owner = 0;
 	/* On an error, stop zeroing: the zeros only spare later record writes
 	 * a metadata commit, records written over unwritten blocks are as
 	 * durable, and a log write that fails fails the commit itself. */
-	st->zero_lo = r == 0 ? lo + n : st->area_size;
-	pthread_cond_broadcast(&st->role_cv);
+	st->S->zero_lo = r == 0 ? lo + n : st->area_size;
+	shm_wake(st, &st->sh->ev_role);
 }
 
 int log_open_fd(atomio *st, const char *path)

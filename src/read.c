@@ -44,7 +44,7 @@ ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt,
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
-	struct afile *f = file_get(st, file);
+	struct afile *f = file_app(st, file);
 	if (!f)
 		return -EINVAL;
 	size_t total = 0;

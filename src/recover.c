@@ -47,6 +47,7 @@ struct rcv {
 	uint8_t *needed;  /* bitmap by file id */
 	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
 	uint64_t log_dev, log_ino; /* the log itself is never a data file */
+	bool borrowed;             /* fds are the store's own (replay_record): not closed here */
 	uint32_t hi;               /* the tables above have this many entries */
 	struct codec_found *found; /* the area scan's, once one ran (scanned) */
 	size_t nfound;
@@ -58,7 +59,7 @@ struct rcv {
 	uint64_t *isize;   /* by file id: the size as found */
 	struct cev *ev;    /* the copies' events, in log order */
 	size_t nev, evcap;
-	uint64_t *rpos;    /* each record of the prefix: area offset (its seq: head_seq + index) */
+	struct rpos { uint64_t pos, seq; } *rpos; /* each group record of the prefix */
 	size_t nrec, rcap;
 };
 
@@ -101,19 +102,26 @@ static int read_record(struct rcv *rc, uint64_t pos, uint64_t seq, struct rec *r
 	if (r < 0)
 		return r;
 	struct rec_expect x = {.seq = seq, .epoch = rc->epoch, .area_size = st->area_size,
-			       .version = st->sb.version};
+			       .version = st->sbp->version};
 	if (codec_rec_check(&h, pos, &x) != REC_OK)
 		return 0;
 
 	/* Checksum, streamed; a record that fits leaves the whole of it in buf. */
 	struct rec_reader rr = {rc, pos};
 	uint64_t sum;
-	r = codec_csum_read(st->store_id, h.rec_len, offsetof(struct rec_hdr_disk, csum), rec_read, &rr,
-			    rc->buf, CHUNK, &sum);
+	r = codec_csum_read(st->store_id, codec_rec_sum_len(&h), offsetof(struct rec_hdr_disk, csum), rec_read,
+			    &rr, rc->buf, CHUNK, &sum);
 	if (r < 0)
 		return r;
 	if (sum != h.csum)
 		return 0; /* torn or stale: the end of the log */
+	if (h.type == REC_TYPE_PAD) {
+		/* space a dead writer had reserved: nothing to read in it */
+		rec->pos = pos;
+		rec->h = h;
+		rec->segs = NULL;
+		return 1;
+	}
 	if (h.flags & REC_F_LZ4) {
 		/* The whole record is in buf (rec_len <= COMP_MAX <= CHUNK).
 		 * Checksummed, so written by a store: data that does not
@@ -176,13 +184,14 @@ static int check_segs(struct rcv *rc, const struct rec *rec, bool collect)
 	return 0;
 }
 
-/* Walk the valid prefix; for each record call fn (pass 1: check, pass 3:
- * apply).  Returns the number of records, and the seq after the last. */
+/* Walk the valid prefix; for each group record call fn (pass 1: check,
+ * pass 3: apply); pad records (format.h) only move the walk on.  Returns
+ * the number of group records, and the seq after the last record. */
 static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uint64_t *count,
 		uint64_t *seq_end, uint64_t *stop)
 {
 	atomio *st = rc->st;
-	uint64_t pos = st->sb.head_off, seq = st->sb.head_seq, n = 0;
+	uint64_t pos = st->sbp->head_off, seq = st->sbp->head_seq, n = 0, steps = 0;
 	for (;;) {
 		struct rec rec;
 		const uint64_t at = pos;
@@ -195,14 +204,16 @@ static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uin
 			*stop = at;
 			break;
 		}
-		r = fn(rc, &rec);
+		if (rec.h.type == REC_TYPE_GROUP) {
+			r = fn(rc, &rec);
+			n++;
+		}
 		free(rec.segs);
 		if (r < 0)
 			return r;
-		n++;
-		seq++;
+		seq += codec_rec_seqs(&rec.h);
 		pos = codec_rec_next(&rec.h, rec.pos, st->block);
-		if (n > st->area_size / (REC_HDR + REC_DESC))
+		if (++steps > st->area_size / REC_HDR)
 			return ATOMIO_ECORRUPT; /* cannot happen: records do not overlap */
 	}
 	*count = n;
@@ -456,7 +467,7 @@ static int check_record(struct rcv *rc, const struct rec *rec) { return check_se
 /* Every checksummed record in the area (codec_area_scan). */
 static int scan(struct rcv *rc, struct codec_found **f, size_t *n)
 {
-	return codec_area_scan(rc->st->store_id, rc->st->sb.version, rc->st->area_size, area_read_fn, rc,
+	return codec_area_scan(rc->st->store_id, rc->st->sbp->version, rc->st->area_size, area_read_fn, rc,
 			       rc->buf, CHUNK, f, n);
 }
 
@@ -467,7 +478,7 @@ static int rcv_init(struct rcv *rc)
 {
 	atomio *st = rc->st;
 	rc->buf = aligned_alloc_zero(4096, CHUNK);
-	const uint32_t hi = st->files_hi ? st->files_hi : 1;
+	const uint32_t hi = atomic_load(&st->files_hi) ? atomic_load(&st->files_hi) : 1;
 	rc->hi = hi;
 	rc->fds = malloc(sizeof(int) * hi);
 	for (uint32_t i = 0; rc->fds && i < hi; i++)
@@ -487,7 +498,7 @@ static int rcv_init(struct rcv *rc)
 
 static void rcv_free(struct rcv *rc)
 {
-	if (rc->fds)
+	if (rc->fds && !rc->borrowed)
 		for (uint32_t i = 0; i < rc->hi; i++)
 			if (rc->fds[i] >= 0)
 				atomio_sys->close(rc->fds[i]);
@@ -514,20 +525,20 @@ static int damaged_slot(struct rcv *rc)
 		return r;
 	rc->scanned = true;
 	uint64_t ep, hs;
-	int k = codec_sb_fallback(&st->sb, rc->found, rc->nfound, &ep, &hs);
+	int k = codec_sb_fallback(st->sbp, rc->found, rc->nfound, &ep, &hs);
 	if (k < 0) {
 		st_err(st, "%s: superblock slot %d is damaged, and slot %d (epoch %llu) cannot reach "
 			   "newer records in the log; refusing rather than lose acknowledged "
 			   "groups; nothing replayed", st->log_path, st->sb_damaged - 1,
-		       2 - st->sb_damaged, (unsigned long long)st->sb.epoch);
+		       2 - st->sb_damaged, (unsigned long long)st->sbp->epoch);
 		return ATOMIO_ECORRUPT;
 	}
 	if (k == 1) {
 		/* It was the superblock the last open wrote: recover
 		 * exactly what it pointed at (head 0, that epoch). */
-		st->sb.epoch = rc->epoch = ep;
-		st->sb.head_off = 0;
-		st->sb.head_seq = hs;
+		st->sbp->epoch = rc->epoch = ep;
+		st->sbp->head_off = 0;
+		st->sbp->head_seq = hs;
 	}
 	return 0;
 }
@@ -569,7 +580,7 @@ static int beyond_tail(struct rcv *rc, uint64_t stop, uint64_t seq_end)
 			   "acknowledged, the log is damaged (a torn write in flight at a crash leaves "
 			   "the same)", st->log_path, (unsigned long long)stop, (unsigned long long)seq_end,
 		       (unsigned long long)beyond, (unsigned long long)lo, (unsigned long long)hi_seq);
-	atomic_store(&st->stats.records_beyond_tail, beyond);
+	st->rec_beyond = beyond;
 	return 0;
 }
 
@@ -641,7 +652,7 @@ static int collect_copies(struct rcv *rc, const struct rec *rec)
 	if (rc->nrec == rc->rcap && array_grow(&rc->rpos, &rc->rcap, sizeof(*rc->rpos)) < 0)
 		return -ENOMEM;
 	uint32_t ri = (uint32_t)rc->nrec;
-	rc->rpos[rc->nrec++] = rec->pos;
+	rc->rpos[rc->nrec++] = (struct rpos){rec->pos, rec->h.seq};
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
 		if (!is_copy(rc, d->file))
@@ -809,10 +820,10 @@ static int check_copy(struct rcv *rc, uint32_t id, struct cmp *c)
 		if (e->kind == SEG_WRITE && e->len && e->rec != loaded) {
 			free(rec.segs);
 			rec.segs = NULL;
-			r = read_record(rc, rc->rpos[e->rec], st->sb.head_seq + e->rec, &rec);
+			r = read_record(rc, rc->rpos[e->rec].pos, rc->rpos[e->rec].seq, &rec);
 			if (r == 0) {
 				st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
-				       (unsigned long long)(st->sb.head_seq + e->rec));
+				       (unsigned long long)rc->rpos[e->rec].seq);
 				r = ATOMIO_ECORRUPT;
 			}
 			if (r < 0)
@@ -904,9 +915,9 @@ static int copy_dir_sync(struct rcv *rc, uint32_t id)
 	return r;
 }
 
-int recover(atomio *st)
+int recover(atomio *st, uint64_t *next_seq)
 {
-	struct rcv rc = {.st = st, .epoch = st->sb.epoch};
+	struct rcv rc = {.st = st, .epoch = st->sbp->epoch};
 	int r = rcv_init(&rc);
 	if (r < 0)
 		goto out;
@@ -915,7 +926,7 @@ int recover(atomio *st)
 		if (r < 0)
 			goto out;
 	}
-	uint64_t count = 0, seq_end = st->sb.head_seq, stop = st->sb.head_off;
+	uint64_t count = 0, seq_end = st->sbp->head_seq, stop = st->sbp->head_off;
 	r = walk(&rc, check_record, &count, &seq_end, &stop);
 	if (r < 0)
 		goto out;
@@ -952,7 +963,6 @@ int recover(atomio *st)
 			if (rc.fds[id] < 0)
 				continue;
 			r = sys_fsync_full(rc.fds[id]);
-			atomic_fetch_add(&st->stats.data_syncs, 1);
 			if (r == 0 && is_copy(&rc, id)) {
 				r = copy_dir_sync(&rc, id); /* names the directory */
 				if (r < 0)
@@ -971,13 +981,51 @@ int recover(atomio *st)
 	}
 	/* New epoch, empty log, durably, before any new record: stale records
 	 * of the old epoch can never be mistaken for new ones. */
-	r = log_write_sb(st, 0, seq_end, st->sb.epoch + 1);
+	r = log_write_sb(st, 0, seq_end, st->sbp->epoch + 1);
 	if (r < 0)
 		goto out;
-	st->next_seq = seq_end;
-	st->tail = 0;
-	atomic_store(&st->stats.groups_recovered, count);
+	*next_seq = seq_end;
+	st->rec_groups = count;
 out:
+	rcv_free(&rc);
+	return r;
+}
+
+/* --- one record, in a live store --------------------------------------------- */
+
+int replay_record(atomio *st, uint64_t pos, uint64_t seq)
+{
+	/* The same checks and the same writes as recovery's (one checker),
+	 * on one record, through the descriptors the store has (or opens:
+	 * file_get_any checks their identity). */
+	struct rcv rc = {.st = st, .epoch = st->rec_epoch, .borrowed = true};
+	struct rec rec = {.segs = NULL};
+	cat_mutex_lock(st);
+	int r = cat_reload(st); /* its files may be newer than this process's catalog */
+	cat_mutex_unlock(st);
+	if (r == 0)
+		r = rcv_init(&rc);
+	if (r == 0) {
+		r = read_record(&rc, pos, seq, &rec);
+		if (r == 0 || (r == 1 && rec.h.type != REC_TYPE_GROUP)) {
+			st_err(st, "%s: the record of seq %llu at area offset %llu, logged by a process that "
+				   "died, is not there whole", st->log_path, (unsigned long long)seq,
+			       (unsigned long long)pos);
+			r = ATOMIO_ECORRUPT;
+		}
+	}
+	if (r == 1)
+		r = check_segs(&rc, &rec, true);
+	for (uint32_t id = 0; r == 0 && id < rc.hi; id++) {
+		if (!(rc.needed[id / 8] & (1u << (id % 8))))
+			continue;
+		struct afile *f = file_get_any(st, id, &r);
+		if (f)
+			rc.fds[id] = f->hfd;
+	}
+	if (r == 0)
+		r = apply_record(&rc, &rec);
+	free(rec.segs);
 	rcv_free(&rc);
 	return r;
 }

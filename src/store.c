@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm.h"
 
 /* --- open / close ---------------------------------------------------------- */
 
@@ -20,23 +22,29 @@ static void st_free(atomio *st)
 	if (!st)
 		return;
 	fork_untrack(st);
-	async_stop(st); /* the worker thread, if asynchronous commits started it */
-	checkpoint_stop(st); /* the checkpointer, if the policy started it */
+	if (st->sh) {
+		async_stop(st); /* the worker thread, if asynchronous commits started it */
+		checkpoint_stop(st); /* the checkpointer, if the policy started it */
+	}
 	engine_close(st);
+	shm_detach(st);
 	files_close_all(st);
+	if (st->wb.max || st->wb.ring)
+		wb_free(st);
+	shm_unmap_state(st);
+	if (st->shm_fd >= 0)
+		atomio_sys->close(st->shm_fd);
 	if (st->log_fd >= 0)
-		atomio_sys->close(st->log_fd); /* also drops the flock */
+		atomio_sys->close(st->log_fd); /* also drops the flock and the lock bytes */
 	tx_pool_free(st);
-	wb_free(st);
 	free(st->zero_buf);
+	free(st->pad_buf);
 	free(st->files);
 	free(st->log_path);
 	free(st->log_dir);
+	free(st->shm_path);
 	pthread_mutex_destroy(&st->lock);
 	pthread_mutex_destroy(&st->cat_lock);
-	pthread_cond_destroy(&st->home_cv);
-	pthread_cond_destroy(&st->role_cv);
-	pthread_cond_destroy(&st->fill_cv);
 	async_destroy(st);
 	checkpoint_destroy(st);
 	free(st);
@@ -48,7 +56,7 @@ static int options_check(const struct atomio_options *opts)
 	if (opts->flags & ~(ATOMIO_CREATE | ATOMIO_ALLOW_SHARED_LOG | ATOMIO_FORCE_PATHS |
 			    ATOMIO_ENGINE_PLAIN | ATOMIO_ENGINE_URING | ATOMIO_FAST_PATH_OFF |
 			    ATOMIO_FAST_PATH_FORCE | ATOMIO_DIRECT_HOME | ATOMIO_NO_BG_CHECKPOINT |
-			    ATOMIO_NO_COMPRESS | ATOMIO_ACCEPT_COPIES))
+			    ATOMIO_NO_COMPRESS | ATOMIO_ACCEPT_COPIES | ATOMIO_EXCLUSIVE))
 		return -EINVAL;
 	if ((opts->flags & ATOMIO_ENGINE_PLAIN) && (opts->flags & ATOMIO_ENGINE_URING))
 		return -EINVAL;
@@ -65,8 +73,10 @@ static int options_check(const struct atomio_options *opts)
 }
 
 /* The log open as fd may be the store's: a regular file, writable by its
- * owner alone (unless ATOMIO_ALLOW_SHARED_LOG), and locked by no one else
- * -- then this store holds its lock. */
+ * owner alone (unless ATOMIO_ALLOW_SHARED_LOG), and not held by a process
+ * that wants it alone: flock LOCK_SH for a shared store (every process of it
+ * holds one), LOCK_EX for an exclusive one (and a library that predates
+ * shared stores, which takes LOCK_EX too). */
 static int claim_log(atomio *st, int fd, const char *log_path)
 {
 	struct stat ls;
@@ -84,10 +94,8 @@ static int claim_log(atomio *st, int fd, const char *log_path)
 		       log_path, (unsigned)(ls.st_mode & 07777), (unsigned)ls.st_uid);
 		return ATOMIO_EUNSAFE;
 	}
-	/* One process (one open store) at a time: flock locks belong to the
-	 * open file description, so a second atomio_open in this very process
-	 * is refused too. */
-	r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
+	const int op = (st->exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
+	r = atomio_sys->flock(fd, op);
 	/* A process killed while its io_uring requests were in flight keeps
 	 * its files (and so this lock) until the kernel has finished them,
 	 * a few milliseconds after it is gone: a restart right after a crash
@@ -96,12 +104,110 @@ static int claim_log(atomio *st, int fd, const char *log_path)
 	for (int i = 0; r == -EWOULDBLOCK && i < 50; i++) {
 		struct timespec ts = {0, 5000000L};
 		nanosleep(&ts, NULL);
-		r = atomio_sys->flock(fd, LOCK_EX | LOCK_NB);
+		r = atomio_sys->flock(fd, op);
 	}
 	if (r == -EWOULDBLOCK) {
-		st_err(st, "%s: the store is open elsewhere", log_path);
+		st_err(st, st->exclusive ? "%s: the store is open elsewhere (ATOMIO_EXCLUSIVE wants it alone)"
+					 : "%s: the store is open elsewhere with ATOMIO_EXCLUSIVE, or by an "
+					   "atomio that predates shared stores",
+		       log_path);
 		return -EBUSY;
 	}
+	return r;
+}
+
+/* This process is the store's first: the catalog, recovery, a new shared
+ * state.  0 or an error. */
+static int first_open(atomio *st, const struct atomio_options *opts, uint64_t created_lo)
+{
+	int r = cat_load(st);
+	uint64_t next_seq = 0;
+	if (r == 0)
+		r = recover(st, &next_seq);
+	if (r < 0)
+		return r;
+	st->rec_epoch = st->sb_local.epoch;
+	struct shm_start in = {.next_seq = next_seq, .zero_lo = log_zero_start(st, created_lo)};
+	checkpoint_policy(st->area_size, opts->ckpt_percent, opts->dirty_limit, &in.ckpt_at, &in.dirty_limit);
+	return shm_build(st, &in);
+}
+
+/* A later process: the state the first one built.  Its checkpoint policy is
+ * the store's; asking for another is an error. */
+static int join_open(atomio *st, const struct atomio_options *opts)
+{
+	/* The superblock read before LK_INIT may predate the first process's
+	 * recovery (a new epoch): read it again. */
+	int r = log_load_sb(st);
+	if (r == 0)
+		r = cat_load(st);
+	if (r == 0)
+		r = shm_join(st);
+	if (r < 0)
+		return r;
+	uint64_t ckpt_at, limit;
+	checkpoint_policy(st->area_size, opts->ckpt_percent, opts->dirty_limit, &ckpt_at, &limit);
+	if ((opts->ckpt_percent && ckpt_at != st->sh->ckpt_at) ||
+	    (opts->dirty_limit && limit != st->sh->dirty_limit)) {
+		st_err(st, "%s: the store is open with another checkpoint policy (%s): the first process "
+			   "to open it sets it; pass 0 for the store's",
+		       st->log_path, opts->ckpt_percent && ckpt_at != st->sh->ckpt_at ? "ckpt_percent"
+										 : "dirty_limit");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Shared store: first or later (shm.h, WHO OPENS, WHO JOINS).  *first: this
+ * process recovered the log and built the state. */
+static int shared_open(atomio *st, const struct atomio_options *opts, uint64_t created_lo, bool *first)
+{
+	/* One process at a time decides: while this one holds LK_INIT, no
+	 * other is half-way through recovery or the state's rebuild, nor
+	 * removing the state's file as the last to leave (shared_close). */
+	int r = sys_ofd_lock(st->log_fd, SYS_LK_WAIT, F_WRLCK, LK_INIT, 1);
+	if (r < 0)
+		return r;
+	r = shm_open_file(st, st->log_path);
+	if (r == 0)
+		r = sys_ofd_lock(st->log_fd, SYS_LK_SET, F_WRLCK, LK_DMS, 1);
+	/* The processes that hold LK_DMS may all be gone already: killed with
+	 * io_uring requests in flight, a process keeps its files (and so its
+	 * locks) until the kernel has finished them, a few milliseconds after
+	 * it is gone.  A restart right after a crash must recover the log, not
+	 * join the state of the dead: so while every process the state lists
+	 * is gone, wait up to 250 ms for their locks to go too.  (A sleep is
+	 * no I/O: it does not go through the ops table.) */
+	for (int i = 0; r == -EAGAIN && i < 50; i++) {
+		bool gone = shm_join(st) == 0 && shm_all_gone(st);
+		shm_unmap_state(st);
+		st->sbp = &st->sb_local; /* shm_join pointed it at the state */
+		if (!gone)
+			break;
+		struct timespec ts = {0, 5000000L};
+		nanosleep(&ts, NULL);
+		r = sys_ofd_lock(st->log_fd, SYS_LK_SET, F_WRLCK, LK_DMS, 1);
+	}
+	*first = r == 0;
+	if (*first) {
+		/* No process has the store open: recover, build the state, then
+		 * stay as one of its processes (the write lock becomes a read
+		 * lock, at once). */
+		r = first_open(st, opts, created_lo);
+		if (r == 0)
+			r = sys_ofd_lock(st->log_fd, SYS_LK_SET, F_RDLCK, LK_DMS, 1);
+		else
+			(void)atomio_sys->unlink(st->shm_path); /* no process uses it: none is left behind */
+	} else if (r == -EAGAIN) {
+		/* Others have it open, and finished building its state before
+		 * they released LK_INIT. */
+		r = sys_ofd_lock(st->log_fd, SYS_LK_SET, F_RDLCK, LK_DMS, 1);
+		if (r == 0)
+			r = join_open(st, opts);
+	}
+	if (r == 0)
+		r = shm_attach(st);
+	(void)sys_ofd_lock(st->log_fd, SYS_LK_SET, F_UNLCK, LK_INIT, 1);
 	return r;
 }
 
@@ -124,17 +230,17 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	atomio *st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	st->log_fd = -1;
-	st->fork_slot = -1;
+	st->log_fd = st->shm_fd = -1;
+	st->fork_slot = st->fork_slot2 = -1;
 	st->fork_gen = fork_init();
 	st->flags = opts->flags;
+	/* Without the shared-memory calls (a test's ops table that predates
+	 * them), a store is one process's. */
+	st->exclusive = (opts->flags & ATOMIO_EXCLUSIVE) || !atomio_sys->shm_map || !atomio_sys->ofd_lock;
 	st->errbuf = opts->errbuf;
 	st->errbuf_size = opts->errbuf_size;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_mutex_init(&st->cat_lock, NULL);
-	pthread_cond_init(&st->home_cv, NULL);
-	pthread_cond_init(&st->role_cv, NULL);
-	cond_init_monotonic(&st->fill_cv); /* the fill wait's bound (commit.c) */
 	async_init(st);
 	checkpoint_setup(st);
 	r = -ENOMEM;
@@ -182,15 +288,17 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 		r = ATOMIO_ECORRUPT;
 		goto fail;
 	}
-	r = cat_load(st);
+	bool first = true;
+	if (st->exclusive) {
+		r = first_open(st, opts, created_lo);
+		if (r == 0)
+			r = shm_attach(st);
+	} else {
+		r = shared_open(st, opts, created_lo, &first);
+		fork_track(st); /* the shared-memory file's descriptor too */
+	}
 	if (r < 0)
 		goto fail;
-	r = recover(st);
-	if (r < 0)
-		goto fail;
-	commit_init(st);
-	log_zero_init(st, created_lo);
-	checkpoint_policy_init(st, opts->ckpt_percent, opts->dirty_limit);
 	wb_init(st);
 	r = engine_open(st, opts->flags);
 	if (r < 0)
@@ -202,32 +310,88 @@ fail:
 	return r;
 }
 
+/* Close a shared store: this process leaves; the last one to leave
+ * checkpoints the whole log, as a store of one process does at close. */
+static int shared_close(atomio *st)
+{
+	shm_lock(st);
+	checkpoint_leave_locked(st);
+	shm_unlock(st);
+	/* No process opens or leaves meanwhile (LK_INIT): if no other holds
+	 * LK_DMS now, none will until this one is gone. */
+	int r = sys_ofd_lock(st->log_fd, SYS_LK_WAIT, F_WRLCK, LK_INIT, 1);
+	bool last = r == 0 && sys_ofd_lock(st->log_fd, SYS_LK_TEST, F_WRLCK, LK_DMS, 1) == 0;
+	if (last) {
+		r = role_acquire(st);
+		if (r == 0) {
+			int failed = st_failed(st);
+			if (failed)
+				st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
+					   "reopening it recovers", st->log_path, atomio_strerror(failed));
+			r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
+			role_release(st);
+		}
+		/* Nothing of this state is used again: the next process to open
+		 * the store builds its own after recovery, in a file of its own
+		 * (none can have this one open: they open it holding LK_INIT). */
+		__atomic_store_n(&st->sh->ready, 0, __ATOMIC_RELEASE);
+		(void)atomio_sys->unlink(st->shm_path);
+	}
+	return r;
+}
+
 int atomio_close(atomio *st)
 {
 	if (!st)
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM; /* releases nothing (internal.h, FORK) */
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	if (st->open_txs) {
-		pthread_mutex_unlock(&st->lock);
+		own_unlock(st);
 		return -EBUSY;
 	}
-	pthread_mutex_unlock(&st->lock);
-	int r = role_acquire(st);
-	if (r == 0) {
-		pthread_mutex_lock(&st->lock);
-		int failed = st->failed;
-		pthread_mutex_unlock(&st->lock);
-		/* A failed store is left for recovery: checkpointing it could
-		 * declare durable what a failed fsync dropped.  Say so. */
-		if (failed)
-			st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
-				   "reopening it recovers", st->log_path, atomio_strerror(failed));
-		r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
-		role_release(st);
+	own_unlock(st);
+	async_stop(st);
+	checkpoint_stop(st);
+	int r;
+	if (!st->exclusive) {
+		r = shared_close(st);
+	} else {
+		r = role_acquire(st);
+		if (r == 0) {
+			int failed = st_failed(st);
+			/* A failed store is left for recovery: checkpointing it
+			 * could declare durable what a failed fsync dropped.  Say
+			 * so. */
+			if (failed)
+				st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
+					   "reopening it recovers", st->log_path, atomio_strerror(failed));
+			r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
+			role_release(st);
+		}
 	}
-	st_free(st);
+	st_free(st); /* closing the log drops LK_INIT, LK_DMS and the slot's byte */
+	return r;
+}
+
+int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
+{
+	if (st && st_forked(st))
+		return -EPERM;
+	int r = file_open(st, path, open_flags, mode, false);
+	if (r != FILE_OPEN_NEEDS_ROLE)
+		return r;
+	/* Another file lies under a registered path, with other processes
+	 * about (files.c, reregister): the log role first, with no lock of the
+	 * catalog held (the drain waits for batches whose leaders may open
+	 * files), then a full checkpoint, then the registration again. */
+	r = role_acquire(st);
+	if (r == 0)
+		r = checkpoint_full_role(st);
+	if (r == 0)
+		r = file_open(st, path, open_flags, mode, true);
+	role_release(st);
 	return r;
 }
 
@@ -243,6 +407,18 @@ int atomio_checkpoint(atomio *st)
 	return r;
 }
 
+/* Wait until every group any process of the store queued or logged is home
+ * (docs/API.md, atomio_settle): for a reader that holds its own lock against
+ * live writers and must not read while a dead one's group is half home. */
+int atomio_settle(atomio *st)
+{
+	if (!st)
+		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
+	return commit_settle(st);
+}
+
 /* --- caps / stats -------------------------------------------------------- */
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps)
@@ -253,7 +429,7 @@ int atomio_caps(atomio *st, int file, struct atomio_caps *caps)
 		return -EPERM;
 	struct afile *f = NULL;
 	if (file >= 0) {
-		f = file_get(st, file);
+		f = file_app(st, file);
 		if (!f)
 			return -EINVAL;
 	} else if (file != -1) {
@@ -281,24 +457,24 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	if (st_forked(st))
 		return -EPERM;
 	memset(s, 0, sizeof(*s));
-	s->commits = atomic_load(&st->stats.commits);
-	s->bytes_logged = atomic_load(&st->stats.bytes_logged);
-	s->bytes_home = atomic_load(&st->stats.bytes_home);
-	s->log_syncs = atomic_load(&st->stats.log_syncs);
-	s->data_syncs = atomic_load(&st->stats.data_syncs);
-	s->checkpoints = atomic_load(&st->stats.checkpoints);
-	s->groups_recovered = atomic_load(&st->stats.groups_recovered);
-	s->batches = atomic_load(&st->stats.batches);
-	s->log_full_waits = atomic_load(&st->stats.log_full_waits);
-	s->fast_writes = atomic_load(&st->stats.fast_writes);
-	s->bytes_raw = atomic_load(&st->stats.bytes_raw);
-	s->records_compressed = atomic_load(&st->stats.records_compressed);
-	s->bytes_checkpointed = atomic_load(&st->stats.bytes_checkpointed);
-	s->records_beyond_tail = atomic_load(&st->stats.records_beyond_tail);
-	s->bytes_written_back = atomic_load(&st->stats.bytes_written_back);
-	pthread_mutex_lock(&st->lock);
-	s->dirty_bytes = st->dirty.used * 4096;
-	pthread_mutex_unlock(&st->lock);
+	s->commits = atomic_load(&st->sh->stats.commits);
+	s->bytes_logged = atomic_load(&st->sh->stats.bytes_logged);
+	s->bytes_home = atomic_load(&st->sh->stats.bytes_home);
+	s->log_syncs = atomic_load(&st->sh->stats.log_syncs);
+	s->data_syncs = atomic_load(&st->sh->stats.data_syncs);
+	s->checkpoints = atomic_load(&st->sh->stats.checkpoints);
+	s->groups_recovered = atomic_load(&st->sh->stats.groups_recovered);
+	s->batches = atomic_load(&st->sh->stats.batches);
+	s->log_full_waits = atomic_load(&st->sh->stats.log_full_waits);
+	s->fast_writes = atomic_load(&st->sh->stats.fast_writes);
+	s->bytes_raw = atomic_load(&st->sh->stats.bytes_raw);
+	s->records_compressed = atomic_load(&st->sh->stats.records_compressed);
+	s->bytes_checkpointed = atomic_load(&st->sh->stats.bytes_checkpointed);
+	s->records_beyond_tail = atomic_load(&st->sh->stats.records_beyond_tail);
+	s->bytes_written_back = atomic_load(&st->sh->stats.bytes_written_back);
+	shm_lock(st);
+	s->dirty_bytes = st->sh->dt[st->S->dset_cur].used * 4096;
+	shm_unlock(st);
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +19,14 @@
 #include <sys/ioctl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NEG(expr) ((expr) < 0 ? -errno : 0)
@@ -206,6 +210,54 @@ static int lx_listdir(const char *dir, int (*fn)(void *arg, const char *name), v
 	return r;
 }
 
+static int lx_shm_map(int fd, size_t len, void **out)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED,
+		       fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	/* A forked child gets no copy of the mapping: a store belongs to the
+	 * process that opened it (internal.h, FORK), and a stray write of the
+	 * child's would land in every process's shared state. */
+	(void)madvise(p, len, MADV_DONTFORK);
+	*out = p;
+	return 0;
+}
+
+static int lx_shm_unmap(void *p, size_t len) { return NEG(munmap(p, len)); }
+
+static int lx_ofd_lock(int fd, int cmd, int type, uint64_t start, uint64_t len)
+{
+	struct flock fl = {.l_type = (short)type, .l_whence = SEEK_SET, .l_start = (off_t)start,
+			   .l_len = (off_t)len};
+	if (cmd == SYS_LK_TEST) {
+		if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+			return -errno;
+		return fl.l_type == F_UNLCK ? 0 : -EAGAIN;
+	}
+	int r = fcntl(fd, cmd == SYS_LK_WAIT ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+	if (r < 0 && (errno == EACCES))
+		return -EAGAIN;
+	return r < 0 ? -errno : 0;
+}
+
+static int lx_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
+			      .tv_nsec = (long)(timeout_ns % 1000000000u)};
+	/* Not FUTEX_PRIVATE: the word is in memory shared between processes. */
+	long r = syscall(SYS_futex, word, FUTEX_WAIT, val, timeout_ns ? &ts : NULL, NULL, 0);
+	return r < 0 ? -errno : 0;
+}
+
+static int lx_futex_wake(_Atomic uint32_t *word, int n)
+{
+	long r = syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
+	return r < 0 ? -errno : (int)r;
+}
+
+static int lx_pid_alive(int pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
+
 const struct atomio_sysops atomio_sys_linux = {
 	.name = "linux",
 	.open = lx_open,
@@ -237,6 +289,12 @@ const struct atomio_sysops atomio_sys_linux = {
 	.sync_file_range = lx_sync_file_range,
 	.fallocate = lx_fallocate,
 	.unwritten_from = lx_unwritten_from,
+	.shm_map = lx_shm_map,
+	.shm_unmap = lx_shm_unmap,
+	.ofd_lock = lx_ofd_lock,
+	.futex_wait = lx_futex_wait,
+	.futex_wake = lx_futex_wake,
+	.pid_alive = lx_pid_alive,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -430,4 +488,25 @@ int sys_fsync_dir(const char *dir)
 	int r = sys_fsync_full(fd);
 	atomio_sys->close(fd);
 	return r;
+}
+
+int sys_ofd_lock(int fd, int cmd, int type, uint64_t start, uint64_t len)
+{
+	if (!atomio_sys->ofd_lock)
+		return -ENOSYS;
+	int r;
+	do
+		r = atomio_sys->ofd_lock(fd, cmd, type, start, len);
+	while (r == -EINTR);
+	return r;
+}
+
+int sys_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns)
+{
+	return (atomio_sys->futex_wait ? atomio_sys->futex_wait : lx_futex_wait)(word, val, timeout_ns);
+}
+
+int sys_futex_wake(_Atomic uint32_t *word, int n)
+{
+	return (atomio_sys->futex_wake ? atomio_sys->futex_wake : lx_futex_wake)(word, n);
 }

@@ -14,6 +14,7 @@
 #ifndef ATOMIO_SYS_H
 #define ATOMIO_SYS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -101,7 +102,7 @@ struct atomio_sysops {
 	/* Canonical absolute path (symlinks resolved) of an existing path, in out[PATH_MAX]. */
 	int (*realpath)(const char *path, char *out);
 
-	/* --- added by the engine (issue 4).  A backend written before these
+	/* --- added by the engine.  A backend written before these
 	 * existed leaves them NULL: atomio then treats each call as failing
 	 * with -ENOSYS (see the sys_* wrappers below), which selects the plain
 	 * engine and makes atomio_event_fd report -ENOSYS. --- */
@@ -147,10 +148,13 @@ struct atomio_sysops {
 	 * it for durability.  May be NULL: no early write-back then. */
 	int (*sync_file_range)(int fd, off_t off, off_t len, unsigned flags);
 
-	/* --- added for the log's lazy zeroing (logfile.c, issue 11) --- */
-	/* fallocate(2) (0 or a negative errno).  Used only with mode 0, to give
-	 * a new log its blocks without writing them.  May be NULL: the whole
-	 * log is written with zeros at creation then. */
+	/* --- added for the log's lazy zeroing (logfile.c) --- */
+	/* fallocate(2) (0 or a negative errno).  Used with mode 0, to give a
+	 * new log its blocks without writing them, and with
+	 * FALLOC_FL_WRITE_ZEROES (Linux 6.17+), to have its record area
+	 * written with zeros by the device without moving them (-EOPNOTSUPP
+	 * where the kernel, filesystem or device cannot).  May be NULL: the
+	 * whole log is written with zeros at creation then. */
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
 	/* Where, in [off, off + len) of fd, the first block that the
 	 * filesystem holds as allocated but never written (an unwritten
@@ -159,7 +163,54 @@ struct atomio_sysops {
 	 * filesystem has no FIEMAP).  May be NULL: the log is then taken to be
 	 * written whole. */
 	int (*unwritten_from)(int fd, uint64_t off, uint64_t len, uint64_t *first);
+
+	/* --- added for stores shared by several processes (shm.c) --- */
+	/* Map len bytes of fd shared and read-write at *out (the file is at
+	 * least that long); fd -1: anonymous shared memory.  The mapping is not
+	 * inherited by a forked child (MADV_DONTFORK).  0 or a negative errno.
+	 * May be NULL: a store is then exclusive (one process) and keeps its
+	 * shared state in memory of its own. */
+	int (*shm_map)(int fd, size_t len, void **out);
+	int (*shm_unmap)(void *p, size_t len);
+	/* Open-file-description byte-range locks (fcntl F_OFD_*): type F_RDLCK,
+	 * F_WRLCK or F_UNLCK on [start, start + len) of fd.  cmd SYS_LK_SET
+	 * (-EAGAIN when another description holds a conflicting lock),
+	 * SYS_LK_WAIT (waits for it), SYS_LK_TEST (0 when the lock could be
+	 * taken now, -EAGAIN when another description holds a conflicting one;
+	 * takes nothing).  Locks held by a description go when its last
+	 * descriptor is closed, so when its process dies.  May be NULL only
+	 * with shm_map NULL. */
+	int (*ofd_lock)(int fd, int cmd, int type, uint64_t start, uint64_t len);
+	/* futex(2) on a 32-bit word of shared memory: wait while *word == val,
+	 * at most timeout_ns (0 = no bound); wake up to n waiters.  The wait
+	 * returns 0, or -ETIMEDOUT / -EAGAIN / -EINTR (all mean: look again).
+	 * May be NULL: the real futex is called (it does no I/O). */
+	int (*futex_wait)(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns);
+	int (*futex_wake)(_Atomic uint32_t *word, int n);
+	/* Is there a process pid (kill(pid, 0))?  1 yes (or unknown), 0 gone.
+	 * Only to tell a store whose every process is gone -- its files still
+	 * held while the kernel finishes their io_uring requests -- from one in
+	 * use (store.c).  May be NULL: always yes. */
+	int (*pid_alive)(int pid);
 };
+
+#define SYS_LK_SET 0
+#define SYS_LK_WAIT 1
+#define SYS_LK_TEST 2
+
+/* FALLOC_FL_WRITE_ZEROES (Linux 6.17, include/uapi/linux/falloc.h), for
+ * older headers: an older kernel refuses the unknown mode (EOPNOTSUPP). */
+#ifndef FALLOC_FL_WRITE_ZEROES
+#define FALLOC_FL_WRITE_ZEROES 0x80
+#endif
+
+/* Bytes of a new log's record area that log_create writes with zeros before
+ * the log is renamed into place (logfile.c); the rest, if any, is zeroed by
+ * the checkpointer ahead of the records.  Default LOG_ZERO_CREATE (1 GiB,
+ * the default log); the crash simulator and t_log_zero set 0 (one zeroing
+ * unit only) to exercise the lazy zeroing with small logs.  Set it before
+ * any store is opened. */
+extern uint64_t atomio_log_zero_create;
 
 /* The table in use; the default is atomio_sys_linux. */
 extern const struct atomio_sysops *atomio_sys;
@@ -191,6 +242,9 @@ int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *a
 int sys_sync_file_range(int fd, off_t off, off_t len, unsigned flags);
 int sys_fallocate(int fd, int mode, off_t off, off_t len);
 int sys_unwritten_from(int fd, uint64_t off, uint64_t len, uint64_t *first);
+int sys_ofd_lock(int fd, int cmd, int type, uint64_t start, uint64_t len);
+int sys_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns);
+int sys_futex_wake(_Atomic uint32_t *word, int n);
 
 /* Write the whole buffer at off, durable when it returns: RWF_DSYNC, or where
  * the kernel or filesystem refuses it (EOPNOTSUPP: Linux before 4.7, some

@@ -2,10 +2,10 @@
  * tx.c: building groups ("plugging"): begin, write, writev, truncate, abort,
  * and the single-call atomio_pwrite / atomio_pwritev.
  *
- * A tx copies the caller's data into its own arena at tx_write time, so the
- * caller may reuse its buffers at once; ranges for O_DIRECT files are placed
- * at the file's memory alignment, so their home writes go straight from the
- * arena.  Adjacent writes to one file are merged into one range.
+ * A tx copies the caller's data into its own arena at atomio_tx_write time,
+ * so the caller may reuse its buffers at once; ranges for O_DIRECT files are
+ * placed at the file's memory alignment, so their home writes go straight
+ * from the arena.  Adjacent writes to one file are merged into one range.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "shm.h"
 
 #define ARENA_MIN (64u * 1024u)
 #define ARENA_MAX_STEP (4u * 1024u * 1024u)
@@ -23,7 +24,7 @@
 static atomio_tx *tx_alloc(atomio *st)
 {
 	atomio_tx *tx = NULL;
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	if (st->pool_len > POOL_KEEP) {
 		tx = st->pool_head;
 		st->pool_head = tx->pool_next;
@@ -31,7 +32,7 @@ static atomio_tx *tx_alloc(atomio *st)
 			st->pool_tail = NULL;
 		st->pool_len--;
 	}
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 	if (!tx) {
 		tx = calloc(1, sizeof(*tx));
 		if (!tx)
@@ -68,7 +69,7 @@ void tx_release(atomio_tx *tx)
 	tx_clear(tx);
 	tx->magic = TX_DEAD;
 	tx->pool_next = NULL;
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	if (st->pool_tail)
 		st->pool_tail->pool_next = tx;
 	else
@@ -76,7 +77,7 @@ void tx_release(atomio_tx *tx)
 	st->pool_tail = tx;
 	st->pool_len++;
 	st->open_txs--;
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 }
 
 void tx_pool_free(atomio *st)
@@ -247,18 +248,18 @@ int atomio_tx_begin(atomio *st, atomio_tx **out)
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
-	pthread_mutex_lock(&st->lock);
-	int failed = st->failed;
+	int failed = st_failed(st) ? ATOMIO_EFAILED : 0;
+	own_lock(st);
 	if (!failed)
 		st->open_txs++;
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 	if (failed)
-		return ATOMIO_EFAILED;
+		return failed;
 	atomio_tx *tx = tx_alloc(st);
 	if (!tx) {
-		pthread_mutex_lock(&st->lock);
+		own_lock(st);
 		st->open_txs--;
-		pthread_mutex_unlock(&st->lock);
+		own_unlock(st);
 		return -ENOMEM;
 	}
 	*out = tx;
@@ -270,7 +271,7 @@ int atomio_tx_begin(atomio *st, atomio_tx **out)
 static struct afile *tx_file(atomio_tx *tx, int file, int *r)
 {
 	*r = st_forked(tx->st);
-	struct afile *f = *r ? NULL : file_get(tx->st, file);
+	struct afile *f = *r ? NULL : file_app(tx->st, file);
 	if (!f && !*r)
 		*r = -EINVAL;
 	return f;
@@ -341,7 +342,7 @@ ssize_t atomio_pwritev(atomio *st, int file, const struct iovec *iov, int iovcnt
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
-	struct afile *f = file_get(st, file);
+	struct afile *f = file_app(st, file);
 	if (!f)
 		return -EINVAL;
 	/* A private tx on the stack: the call is synchronous, so no pool entry. */

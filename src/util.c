@@ -1,11 +1,14 @@
 /*
  * util.c: small helpers every module of src/ may use, with no knowledge of
- * the log or the commit pipeline: the store's error text and poisoning,
- * aligned buffers, path and /proc helpers, sysfs queue attributes, and the
- * public error names.  Lowest layer above sys.c (README, "Layout").
+ * the log or the commit pipeline: the store's error text, aligned buffers,
+ * threads and clocks, path and /proc helpers, sysfs queue attributes, the
+ * public error names, the fork handler (internal.h, FORK) and the lock
+ * checks' thread names (internal.h, LOCK CHECKS).  Lowest layer above sys.c
+ * (docs/LAYOUT.md).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,15 +24,6 @@ void st_err(atomio *st, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(st->errbuf, st->errbuf_size, fmt, ap);
 	va_end(ap);
-}
-
-void st_fail_locked(atomio *st, int err)
-{
-	/* First error wins; after it nothing more is committed, because the
-	 * state of the log or of a data file is no longer known (a failed
-	 * fsync may have dropped dirty pages: PostgreSQL's "fsyncgate"). */
-	if (!st->failed)
-		st->failed = err ? err : -EIO;
 }
 
 void *aligned_alloc_zero(size_t align, size_t size)
@@ -50,6 +44,21 @@ char *dir_of(const char *path)
 	if (slash == path)
 		return strdup("/");
 	return strndup(path, (size_t)(slash - path));
+}
+
+int thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	/* The store's threads take no signal: the application's handlers
+	 * (PostgreSQL's, for one) expect to run on its own threads, and a
+	 * handler that interrupts the checkpointer mid-sync must not be the
+	 * first to know about it.  A new thread starts with its creator's
+	 * mask: block everything around the create. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -r;
 }
 
 void cond_init_monotonic(pthread_cond_t *cv)
@@ -165,8 +174,8 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static _Atomic int fork_fds[FORK_SLOTS];
 
 /* In the child: every store is the parent's from now on (st_forked), and
- * the child's copy of its log descriptor is closed, so that it does not
- * keep the parent's flock alive (internal.h, FORK).  close() is
+ * the child's copies of its log and shared-memory descriptors are closed, so
+ * that they do not keep the parent's locks alive (internal.h, FORK).  close() is
  * async-signal-safe; nothing else of the store is touched. */
 static void fork_child(void)
 {
@@ -185,23 +194,32 @@ unsigned fork_init(void)
 	return atomic_load(&atomio_fork_gen);
 }
 
-void fork_track(atomio *st)
+static int track_one(int fd)
 {
-	for (int i = 0; i < FORK_SLOTS; i++) {
+	for (int i = 0; fd >= 0 && i < FORK_SLOTS; i++) {
 		int z = 0;
-		if (atomic_compare_exchange_strong(&fork_fds[i], &z, st->log_fd + 1)) {
-			st->fork_slot = i;
-			return;
-		}
+		if (atomic_compare_exchange_strong(&fork_fds[i], &z, fd + 1))
+			return i;
 	}
+	return -1;
 }
 
-/* Before the descriptor is closed: a slot never names a closed one. */
+void fork_track(atomio *st)
+{
+	if (st->fork_slot < 0)
+		st->fork_slot = track_one(st->log_fd);
+	if (st->fork_slot2 < 0)
+		st->fork_slot2 = track_one(st->shm_fd);
+}
+
+/* Before the descriptors are closed: a slot never names a closed one. */
 void fork_untrack(atomio *st)
 {
 	if (st->fork_slot >= 0)
 		atomic_store(&fork_fds[st->fork_slot], 0);
-	st->fork_slot = -1;
+	if (st->fork_slot2 >= 0)
+		atomic_store(&fork_fds[st->fork_slot2], 0);
+	st->fork_slot = st->fork_slot2 = -1;
 }
 
 int st_forked(atomio *st)
@@ -209,7 +227,34 @@ int st_forked(atomio *st)
 	if (atomic_load_explicit(&atomio_fork_gen, memory_order_relaxed) == st->fork_gen)
 		return 0;
 	st_err(st, "%s: this store was opened by the parent of this process (before a fork): a "
-		   "child cannot use it; open the log itself (-EBUSY while the parent has it open)",
+		   "child cannot use the parent's handle; open the log itself to join the store",
 	       st->log_path);
 	return -EPERM;
 }
+
+/* --- lock checks (internal.h, LOCK CHECKS) ------------------------------------ */
+
+#ifdef ATOMIO_DEBUG
+const int atomio_lock_checks = 1;
+#else
+const int atomio_lock_checks = 0;
+#endif
+
+static _Thread_local char dbg_token;
+static _Thread_local unsigned dbg_depth; /* _locked functions this thread is in */
+
+uintptr_t dbg_self(void) { return (uintptr_t)&dbg_token; }
+
+int dbg_nodrop_enter(void)
+{
+	dbg_depth++;
+	return 0;
+}
+
+void dbg_nodrop_leave(int *scope)
+{
+	(void)scope;
+	dbg_depth--;
+}
+
+bool dbg_nodrop(void) { return dbg_depth != 0; }

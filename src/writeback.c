@@ -1,16 +1,16 @@
 /*
- * writeback.c: paced write-back of home writes (issue 11).
+ * writeback.c: paced write-back of home writes.
  *
  * Home writes go to a page cache (buffered files, and the buffered twin of an
  * O_DIRECT file, engine_pick.c) and stay dirty until a checkpoint syncs the file.
- * Left alone, a checkpoint hands the device the dirty pages of half a log at
- * once (up to 128 MiB with the default log); measured on ext4/virtio with a
- * 64 MiB log, its fdatasync took 27-29 ms, and a log write's flush issued
- * meanwhile queued behind that write-back.  So atomio starts the write-back
- * itself, early and in small pieces: sync_file_range(SYNC_FILE_RANGE_WRITE) over ranges written
- * home some time ago, up to WB_BATCH bytes at a time, so that the device takes the
- * home data in step with the log and the checkpoint's fdatasync finds little
- * left to write.  (The idea of PostgreSQL's checkpoint_flush_after and of
+ * Left alone, a background checkpoint hands the device the dirty pages of
+ * half a log at once, and a log write's flush issued meanwhile queues behind
+ * that write-back (docs/PERFORMANCE.md, "Figures behind choices in the
+ * code").  So atomio starts the write-back itself, early and in small pieces:
+ * sync_file_range(SYNC_FILE_RANGE_WRITE) over ranges written home some time
+ * ago, up to WB_BATCH bytes at a time, so that the device takes the home data
+ * in step with the log and the checkpoint's fdatasync finds little left to
+ * write.  (The idea of PostgreSQL's checkpoint_flush_after and of
  * InnoDB's adaptive flushing.)
  *
  * DURABILITY: none is claimed.  SYNC_FILE_RANGE_WRITE only starts write-back
@@ -26,11 +26,11 @@
  * THE CHECKPOINT'S DRAIN.  What was written home in the last half interval is
  * still dirty when a background checkpoint begins (up to a quarter of the
  * log), and an fdatasync would hand it to the device at once, the log's
- * flushes queueing behind it (measured: p99.9 of a one-thread commit 5.9x
- * unsafe's).  So the background checkpoint first writes those ranges back
- * itself, WB_BATCH bytes at a time, each batch waited for before the next
- * starts (wb_drain_locked): at most a batch of home data is ever ahead of a
- * log write.  The fdatasync that follows finds little left, and it is still
+ * flushes queueing behind it (the commits' p99.9: docs/PERFORMANCE.md, "What
+ * changed to get there").  So the background checkpoint first writes those
+ * ranges back itself, WB_DRAIN bytes at a time, each piece waited for before
+ * the next starts (wb_drain): at most a piece of home data is ever ahead of
+ * a log write.  The fdatasync that follows finds little left, and it is still
  * what makes the data durable.  The waits use a descriptor of their own:
  * sync_file_range's wait reports a write-back error to its file description
  * and consumes it there (file_check_and_advance_wb_err), and the checkpoint's
@@ -39,16 +39,23 @@
  *
  * WEAR.  A page written back early and written again before the checkpoint
  * reaches the device twice.  So a range is written back only once it is
- * WB_DELAY-old (in home bytes written since) and only if it was not written
- * again meanwhile (the newer write is written back in its own time): a page
- * that stays hot is left to the checkpoint, where it costs one write.
+ * half a checkpoint interval old (wb.delay, in home bytes written since) and
+ * only if it was not written again meanwhile (the newer write is written back
+ * in its own time): a page that stays hot is left to the checkpoint, where it
+ * costs one write.
  *
- * Threading: the pending list is under st->lock; the sync_file_range calls
- * run unlocked, by the checkpointer thread, which the home stage wakes when
- * a batch is due (checkpoint_after_home_locked), so that no commit waits for
- * them (measured: the 32 calls of a 512 KiB batch took 0.3-0.6 ms); with
+ * Threading: the notes are the process's own, of the home writes its
+ * leaders did, under st->lock (taken inside the shared mutex when the home
+ * stage notes them: the one order of the two locks); the sync_file_range
+ * calls run unlocked, by the process's checkpointer thread, which the home
+ * stage wakes when a batch is due (checkpoint_after_home_locked), so that no
+ * commit waits for them (a batch's calls take a commit's worth of time:
+ * docs/PERFORMANCE.md, "Figures behind choices in the code"); with
  * ATOMIO_NO_BG_CHECKPOINT, which runs no such thread, by the committing
- * thread that finished a batch (commit.c).
+ * thread that finished a batch (commit.c).  Several
+ * processes: each writes back what its own leaders wrote home, and a
+ * checkpoint drains what its own process noted; the rest the fdatasync
+ * writes, as without the write-back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,8 +63,9 @@
 #include <string.h>
 
 #include "internal.h"
+#include "shm.h"
 
-#define WB_BATCH (512u << 10)  /* most bytes started per call of wb_issue_locked */
+#define WB_BATCH (512u << 10)  /* most bytes started per call of wb_issue */
 #define WB_PAGE 4096u          /* granularity of "written again" */
 #ifndef WB_DRAIN
 #define WB_DRAIN (128u << 10)  /* bytes a checkpoint's drain has in flight (see above) */
@@ -79,18 +87,20 @@ struct wbkey {
 void wb_init(atomio *st)
 {
 	memset(&st->wb, 0, sizeof(st->wb));
+	pthread_cond_init(&st->wb_cv, NULL);
 	/* Batches of 1/16 of the interval between two background checkpoints
 	 * (ckpt_at bytes of log, about as many home bytes), WB_BATCH at most;
 	 * a range waits half that interval. */
-	st->wb.batch = st->ckpt_at / 16;
+	const uint64_t ckpt_at = st->sh->ckpt_at;
+	st->wb.batch = ckpt_at / 16;
 	if (st->wb.batch > WB_BATCH)
 		st->wb.batch = WB_BATCH;
 	if (st->wb.batch < WB_PAGE)
 		st->wb.batch = WB_PAGE;
-	st->wb.delay = st->ckpt_at / 2;
-	st->wb.cap = (uint32_t)(st->wb.delay / WB_PAGE * 2 + 64); /* entries of at least a page */
-	if (st->wb.cap > (1u << 20))
-		st->wb.cap = 1u << 20;
+	st->wb.delay = ckpt_at / 2;
+	st->wb.max = (uint32_t)(st->wb.delay / WB_PAGE * 2 + 64); /* entries of at least a page */
+	if (st->wb.max > (1u << 20))
+		st->wb.max = 1u << 20;
 	/* No early write-back where the backend cannot do it. */
 	st->wb.off = !atomio_sys->sync_file_range;
 }
@@ -100,6 +110,7 @@ void wb_free(atomio *st)
 	free(st->wb.ring);
 	free(st->wb.keys);
 	memset(&st->wb, 0, sizeof(st->wb));
+	pthread_cond_destroy(&st->wb_cv);
 }
 
 static uint64_t wb_hash(uint32_t file, uint64_t blk)
@@ -116,9 +127,10 @@ static struct wbkey *wb_slot(struct wbstate *w, uint32_t file, uint64_t blk)
 }
 
 /* Forget every pending range (a checkpoint's sync writes them all, or memory
- * ran out).  Lock held. */
-void wb_reset_locked(atomio *st)
+ * ran out).  st->lock held. */
+static void wb_reset_own(atomio *st)
 {
+	ASSERT_OWN(st);
 	struct wbstate *w = &st->wb;
 	w->head = w->n = 0;
 	w->kused = 0;
@@ -126,41 +138,84 @@ void wb_reset_locked(atomio *st)
 		memset(w->keys, 0, sizeof(*w->keys) * w->kcap);
 }
 
+/* The notes start small and double as they fill, up to max entries (16
+ * MiB with the hash at the default log): every process of a store has its
+ * own, and most write far less than a checkpoint interval's worth of pages
+ * between two checkpoints.  false: no memory (the notes as they were stay). */
+static bool wb_grow(struct wbstate *w)
+{
+	uint32_t cap = w->cap ? w->cap * 2 : 256;
+	if (cap > w->max)
+		cap = w->max;
+	uint64_t kcap = 1;
+	while (kcap < 2 * (uint64_t)cap)
+		kcap *= 2;
+	struct wbent *ring = malloc(sizeof(*ring) * cap);
+	struct wbkey *keys = calloc(kcap, sizeof(*keys));
+	if (!ring || !keys) {
+		free(ring);
+		free(keys);
+		return false;
+	}
+	for (uint32_t i = 0; i < w->n; i++)
+		ring[i] = w->ring[(w->head + i) % w->cap];
+	struct wbkey *old = w->keys;
+	uint64_t okcap = w->kcap;
+	free(w->ring);
+	w->ring = ring;
+	w->cap = cap;
+	w->head = 0;
+	w->keys = keys;
+	w->kcap = kcap;
+	for (uint64_t i = 0; i < okcap; i++)
+		if (old[i].blk1)
+			*wb_slot(w, old[i].file, old[i].blk1 - 1) = old[i];
+	free(old);
+	return true;
+}
+
 static bool wb_alloc(struct wbstate *w)
 {
 	if (w->ring)
 		return true;
-	w->ring = calloc(w->cap, sizeof(*w->ring));
-	w->kcap = 1;
-	while (w->kcap < 2 * (uint64_t)w->cap)
-		w->kcap *= 2;
-	w->keys = calloc(w->kcap, sizeof(*w->keys));
-	if (!w->ring || !w->keys) {
-		free(w->ring);
-		free(w->keys);
-		w->ring = NULL;
-		w->keys = NULL;
-		w->off = true; /* no memory: the checkpoint writes everything, as before */
+	if (!wb_grow(w)) {
+		w->off = true; /* no memory: the checkpoint writes everything, as without the write-back */
 		return false;
 	}
 	return true;
 }
 
-/* A batch's home writes are done: note the ranges that went to a page cache.
- * Lock held. */
-void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n)
+void wb_reset(atomio *st)
+{
+	own_lock(st);
+	wb_reset_own(st);
+	own_unlock(st);
+}
+
+/* A batch's home writes are done: note the ranges that went to a page cache. */
+void wb_note(atomio *st, const struct grp *g, uint32_t n)
 {
 	struct wbstate *w = &st->wb;
-	if (w->off || !wb_alloc(w))
+	own_lock(st);
+	if (w->off || !wb_alloc(w)) {
+		own_unlock(st);
 		return;
-	struct file_cached fc = {.st = st, .t = first, .n = n};
+	}
+	struct file_cached fc = {.st = st, .g = g, .n = n};
 	for (const struct seg *s; (s = file_cached_next(&fc));) {
-		if (w->n == w->cap || w->kused * 2 >= w->kcap) {
+		const uint64_t pages = (s->off + s->len - 1) / WB_PAGE - s->off / WB_PAGE + 1;
+		/* The hash stays at most half full (its probes end). */
+		while (w->n == w->cap || (w->kused + pages) * 2 > w->kcap) {
+			if (w->cap < w->max && wb_grow(w))
+				continue;
 			/* Full: drop the notes (a hint only; the checkpoint
 			 * writes what they named). */
-			wb_reset_locked(st);
+			wb_reset_own(st);
+			break;
 		}
 		w->pos += s->len;
+		if (pages * 2 > w->kcap)
+			continue; /* larger than all the notes: the checkpoint writes it */
 		w->ring[(w->head + w->n) % w->cap] =
 			(struct wbent){.file = s->file, .off = s->off, .len = s->len, .at = w->pos};
 		w->n++;
@@ -174,11 +229,14 @@ void wb_note_locked(atomio *st, atomio_tx *first, uint32_t n)
 			k->at = w->pos;
 		}
 	}
+	own_unlock(st);
 }
 
-/* Was a range noted at 'at' written again since?  Lock held. */
-static bool wb_rewritten(struct wbstate *w, const struct wbent *e)
+/* Was a range noted at 'at' written again since?  st->lock held. */
+static bool wb_rewritten_own(atomio *st, const struct wbent *e)
 {
+	ASSERT_OWN(st);
+	struct wbstate *w = &st->wb;
 	for (uint64_t b = e->off / WB_PAGE; b <= (e->off + e->len - 1) / WB_PAGE; b++) {
 		struct wbkey *k = wb_slot(w, e->file, b);
 		if (k->blk1 && k->at != e->at)
@@ -195,25 +253,36 @@ static int cmp_ent(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Is a batch of ranges old enough to start?  Lock held. */
-bool wb_due_locked(const atomio *st)
+/* Is a batch of ranges old enough to start?  st->lock held. */
+static bool wb_due_own(const atomio *st)
 {
+	ASSERT_OWN(st);
 	const struct wbstate *w = &st->wb;
 	return !w->off && !w->busy && w->n && w->pos - w->ring[w->head].at >= w->delay + w->batch;
 }
 
+bool wb_due(atomio *st)
+{
+	own_lock(st);
+	bool due = wb_due_own(st);
+	own_unlock(st);
+	return due;
+}
+
 /* Take from the head of the notes up to limit bytes of ranges noted at or
  * before upto into v (ranges written again since are left to their newer
- * note).  Lock held.  The number taken. */
-static unsigned wb_take_locked(struct wbstate *w, uint64_t upto, uint64_t limit, struct wbent *v)
+ * note).  st->lock held.  The number taken. */
+static unsigned wb_take_own(atomio *st, uint64_t upto, uint64_t limit, struct wbent *v)
 {
+	ASSERT_OWN(st);
+	struct wbstate *w = &st->wb;
 	unsigned nv = 0;
 	uint64_t bytes = 0;
 	while (w->n && nv < WB_BATCH / WB_PAGE && bytes < limit && w->ring[w->head].at <= upto) {
 		struct wbent e = w->ring[w->head];
 		w->head = (w->head + 1) % w->cap;
 		w->n--;
-		if (!wb_rewritten(w, &e)) {
+		if (!wb_rewritten_own(st, &e)) {
 			v[nv++] = e;
 			bytes += e.len;
 		}
@@ -288,7 +357,7 @@ static bool wb_start(atomio *st, struct wbent *v, unsigned nv, struct waitfds *w
 				 * drain is the checkpoint's own write, not an
 				 * early one: atomio_stats does not count it.) */
 				if (!wf)
-					atomic_fetch_add(&st->stats.bytes_written_back, end - v[i].off);
+					atomic_fetch_add(&st->sh->stats.bytes_written_back, end - v[i].off);
 			} else if (fd >= 0 && (fd = wait_fd(wf, v[i].file, fd)) >= 0) {
 				/* The wait's own error (a failed write-back) is the
 				 * fdatasync's to report, on the file's descriptor. */
@@ -301,46 +370,52 @@ static bool wb_start(atomio *st, struct wbent *v, unsigned nv, struct waitfds *w
 }
 
 /* Start the write-back of up to a batch of ranges that are old enough (none
- * if fewer are).  Called with the lock held, by a thread holding no role;
- * drops the lock around the system calls. */
-void wb_issue_locked(atomio *st)
+ * if fewer are).  By a thread holding no role nor lock; takes st->lock and
+ * drops it around the system calls. */
+void wb_issue(atomio *st)
 {
 	struct wbstate *w = &st->wb;
-	if (!wb_due_locked(st))
-		return;
+	own_lock(st);
 	struct wbent v[WB_BATCH / WB_PAGE];
-	unsigned nv = wb_take_locked(w, w->pos - w->delay, w->batch, v);
-	if (!nv)
+	unsigned nv = wb_due_own(st) ? wb_take_own(st, w->pos - w->delay, w->batch, v) : 0;
+	if (!nv) {
+		own_unlock(st);
 		return;
+	}
 	w->busy = true;
-	pthread_mutex_unlock(&st->lock);
+	own_unlock(st);
 	bool ok = wb_start(st, v, nv, NULL);
-	pthread_mutex_lock(&st->lock);
+	own_lock(st);
 	w->busy = false;
-	pthread_cond_broadcast(&st->role_cv); /* role_acquire waits for this */
+	pthread_cond_broadcast(&st->wb_cv); /* role_acquire waits for this */
 	if (!ok)
 		w->off = true;
+	own_unlock(st);
 }
 
-void wb_drain_locked(atomio *st)
+void wb_drain(atomio *st)
 {
 	struct wbstate *w = &st->wb;
-	if (w->off || w->busy)
+	own_lock(st);
+	if (w->off || w->busy) {
+		own_unlock(st);
 		return;
+	}
 	uint64_t upto = w->pos;
 	struct waitfds wf = {.n = 0};
 	struct wbent v[WB_BATCH / WB_PAGE];
 	unsigned nv;
-	while (!st->failed && !w->off && (nv = wb_take_locked(w, upto, WB_DRAIN, v))) {
+	while (!st_failed(st) && !w->off && (nv = wb_take_own(st, upto, WB_DRAIN, v))) {
 		w->busy = true;
-		pthread_mutex_unlock(&st->lock);
+		own_unlock(st);
 		bool ok = wb_start(st, v, nv, &wf);
-		pthread_mutex_lock(&st->lock);
+		own_lock(st);
 		w->busy = false;
-		pthread_cond_broadcast(&st->role_cv);
+		pthread_cond_broadcast(&st->wb_cv);
 		if (!ok)
 			w->off = true;
 	}
+	own_unlock(st);
 	for (unsigned i = 0; i < wf.n; i++)
 		atomio_sys->close(wf.fd[i]);
 }

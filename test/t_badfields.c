@@ -115,8 +115,8 @@ static void check_dir(void)
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		const char *n = e->d_name;
-		CHECK(!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "log") || !strcmp(n, "a") ||
-		      !strcmp(n, "b") || !strcmp(n, "decoy"));
+		CHECK(!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "log") || !strcmp(n, "log-shm") ||
+		      !strcmp(n, "a") || !strcmp(n, "b") || !strcmp(n, "decoy"));
 	}
 	closedir(d);
 	size_t n;

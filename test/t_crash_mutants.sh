@@ -7,22 +7,42 @@
 # ordering: syncing before it moves the head, cutting only after batches whose
 # home writes are done; the fast-path guard's bug that the background
 # checkpoint exposed; an early write-back (sync_file_range) taken for
-# durability; and a batch that does not keep a new log's lazy zeroing above
-# it).  `t_crash --mutant` hunts through random
+# durability; a batch that does not keep a new log's lazy zeroing above
+# it; and the defences of a store shared by several processes, some of which
+# die: the pad over a dead leader's log space, and its durability; a dead
+# leader's home writes done again; a dead checkpointer's superblock read
+# back, and made durable; every file synced after a checkpointer died; a
+# batch whose leader died mid log write padded, not taken for logged; a
+# dead leader's home turn passed on only after its pad; a checkpoint that
+# syncs the files other processes wrote).
+# `t_crash --mutant` hunts through random
 # configurations derived from one seed; it must report a failure for every
 # mutant within its budget of crash states (not seconds: a loaded machine
 # checks fewer states per second, and must not fail for it).
 # Environment: ATOMIO_SEED (base seed, default 1: `make check` hunts the same
 # configurations every time), MUTANT_STATES (budget per mutant, overriding
 # the defaults below).
-# timeout: 1200
-# (twelve hunts of a fixed number of crash states: about a minute on an idle
-# machine, several at a load of 30)
+# CRASH_MUTANTS_SET: `check` (the default, `make check`: the fourteen of
+# one process, and ckptany, which needs no death), `procs` (the eight whose
+# processes die: `make check-crash-procs`), or `all`.
+# timeout: 900
+# (`check`: about a minute on an idle machine, several at a load of 30;
+# `procs`: hunts and a control per configuration, 19 minutes at a load of
+# 20 on two cores)
 cd "$(dirname "$0")/.." || exit 1
 seed=${ATOMIO_SEED:-1}
 echo "mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
 fail=0
-for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover; do
+one="seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover ckptany"
+dying="pad paddsync homeredo reconcile sbsync syncall adoptlog padturn"
+case ${CRASH_MUTANTS_SET:-check} in
+check) list=$one ;;
+procs) list=$dying ;;
+all) list="$one $dying" ;;
+*) echo "mutants: CRASH_MUTANTS_SET=${CRASH_MUTANTS_SET}: check, procs or all"; exit 1 ;;
+esac
+echo "mutants: set ${CRASH_MUTANTS_SET:-check}: $list"
+for m in $list; do
 	bin=build/mutants/t_crash-$m
 	[ -x "$bin" ] || { echo "mutants: $bin missing (make test-bins)"; exit 1; }
 	# Bias the hunt where a bug needs a rarer scenario.  The budgets are
@@ -63,6 +83,26 @@ for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut
 	zeroover) cfg="threads=1,bg=1,reopen_pct=0,nest_pct=0" ;;
 	guardall) cfg="seed=7627076981479606886,files=1,groups=20,threads=7,ranges=4,abort_pct=11,ckpt_pct=11,reopen_pct=4,crash_pct=9,trunc_pct=15,pwrite_pct=67,direct=3,unit=4096,dio=512,span=53674,samples=4,nest_pct=0,fast=1,bg=1"
 		states=80000 ;;
+	# The defences of a store shared by several processes need processes
+	# that die (crashsim.h, SEVERAL PROCESSES): four of them, dying where
+	# the defence works -- in a leader's log write (a pad, made durable),
+	# in its home writes (redone), in a checkpoint (its sync and superblock
+	# taken over).  Not deterministic: the control below hunts the same
+	# configurations on the unmutated core.
+	pad|paddsync|adoptlog) cfg="procs=1,threads=4,kill_pct=70,kill_at=1" ;;
+	homeredo) cfg="procs=1,threads=4,kill_pct=70,kill_at=2" ;;
+	sbsync|syncall) cfg="procs=1,threads=4,kill_pct=70,kill_at=4" ;;
+	# reconcile needs a checkpointer to die after its superblock write
+	# and a later record to land where only the new superblock leads:
+	# seed 1 took 13,902 and 20,001 crash states (more deaths in
+	# checkpoints, kill_pct=90,ckpt_pct=40, did not find it in 9,916)
+	reconcile) cfg="procs=1,threads=4,kill_pct=70,kill_at=4" states=60000 ;;
+	# padturn's window is between the pad's write and its fdatasync
+	# (without RWF_DSYNC), where a later batch may go home meanwhile
+	padturn) cfg="procs=1,threads=4,kill_pct=70,kill_at=1,nodsync=1" ;;
+	# ckptany needs no death: a process that checkpoints with a file
+	# another process wrote and it never opened
+	ckptany) cfg="procs=1,threads=4,files=3,ckpt_pct=30" ;;
 	*) cfg="threads=1,bg=0" ;;
 	esac
 	states=${MUTANT_STATES:-$states}
@@ -72,11 +112,31 @@ for m in seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut
 	t=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	if [ $rc -eq 1 ] && echo "$out" | grep -q 'CRASH-CHECK FAILED'; then
 		n=$(echo "$out" | sed -n 's/^crash hunt: seed [0-9]*, \([0-9]*\) crash states checked.*/\1/p')
+		n=${n:-$states} # (a deadlock ends the hunt without its count)
 		echo "mutant $m: caught after $n of $states crash states (${t}s): $(echo "$out" | grep -m1 'CRASH-CHECK FAILED' | cut -c1-150)"
 		# Control: the same crash image on the real core must pass, or the
 		# failure was not the mutant's.
 		repro=$(echo "$out" | sed -n 's/^  reproduce: [^ ]* \(--cfg .*\) \[--dump DIR\] \[-v\]$/\1/p' | head -n 1)
-		if [ -n "$repro" ] && echo "$out" | grep -q 'not deterministic'; then
+		if echo "$out" | grep -q 'several processes: not deterministic'; then
+			# Processes die at crash points of their threads, which
+			# interleave anew each run: the unmutated core hunts the
+			# same configurations (seed and --cfg) for twice the states
+			# the mutant needed, and must find nothing.
+			# (once per configuration: mutants that share one need
+			# only the longest control)
+			ctl=$((2 * n))
+			key=$(echo "$cfg" | tr -c 'a-zA-Z0-9\n' '_')
+			eval "done_ctl=\${ctl_$key:-0}"
+			if [ "$ctl" -le "$done_ctl" ]; then
+				echo "  control: the unmutated core hunted the same configurations for $done_ctl crash states and found nothing (above)"
+			elif build/test/t_crash --mutant --states "$ctl" --seed "$seed" --cfg "$cfg" >/dev/null 2>&1; then
+				eval "ctl_$key=$ctl"
+				echo "  control: the unmutated core hunts the same configurations for $ctl crash states and finds nothing"
+			else
+				echo "  control FAILED: the unmutated core fails the same hunt: build/test/t_crash --mutant --states $ctl --seed $seed --cfg '$cfg'"
+				fail=1
+			fi
+		elif [ -n "$repro" ] && echo "$out" | grep -q 'not deterministic'; then
 			# Another interleaving each time (the checkpointer thread):
 			# the real core must pass six replays; the mutant usually
 			# fails one again, but an interleaving-dependent failure

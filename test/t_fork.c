@@ -1,13 +1,16 @@
-/* A store belongs to the process that opened it (docs/API.md, Fork): in a
- * child after fork() every function on the parent's store answers -EPERM and
- * changes nothing, atomio_close there releases nothing, and the child's own
- * atomio_open of the log is -EBUSY while the parent has it open.  The
- * parent's store goes on as if there had been no child; after the parent
- * closes, the child's own open of the log works, also for a child forked
- * while the parent held the store (its copy of the log's descriptor, which
- * would keep the parent's flock, was closed at the fork).  (Before: a child's commit
- * through the copy wrote its record where the parent's next record went, so
- * a crash before the next checkpoint could lose an acknowledged group.) */
+/* A store handle belongs to the process that opened it (docs/API.md, Fork):
+ * in a child after fork() every function on the parent's handle answers
+ * -EPERM and changes nothing, atomio_close there releases nothing.  The child
+ * opens the log itself and joins the store as a process of its own: the same
+ * file ids, its groups in the one commit order, seen by the parent at once;
+ * an ATOMIO_EXCLUSIVE open of the child's is -EBUSY while the parent has it
+ * open.  The parent's handle goes on; after the parent closes, the child's
+ * own open of the log works, also for a child forked while the parent held
+ * the store (its copies of the parent's descriptors, which would keep the
+ * parent's locks, were closed at the fork).  (Before the handle was refused
+ * in a child: a child's commit through the copy wrote its record where the
+ * parent's next record went, so a crash before the next checkpoint could
+ * lose an acknowledged group.) */
 #include <sys/wait.h>
 
 #include "model.h"
@@ -75,12 +78,20 @@ int main(void)
 		CHECK_EQ(atomio_poll(st, 0), -EPERM);
 		CHECK_EQ(atomio_event_fd(st), -EPERM);
 		CHECK_EQ(atomio_close(st), -EPERM); /* releases nothing */
-		/* its own open: another open file description, refused while the
-		 * parent holds the log */
+		CHECK(access(t_path("g"), F_OK) != 0); /* not created */
+		/* its own open: alone, refused while the parent holds the log;
+		 * shared, it joins the parent's store */
 		atomio *mine;
 		struct atomio_options oc = t_opts(0);
+		oc.flags |= ATOMIO_EXCLUSIVE;
 		CHECK_EQ(atomio_open(t_path("log"), &oc, &mine), -EBUSY);
-		CHECK(access(t_path("g"), F_OK) != 0); /* not created */
+		oc.flags &= ~ATOMIO_EXCLUSIVE;
+		CHECK_OK(atomio_open(t_path("log"), &oc, &mine));
+		CHECK_EQ(atomio_file_open(mine, t_path("f"), 0, 0), f); /* one id per file */
+		CHECK_EQ(atomio_pwrite(mine, f, "child", 5, 300), 5);
+		CHECK_EQ(atomio_pread(mine, f, buf, 7, 0), 7);
+		CHECK(!memcmp(buf, "parent1", 7)); /* the parent's group, as the child reads it */
+		CHECK_OK(atomio_close(mine));
 		CHECK_EQ(write(pipefd[1], "k", 1), 1);
 		_exit(0);
 	}
@@ -91,17 +102,21 @@ int main(void)
 	CHECK(waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 	close(pipefd[0]);
 
-	/* the parent goes on: its tx commits, its store is as before */
+	/* the parent goes on: the child's group is in the store (its counters
+	 * are the store's), its tx commits */
 	struct atomio_stats s1;
 	CHECK_OK(atomio_stats(st, &s1));
-	CHECK_EQ(s1.commits, s0.commits);
-	CHECK_EQ(s1.bytes_logged, s0.bytes_logged);
+	CHECK_EQ(s1.commits, s0.commits + 1);
+	char cb[8];
+	CHECK_EQ(atomio_pread(st, f, cb, 5, 300), 5);
+	CHECK(!memcmp(cb, "child", 5));
 	CHECK_OK(atomio_tx_commit(ptx));
 	CHECK_EQ(atomio_pwrite(st, f, "parent3", 7, 200), 7);
 	CHECK_OK(atomio_close(st));
 	size_t n;
 	uint8_t *d = t_slurp(t_path("f"), &n);
-	CHECK(n == 207 && !memcmp(d, "parent1", 7) && !memcmp(d + 100, "parent2", 7) && !memcmp(d + 200, "parent3", 7));
+	CHECK(n == 305 && !memcmp(d, "parent1", 7) && !memcmp(d + 100, "parent2", 7) &&
+	      !memcmp(d + 200, "parent3", 7) && !memcmp(d + 300, "child", 5));
 	free(d);
 
 	/* a child forked while the parent holds the store outlives the store:
@@ -134,7 +149,8 @@ int main(void)
 	d = t_slurp(t_path("f"), &n);
 	CHECK(n == 405 && !memcmp(d + 300, "child", 5));
 	free(d);
-	printf("fork: every call on the parent's store refused in the child (-EPERM), the child's own open "
-	       "-EBUSY while the parent held the log, then its own store worked\n");
+	printf("fork: every call on the parent's handle refused in the child (-EPERM), the child's own "
+	       "exclusive open -EBUSY while the parent held the log, its own shared open joined the "
+	       "store, and worked after the parent closed\n");
 	return 0;
 }

@@ -109,17 +109,26 @@ int main(void)
 	CHECK_EQ(atomio_close(st), -EBUSY);
 	atomio_tx_abort(tx);
 
-	/* one opener at a time: in this process and in another */
-	CHECK_EQ(atomio_open(t_path("log"), &o, &st2), -EBUSY);
+	/* any number of openers share the store; an exclusive one wants it
+	 * alone: refused while another has it open, in this process and in
+	 * another, and others are refused while it has it */
+	struct atomio_options ox = o;
+	ox.flags |= ATOMIO_EXCLUSIVE;
+	CHECK_EQ(atomio_open(t_path("log"), &ox, &st2), -EBUSY);
 	pid_t p = fork();
 	if (p == 0) {
 		atomio *s3;
-		_exit(atomio_open(t_path("log"), &o, &s3) == -EBUSY ? 0 : 1);
+		if (atomio_open(t_path("log"), &ox, &s3) != -EBUSY)
+			_exit(1);
+		_exit(atomio_open(t_path("log"), &o, &s3) == 0 && atomio_close(s3) == 0 ? 0 : 2);
 	}
 	int ws;
 	CHECK(waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	CHECK_OK(atomio_open(t_path("log"), &o, &st2)); /* a second handle in this process */
+	CHECK_OK(atomio_close(st2));
 	CHECK_OK(atomio_close(st));
-	CHECK_OK(atomio_open(t_path("log"), &o, &st2));
+	CHECK_OK(atomio_open(t_path("log"), &ox, &st2));
+	CHECK_EQ(atomio_open(t_path("log"), &o, &st), -EBUSY);
 	CHECK_OK(atomio_close(st2));
 
 	/* error names */

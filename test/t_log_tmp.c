@@ -41,7 +41,10 @@ static int others(const char *keep1, const char *keep2)
 	while ((e = readdir(d))) {
 		if (!keep1 && !keep2 && !strncmp(e->d_name, ".atomio-tmp-", 12))
 			snprintf(stale, sizeof(stale), "%s", e->d_name);
+		/* (a log's shared state, LOG-shm, is the store's, not a leftover) */
+		size_t l = strlen(e->d_name);
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    !(l > 4 && !strcmp(e->d_name + l - 4, "-shm")) &&
 		    (!keep1 || strcmp(e->d_name, keep1)) && (!keep2 || strcmp(e->d_name, keep2)))
 			n++;
 	}

@@ -1,8 +1,14 @@
 /* The crash simulator's own model (test/support/simfs.h): what is pending,
  * what a sync makes durable, what a crash image may hold, tears, directory
- * entries, descriptors after a simulated crash, enumeration and picks. */
+ * entries, descriptors after a simulated crash, enumeration and picks; and
+ * what stores of several processes need: OFD and flock locks, processes
+ * that die, shm_map, volatile "-shm" files. */
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
@@ -179,6 +185,210 @@ static void engine_model(void)
 	S->close(fd);
 	simfs_uninstall();
 	simfs_free(fs);
+}
+
+/* --- stores of several processes (simfs.h, STORES OF SEVERAL PROCESSES) --- */
+
+struct waiter {
+	struct simfs *fs;
+	int fd;
+	_Atomic int state; /* 1 waiting, 2 got it */
+};
+
+static void *wait_lock(void *arg)
+{
+	struct waiter *w = arg;
+	simfs_enter(w->fs);
+	atomic_store(&w->state, 1);
+	CHECK_OK(S->ofd_lock(w->fd, SYS_LK_WAIT, F_WRLCK, 100, 1));
+	atomic_store(&w->state, 2);
+	return NULL;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* A hook that kills the process of the thread that reaches it, at the
+ * write to /d/die. */
+static _Atomic int died_at;
+static void die_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	(void)arg;
+	if (op->kind == SIMFS_OP_WRITE && !strcmp(op->path, "/d/die") && simfs_proc_get() == 9) {
+		atomic_store(&died_at, 1);
+		simfs_proc_die(fs); /* never returns */
+	}
+}
+
+static void *dying(void *arg)
+{
+	struct simfs *fs = arg;
+	simfs_enter(fs);
+	simfs_proc_set(9);
+	int fd = S->open("/d/die", O_RDWR | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	CHECK_OK(S->ofd_lock(fd, SYS_LK_SET, F_WRLCK, 0, 1));
+	char c = 'x';
+	S->pwritev(fd, &(struct iovec){&c, 1}, 1, 0, 0);
+	CHECK(!"a dead process's thread went on");
+	return NULL;
+}
+
+static void shared_model(void)
+{
+	struct simfs *fs = simfs_new(&(struct simfs_config){.seed = 2});
+	simfs_install(fs);
+	struct simfs *prev = simfs_enter(fs);
+	CHECK_OK(simfs_mkdir(fs, "/d"));
+	int a = S->open("/d/log", O_RDWR | O_CREAT, 0600), b = S->open("/d/log", O_RDWR, 0);
+	int r = S->open("/d/log", O_RDONLY, 0);
+	CHECK(a >= 0 && b >= 0 && r >= 0);
+
+	/* flock: shared ones together, an exclusive one alone */
+	CHECK_OK(S->flock(a, LOCK_SH | LOCK_NB));
+	CHECK_OK(S->flock(b, LOCK_SH | LOCK_NB));
+	CHECK_EQ(S->flock(r, LOCK_EX | LOCK_NB), -EWOULDBLOCK);
+	CHECK_OK(S->flock(a, LOCK_UN));
+	CHECK_EQ(S->flock(b, LOCK_EX | LOCK_NB), 0); /* its own shared one, upgraded */
+	CHECK_EQ(S->flock(a, LOCK_SH | LOCK_NB), -EWOULDBLOCK);
+	CHECK_OK(S->flock(b, LOCK_UN));
+
+	/* OFD byte ranges: per description, read and write, split on unlock */
+	CHECK_OK(S->ofd_lock(a, SYS_LK_SET, F_WRLCK, 10, 5));
+	CHECK_EQ(S->ofd_lock(b, SYS_LK_TEST, F_RDLCK, 12, 1), -EAGAIN);
+	CHECK_OK(S->ofd_lock(b, SYS_LK_TEST, F_WRLCK, 15, 1));
+	CHECK_OK(S->ofd_lock(b, SYS_LK_SET, F_RDLCK, 0, 10));
+	CHECK_OK(S->ofd_lock(r, SYS_LK_SET, F_RDLCK, 0, 10)); /* read locks share */
+	CHECK_EQ(S->ofd_lock(a, SYS_LK_SET, F_WRLCK, 9, 1), -EAGAIN);
+	CHECK_OK(S->ofd_lock(a, SYS_LK_SET, F_UNLCK, 11, 2)); /* [10,11) and [13,15) stay */
+	CHECK_OK(S->ofd_lock(b, SYS_LK_SET, F_WRLCK, 11, 2));
+	CHECK_EQ(S->ofd_lock(b, SYS_LK_TEST, F_WRLCK, 10, 1), -EAGAIN);
+	CHECK_EQ(S->ofd_lock(b, SYS_LK_TEST, F_WRLCK, 14, 1), -EAGAIN);
+	CHECK_EQ(S->ofd_lock(r, SYS_LK_SET, F_WRLCK, 20, 1), -EBADF); /* read-only description */
+	CHECK_EQ(S->flock(r, LOCK_EX | LOCK_NB), 0); /* flock and OFD locks ignore each other */
+	CHECK_OK(S->close(r));
+	CHECK_OK(S->ofd_lock(b, SYS_LK_SET, F_WRLCK, 0, 10)); /* r's read lock went with it */
+	/* a lock far beyond the end, as atomio's lock bytes */
+	CHECK_OK(S->ofd_lock(a, SYS_LK_SET, F_WRLCK, 1ull << 62, 1));
+	CHECK_EQ(S->ofd_lock(b, SYS_LK_TEST, F_WRLCK, 1ull << 62, 1), -EAGAIN);
+
+	/* WAIT: another thread waits until the holder lets go */
+	CHECK_OK(S->ofd_lock(a, SYS_LK_SET, F_WRLCK, 100, 1));
+	struct waiter w = {.fs = fs, .fd = b};
+	pthread_t th;
+	CHECK_OK(pthread_create(&th, NULL, wait_lock, &w));
+	while (atomic_load(&w.state) != 1)
+		nap_ms(1);
+	nap_ms(50);
+	CHECK_EQ(atomic_load(&w.state), 1);
+	CHECK_OK(S->close(a)); /* its locks go with it */
+	CHECK_OK(pthread_join(th, NULL));
+	CHECK_EQ(atomic_load(&w.state), 2);
+
+	/* A WAIT that nothing could end fails loudly (abort), not hangs */
+	printf("(expected below: simfs's message for a lock wait that could never end)\n");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int c = S->open("/d/log", O_RDWR, 0);
+		S->ofd_lock(c, SYS_LK_WAIT, F_WRLCK, 100, 1); /* b, of this thread, holds it */
+		_exit(0);
+	}
+	int status = 0;
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+
+	/* Processes: a dead one's descriptors close, its locks go */
+	int old = simfs_proc_set(7);
+	int p7 = S->open("/d/log", O_RDWR, 0), q7 = S->open("/d/log", O_RDWR, 0);
+	simfs_proc_set(old);
+	CHECK_OK(S->ofd_lock(p7, SYS_LK_SET, F_WRLCK, 200, 1));
+	CHECK_OK(S->flock(q7, LOCK_SH | LOCK_NB));
+	CHECK_EQ(S->ofd_lock(b, SYS_LK_TEST, F_WRLCK, 200, 1), -EAGAIN);
+	CHECK_EQ(simfs_proc_kill(fs, 7), 2);
+	CHECK_OK(S->ofd_lock(b, SYS_LK_TEST, F_WRLCK, 200, 1));
+	CHECK_OK(S->flock(b, LOCK_EX | LOCK_NB));
+	CHECK_EQ(S->pread(p7, &(char){0}, 1, 0), -EBADF);
+
+	/* shared memory and the volatile "-shm" file: no crash point, durable
+	 * at once, one memory for every mapping of the inode */
+	int saved_hooks = hooks;
+	hooks = 0;
+	simfs_set_hook(fs, count_hook, NULL);
+	size_t pend = simfs_pending(fs, NULL, 0);
+	int s1 = S->open("/d/log-shm", O_RDWR | O_CREAT, 0600);
+	CHECK(s1 >= 0);
+	CHECK_OK(S->ftruncate(s1, 8192));
+	int s2 = S->open("/d/log-shm", O_RDWR, 0);
+	CHECK_EQ(hooks, 0);
+	CHECK_EQ(simfs_pending(fs, NULL, 0), pend);
+	struct simfs *img = simfs_crash(fs, NULL);
+	CHECK_EQ(size_of(img, "/d/log-shm"), 8192);
+	simfs_free(img);
+	void *m1, *m2;
+	CHECK_EQ(S->shm_map(s1, 16384, &m1), -EINVAL); /* beyond the end */
+	CHECK_OK(S->shm_map(s1, 8192, &m1));
+	CHECK_OK(S->shm_map(s2, 4096, &m2));
+	CHECK(m1 == m2);
+	memset(m1, 'M', 8192);
+	CHECK_OK(S->shm_unmap(m1, 8192));
+	CHECK_OK(S->shm_unmap(m2, 4096));
+	CHECK_OK(S->shm_map(s2, 8192, &m2)); /* the inode's memory, kept */
+	CHECK_EQ(((char *)m2)[8191], 'M');
+	CHECK_OK(S->ftruncate(s1, 4096)); /* beyond the size: gone */
+	CHECK_EQ(((char *)m2)[4095], 'M');
+	CHECK_EQ(((char *)m2)[4096], 0);
+	CHECK_OK(S->ftruncate(s1, 0)); /* to nothing: fresh memory for later mappings */
+	CHECK_OK(S->ftruncate(s1, 8192));
+	CHECK_OK(S->shm_map(s1, 8192, &m1));
+	CHECK(m1 != m2);
+	CHECK_EQ(((char *)m1)[0], 0);
+	CHECK_OK(S->shm_unmap(m1, 8192));
+	CHECK_OK(S->shm_unmap(m2, 8192));
+	CHECK_OK(S->shm_map(-1, 4096, &m1)); /* anonymous */
+	CHECK_OK(S->shm_unmap(m1, 4096));
+	CHECK_OK(S->unlink("/d/log-shm"));
+	CHECK_EQ(hooks, 0);
+	img = simfs_crash(fs, NULL);
+	CHECK(!simfs_exists(img, "/d/log-shm"));
+	simfs_free(img);
+	hooks = saved_hooks;
+	/* after a power cut in place, old mappings are never handed out */
+	CHECK_OK(S->close(s1));
+	CHECK_OK(S->close(s2));
+	s1 = S->open("/d/x-shm", O_RDWR | O_CREAT, 0600);
+	CHECK_OK(S->ftruncate(s1, 4096));
+	CHECK_OK(S->shm_map(s1, 4096, &m1));
+	memset(m1, 'X', 4096);
+	simfs_reset(fs, simfs_crash(fs, NULL));
+	s2 = S->open("/d/x-shm", O_RDWR, 0);
+	CHECK_OK(S->shm_map(s2, 4096, &m2));
+	CHECK(m1 != m2 && ((char *)m2)[0] == 0);
+	CHECK_EQ(((char *)m1)[0], 'X'); /* the old store's, until it unmaps it */
+	CHECK_OK(S->shm_unmap(m1, 4096));
+	CHECK_OK(S->shm_unmap(m2, 4096));
+	CHECK_OK(S->close(s1));
+
+	/* A process dies at a crash point of its thread: its descriptors
+	 * close, the thread never returns, the others go on */
+	simfs_set_hook(fs, die_hook, NULL);
+	CHECK_OK(pthread_create(&th, NULL, dying, fs));
+	CHECK_OK(pthread_detach(th));
+	while (!atomic_load(&died_at))
+		nap_ms(1);
+	int c = S->open("/d/die", O_RDWR, 0);
+	CHECK(c >= 0);
+	CHECK_OK(S->ofd_lock(c, SYS_LK_WAIT, F_WRLCK, 0, 1)); /* its lock went with it */
+	CHECK_EQ(byte_at(fs, "/d/die", 0), 'x'); /* its write was issued */
+	CHECK_OK(S->pwritev(c, &(struct iovec){"y", 1}, 1, 1, 0) == 1 ? 0 : -1); /* hooks go on */
+	simfs_set_hook(fs, NULL, NULL);
+	simfs_enter(prev);
+	simfs_uninstall();
+	/* (the dead thread stays blocked; fs is not freed under it) */
+	printf("shared stores ok: OFD and flock locks, WAIT, processes killed, shm_map, volatile files\n");
 }
 
 int main(void)
@@ -433,6 +643,7 @@ int main(void)
 	simfs_uninstall();
 	simfs_free(fs);
 	engine_model();
+	shared_model();
 	printf("simfs model ok (%d crash points)\n", hooks);
 	return 0;
 }

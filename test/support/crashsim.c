@@ -17,6 +17,7 @@
 #include <lz4.h>
 
 #include "atomio.h"
+#define CS_TRACE(...) do { if (getenv("CS_TRACE")) fprintf(stderr, __VA_ARGS__); } while (0)
 #include "codec.h"
 #include "format.h"
 #include "simfs.h"
@@ -355,6 +356,7 @@ static const struct {
 	U32(compress),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints), BOOL(bg), BOOL(fast), BOOL(dhome), BOOL(noproc),
+	BOOL(procs), INT(kill_pct), U32(kill_at),
 };
 
 char *cs_cfg_format(const struct cs_cfg *c)
@@ -450,6 +452,14 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 	printf("%s: %" PRIu64 " LZ4-compressed records written; %" PRIu64
 	       " early write-backs started (sync_file_range: nothing durable)\n",
 	       label, s->compressed, s->early_writebacks);
+	if (s->handles)
+		printf("%s: several processes: %" PRIu64 " handles opened; %" PRIu64 " processes died (%" PRIu64
+		       " at a log write, %" PRIu64 " at a home write, %" PRIu64 " in a checkpoint; %" PRIu64
+		       " before their write was issued; %" PRIu64 " deaths put off: shared mutex held); %" PRIu64
+		       " pads over %" PRIu64 " groups, %" PRIu64
+		       " images matched only with a pending pad not landed\n",
+		       label, s->handles, s->kills, s->kills_log, s->kills_home, s->kills_ckpt, s->kills_before,
+		       s->kills_held, s->pads, s->pad_groups, s->pad_images);
 }
 
 /* --- the run ---------------------------------------------------------------------------- */
@@ -457,6 +467,39 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 struct cand {
 	uint64_t k;
 	struct mf m[MAXF];
+};
+
+/* A store handle: the run's one, or (procs) one simulated process's. */
+#define MAXP 64
+struct proc {
+	atomio *st;
+	int ids[MAXF];
+	int tag;        /* its simfs process (a new one each time it opens) */
+	bool dead;      /* died at a crash point of its thread: its handle is abandoned */
+	int countdown;  /* crash points of its thread before it dies; -1: it lives */
+	char errbuf[512]; /* its store reports here */
+};
+
+/* A pad seen in a log write while its groups were in the commit order (THE
+ * PAD RULE, crashsim.h). */
+#define MAXPADS 8
+struct pad {
+	bool live;      /* its write may still be pending */
+	uint64_t off;   /* file offset of its write */
+	uint64_t point; /* the crash point of its newest write (an adopter that died
+			   writing it leaves that write pending for good; the
+			   next adopter writes it again) */
+	uint8_t hdr[REC_HDR];
+	size_t ng;
+	uint64_t *gid, *gseq; /* the groups it took out of the order, their records' seqs */
+};
+
+/* The commit order with some pending pads' groups back in (check_point). */
+#define MAXALTS 7
+struct alt {
+	uint64_t *order;
+	size_t n;
+	uint64_t lo, hi;
 };
 
 struct ctx {
@@ -467,8 +510,10 @@ struct ctx {
 	char *cfgstr;
 	struct simfs *fs;
 	struct genparams gp;
-	atomio *st;
-	int ids[MAXF];
+	struct proc p[MAXP]; /* p[0]: the run's handle (every thread's, unless procs) */
+	int np;              /* handles: threads with procs, else 1 */
+	_Atomic int next_tag;
+	int ids[MAXF];       /* the ids of the first registration (every handle's) */
 	bool registered[MAXF];
 	bool appfile[MAXF]; /* written by the application before the store opened */
 	const char *paths[MAXF];
@@ -512,7 +557,18 @@ struct ctx {
 	int last_nrec;
 	uint64_t last_rec0_len;
 	uint64_t area_off; /* file offset of the record area (the first record write) */
-	char errbuf[512];  /* the run's store reports here */
+
+	/* the pad rule */
+	struct pad pads[MAXPADS];
+	uint8_t *relog;    /* by gid: a pad took it out of the order; it may be logged again */
+	struct alt alts[MAXALTS];
+	int nalt;          /* alternative orders at the crash point being checked */
+	int matched_alt;   /* the last match: -1 the order, else alts[i] */
+
+	/* workers of a phase: finished (or dead) */
+	pthread_mutex_t wmu;
+	pthread_cond_t wcv;
+	int wdone;
 };
 
 static struct mf *model_at(struct ctx *x, uint64_t k);
@@ -596,13 +652,43 @@ static uint32_t store_flags(const struct cs_cfg *c)
 }
 
 /* Replayable by seed: one committing thread and no checkpointer thread. */
-static bool replayable(const struct ctx *x) { return x->c.threads == 1 && !x->c.bg; }
+static bool replayable(const struct ctx *x) { return x->c.threads == 1 && !x->c.bg && !x->c.procs; }
+
+/* The first k in [a->lo, a->hi] whose model in the alternative order a the
+ * files of img equal, or -1.  Its models grow from the base (base_k is
+ * below every group a puts back: check_point). */
+static int64_t match_alt(struct ctx *x, struct simfs *img, const struct alt *a, uint64_t lo, uint64_t hi)
+{
+	struct mf m[MAXF];
+	memset(m, 0, sizeof(m));
+	for (int f = 0; f < x->c.files; f++)
+		mf_copy(&m[f], &x->base[f]);
+	int64_t k = -1;
+	for (uint64_t kk = x->base_k; kk <= hi && kk <= a->n; kk++) {
+		if (kk > x->base_k)
+			grp_apply(&x->grps[a->order[kk - 1]], m);
+		if (kk >= lo && files_equal(x, img, m, NULL, 0)) {
+			k = (int64_t)kk;
+			break;
+		}
+	}
+	for (int f = 0; f < MAXF; f++)
+		mf_free(&m[f]);
+	return k;
+}
+
+#define ANY_ORDER -2  /* recover_match: the order, else any alternative */
+#define MAIN_ORDER -1 /* the order only */
 
 /* Recover fs (atomio_open with recovery) and find the k in [lo, hi] whose
- * model it equals.  -1 with why on failure. */
+ * model it equals -- in the commit order, or (want ANY_ORDER, or an
+ * alternative's index) in an alternative order (THE PAD RULE): then lo and
+ * hi are that order's own unless want names it.  x->matched_alt says which
+ * matched.  -1 with why on failure. */
 static int64_t recover_match(struct ctx *x, struct simfs *img, uint64_t lo, uint64_t hi, char *why,
-			     size_t wsz)
+			     size_t wsz, int want)
 {
+	x->matched_alt = MAIN_ORDER;
 	if (x->rp && x->rp->stop_at > 0 && now() > x->rp->stop_at)
 		x->stopped = true;
 	if (x->rp && x->rp->stop_states > 0 && x->s.images + x->s.nested_images >= x->rp->stop_states)
@@ -622,12 +708,23 @@ static int64_t recover_match(struct ctx *x, struct simfs *img, uint64_t lo, uint
 	atomio_stats(st, &as);
 	x->s.replayed += as.groups_recovered;
 	char w1[400] = "", w2[400] = "";
-	for (uint64_t kk = lo; kk <= hi; kk++)
+	for (uint64_t kk = lo; kk <= hi && want < 0; kk++)
 		if (files_equal(x, img, model_at(x, kk), kk == lo ? w1 : kk == hi ? w2 : NULL, 400)) {
 			k = (int64_t)kk;
 			break;
 		}
-	if (k < 0)
+	for (int i = 0; i < x->nalt && k < 0 && want != MAIN_ORDER; i++) {
+		if (want >= 0 && i != want)
+			continue;
+		k = match_alt(x, img, &x->alts[i], want >= 0 ? lo : x->alts[i].lo, want >= 0 ? hi : x->alts[i].hi);
+		if (k >= 0)
+			x->matched_alt = i;
+	}
+	if (k < 0 && want >= 0)
+		snprintf(why, wsz, "after recovery (%llu groups replayed) the files match no state "
+			 "between groups 1..%llu and 1..%llu of the order with a pending pad's groups back",
+			 (unsigned long long)as.groups_recovered, (unsigned long long)lo, (unsigned long long)hi);
+	else if (k < 0)
 		snprintf(why, wsz, "after recovery (%llu groups replayed) the files match no state "
 			 "between groups 1..%llu and 1..%llu; vs %llu: %s%s%s",
 			 (unsigned long long)as.groups_recovered, (unsigned long long)lo,
@@ -802,7 +899,7 @@ static void report(struct ctx *x, struct simfs *src, const char *why, const stru
 		       (unsigned long long)w->nop->index, opname(w->nop->kind), w->nop->path,
 		       (unsigned long long)w->nop->off, (unsigned long long)w->nop->len,
 		       (unsigned long long)w->nidx, (unsigned long long)w->nn, w->npick);
-	if (x->c.threads == 1) {
+	if (x->c.threads == 1 && !x->c.procs) {
 		if (!replayable(x))
 			printf("  background checkpointer thread: the run is not deterministic; the line "
 			       "below replays it with another interleaving (bg=0 for a deterministic one)\n");
@@ -815,6 +912,10 @@ static void report(struct ctx *x, struct simfs *src, const char *why, const stru
 				printf(" --npoint %llu --npick '%s'", (unsigned long long)w->nop->index, w->npick);
 		}
 		printf(" [--dump DIR] [-v]\n");
+	} else if (x->c.procs) {
+		printf("  several processes: not deterministic; the line below runs this configuration "
+		       "again, with another interleaving\n");
+		printf("  reproduce: %s --cfg '%s' [--dump DIR] [-v]\n", x->argv0, x->cfgstr);
 	} else {
 		printf("  multi-threaded run: not replayable by seed\n");
 	}
@@ -851,7 +952,7 @@ static void minimize(struct ctx *x, struct simfs *fs, struct simfs_pick *p, uint
 			else
 				continue;
 			struct simfs *img = simfs_crash(fs, p);
-			int64_t k = recover_match(x, img, lo, hi, why, sizeof(why));
+			int64_t k = recover_match(x, img, lo, hi, why, sizeof(why), ANY_ORDER);
 			simfs_free(img);
 			if (k >= 0)
 				p->f[i] = save; /* needed */
@@ -870,6 +971,7 @@ struct nest {
 	const char *pick;
 	uint64_t last_pver;
 	uint64_t seed;
+	int alt;     /* the order k is of (recover_match's want) */
 };
 
 static void nested_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
@@ -907,7 +1009,7 @@ static void nested_hook(struct simfs *fs, const struct simfs_opinfo *op, void *a
 		else
 			simfs_enum_pick(fs, &e, i, &p);
 		struct simfs *img = simfs_crash(fs, &p);
-		int64_t k = recover_match(x, img, (uint64_t)ns->k, (uint64_t)ns->k, why, sizeof(why));
+		int64_t k = recover_match(x, img, (uint64_t)ns->k, (uint64_t)ns->k, why, sizeof(why), ns->alt);
 		simfs_free(img);
 		x->s.nested_images++;
 		if (rp && rp->verbose)
@@ -941,7 +1043,7 @@ static void nested_check(struct ctx *x, struct simfs *fs, const struct simfs_pic
 	ns->seed = mix64(x->c.seed ^ 0x7e57) ^ ns->op->index ^ (ns->idx << 20);
 	simfs_set_hook(img, nested_hook, ns);
 	char why[1024];
-	int64_t k2 = recover_match(x, img, (uint64_t)k, (uint64_t)k, why, sizeof(why));
+	int64_t k2 = recover_match(x, img, (uint64_t)k, (uint64_t)k, why, sizeof(why), ns->alt);
 	if (k2 < 0 && !x->failed) {
 		struct where w = {.op = ns->op, .point = ns->op->index, .idx = ns->idx, .n = ns->n,
 				  .exhaustive = ns->exhaustive, .pick = ns->pick};
@@ -975,9 +1077,186 @@ static void targeted_torn(struct ctx *x, struct simfs *fs, const struct simfs_op
 	simfs_pick_free(&p);
 }
 
+/* --- the pad rule (crashsim.h) --------------------------------------------------------- */
+
+static void pad_retire(struct pad *pd)
+{
+	free(pd->gid);
+	free(pd->gseq);
+	memset(pd, 0, sizeof(*pd));
+}
+
+static void pads_retire_all(struct ctx *x)
+{
+	for (int i = 0; i < MAXPADS; i++)
+		pad_retire(&x->pads[i]);
+	memset(x->relog, 0, x->ngids);
+}
+
+static bool pads_live(const struct ctx *x)
+{
+	for (int i = 0; i < MAXPADS; i++)
+		if (x->pads[i].live)
+			return true;
+	return false;
+}
+
+/* A pad stays live while its write is a pending item of the log. */
+static void pads_update(struct ctx *x, struct simfs *fs)
+{
+	if (!pads_live(x))
+		return;
+	size_t n = simfs_pending(fs, NULL, 0);
+	struct simfs_item *v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		abort();
+	n = simfs_pending(fs, v, n);
+	for (int i = 0; i < MAXPADS; i++) {
+		struct pad *pd = &x->pads[i];
+		bool pending = false;
+		for (size_t j = 0; j < n && pd->live && !pending; j++)
+			pending = v[j].kind == SIMFS_DATA && v[j].point == pd->point && v[j].off == pd->off &&
+				  v[j].len >= REC_HDR && v[j].data && !strcmp(v[j].path, LOG_PATH) &&
+				  !memcmp(v[j].data, pd->hdr, REC_HDR);
+		if (pd->live && !pending)
+			pad_retire(pd);
+	}
+	free(v);
+}
+
+static void alts_free(struct ctx *x)
+{
+	for (int i = 0; i < x->nalt; i++)
+		free(x->alts[i].order);
+	x->nalt = 0;
+}
+
+/* The orders with the groups of some live pads back at their seqs: every
+ * non-empty subset of (at most three) live pads. */
+static void alts_build(struct ctx *x)
+{
+	alts_free(x);
+	int live[3], nl = 0;
+	for (int i = 0; i < MAXPADS && nl < 3; i++)
+		if (x->pads[i].live)
+			live[nl++] = i;
+	for (int mask = 1; mask < (1 << nl); mask++) {
+		size_t extra = 0;
+		for (int j = 0; j < nl; j++)
+			if (mask & (1 << j))
+				extra += x->pads[live[j]].ng;
+		struct alt *a = &x->alts[x->nalt++];
+		uint64_t *seq = malloc((x->norder + extra) * sizeof(*seq));
+		a->order = malloc((x->norder + extra) * sizeof(*a->order));
+		if (!seq || !a->order)
+			abort();
+		memcpy(a->order, x->order, x->norder * sizeof(*a->order));
+		memcpy(seq, x->oseq, x->norder * sizeof(*seq));
+		a->n = x->norder;
+		for (int j = 0; j < nl; j++) {
+			const struct pad *pd = &x->pads[live[j]];
+			for (size_t g = 0; (mask & (1 << j)) && g < pd->ng; g++) {
+				size_t q = x->sort_from;
+				while (q < a->n && seq[q] < pd->gseq[g])
+					q++;
+				memmove(&a->order[q + 1], &a->order[q], (a->n - q) * sizeof(*a->order));
+				memmove(&seq[q + 1], &seq[q], (a->n - q) * sizeof(*seq));
+				a->order[q] = pd->gid[g];
+				seq[q] = pd->gseq[g];
+				a->n++;
+			}
+		}
+		free(seq);
+		uint64_t lo = x->floor > x->base_k ? x->floor : x->base_k;
+		for (uint64_t q = lo; q < a->n; q++)
+			if (atomic_load(&x->acked[a->order[q]]))
+				lo = q + 1;
+		a->lo = lo;
+		a->hi = a->n;
+	}
+}
+
+/* A pad (header h) written at file offset off: the groups of this session
+ * whose records carry its seqs leave the order (THE PAD RULE). */
+static void note_pad(struct ctx *x, const struct simfs_opinfo *op, const struct rec_hdr_disk *h)
+{
+	update_bounds(x);
+	x->s.pads++;
+	uint64_t count = h->reserved;
+	CS_TRACE("P%llu pad off %llu seq %llu count %llu\n", (unsigned long long)op->index,
+		 (unsigned long long)op->off, (unsigned long long)h->seq, (unsigned long long)count);
+	for (int i = 0; i < MAXPADS; i++)
+		if (x->pads[i].live && x->pads[i].off == op->off && !memcmp(x->pads[i].hdr, h, REC_HDR)) {
+			/* the same pad again: its first writer died writing it */
+			x->pads[i].point = op->index;
+			return;
+		}
+	struct pad *pd = NULL;
+	for (int i = 0; i < MAXPADS && !pd; i++)
+		if (!x->pads[i].live)
+			pd = &x->pads[i];
+	if (!pd) {
+		struct where w = {.op = op, .point = op->index, .pick = "-"};
+		report(x, NULL, "harness: more pads pending at once than it keeps", &w);
+		return;
+	}
+	pad_retire(pd);
+	pd->off = op->off;
+	pd->point = op->index;
+	memcpy(pd->hdr, h, REC_HDR);
+	pd->gid = malloc((x->norder + 1) * sizeof(*pd->gid));
+	pd->gseq = malloc((x->norder + 1) * sizeof(*pd->gseq));
+	if (!pd->gid || !pd->gseq)
+		abort();
+	for (size_t i = x->sort_from; i < x->norder && !x->failed;) {
+		if (x->oseq[i] < h->seq || x->oseq[i] - h->seq >= count) {
+			i++;
+			continue;
+		}
+		if (i < x->lo) {
+			char why[300];
+			snprintf(why, sizeof(why), "a pad (seqs %llu..%llu) over the record of group %llu, which "
+				 "an acknowledged group follows in the commit order",
+				 (unsigned long long)h->seq, (unsigned long long)(h->seq + count - 1),
+				 (unsigned long long)x->order[i]);
+			struct where w = {.op = op, .point = op->index, .pick = "-"};
+			report(x, NULL, why, &w);
+			break;
+		}
+		CS_TRACE("  pad takes gid %llu seq %llu\n", (unsigned long long)x->order[i],
+			 (unsigned long long)x->oseq[i]);
+		pd->gid[pd->ng] = x->order[i];
+		pd->gseq[pd->ng++] = x->oseq[i];
+		x->relog[x->order[i]] = 1;
+		memmove(&x->order[i], &x->order[i + 1], (x->norder - i - 1) * sizeof(*x->order));
+		memmove(&x->oseq[i], &x->oseq[i + 1], (x->norder - i - 1) * sizeof(*x->oseq));
+		x->norder--;
+		cache_clear(x);
+	}
+	x->s.pad_groups += pd->ng;
+	pd->live = pd->ng > 0;
+	if (!pd->live)
+		pad_retire(pd);
+}
+
 static void check_point(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
 {
 	update_bounds(x);
+	alts_build(x);
+	for (int i = 0; i < x->nalt && !x->failed; i++) {
+		/* every group a pad would put back lies past the acknowledged ones */
+		for (uint64_t q = 0; q < x->base_k && q < x->alts[i].n; q++)
+			if (x->alts[i].order[q] != x->order[q]) {
+				struct where w = {.op = op, .point = op->index, .pick = "-"};
+				report(x, NULL, "a group acknowledged while a pad over earlier groups is not "
+					 "durable (atomio acknowledges none before it is)", &w);
+				break;
+			}
+	}
+	if (x->failed) {
+		alts_free(x);
+		return;
+	}
 	uint64_t lo = x->lo, hi = x->norder;
 	const struct cs_replay *rp = x->rp;
 	struct simfs_enum e = {.unit = x->c.unit, .exhaustive_cap = x->c.cap, .samples = x->c.samples,
@@ -1004,6 +1283,7 @@ static void check_point(struct ctx *x, struct simfs *fs, const struct simfs_opin
 	if (!x->failed && !x->stopped && !(rp && (rp->pick || rp->image >= 0)) &&
 	    op->kind == SIMFS_OP_WRITE && x->last_nrec > 1 && !strcmp(op->path, LOG_PATH))
 		targeted_torn(x, fs, op, lo, hi, &nr);
+	alts_free(x);
 }
 
 static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op,
@@ -1014,7 +1294,10 @@ static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	char why[1024];
 	struct simfs *img = simfs_crash(fs, p);
 	analyze_image(x, img, lo, hi);
-	int64_t k = recover_match(x, img, lo, hi, why, sizeof(why));
+	int64_t k = recover_match(x, img, lo, hi, why, sizeof(why), ANY_ORDER);
+	int alt = x->matched_alt;
+	if (k >= 0 && alt >= 0)
+		x->s.pad_images++;
 	uint64_t rpoints = simfs_points(img);
 	simfs_free(img);
 	x->s.images++;
@@ -1039,7 +1322,7 @@ static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 		x->nested_here++;
 		char *ps = simfs_pick_format(p);
 		struct nest ns = {.op = op, .idx = i, .n = n, .exhaustive = ex, .pick = ps,
-				  .npoints = rpoints};
+				  .npoints = rpoints, .alt = alt};
 		nested_check(x, fs, p, k, &ns);
 		free(ps);
 	}
@@ -1100,6 +1383,10 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 	while (p + REC_HDR <= op->len) {
 		struct rec_hdr_disk h;
 		memcpy(&h, b + p, sizeof(h));
+		if (h.magic == REC_MAGIC && h.type == REC_TYPE_PAD) {
+			note_pad(x, op, &h); /* a pad ends its log write */
+			break;
+		}
 		if (h.magic != REC_MAGIC || h.rec_len < REC_HDR + REC_DESC || p + h.rec_len > op->len)
 			break;
 		struct seg_disk d;
@@ -1123,12 +1410,16 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 		char why[256] = "";
 		if (gid == 0 || gid >= x->ngids)
 			snprintf(why, sizeof(why), "a log record carries no group id (%llu)", (unsigned long long)gid);
-		else if (x->c.threads == 1 && gid != x->committing)
+		else if (x->c.threads == 1 && !x->c.procs && gid != x->committing)
 			snprintf(why, sizeof(why), "the log write carries group %llu while group %llu commits",
 				 (unsigned long long)gid, (unsigned long long)x->committing);
-		for (size_t j = 0; j < x->norder && !why[0]; j++)
-			if (x->order[j] == gid)
-				snprintf(why, sizeof(why), "group %llu is written to the log twice", (unsigned long long)gid);
+		else if (x->relog[gid])
+			x->relog[gid] = 0; /* logged again after a pad: a new place in the order */
+		else if (!x->c.procs)
+			for (size_t j = 0; j < x->norder && !why[0]; j++)
+				if (x->order[j] == gid)
+					snprintf(why, sizeof(why), "group %llu is written to the log twice",
+						 (unsigned long long)gid);
 		if (why[0]) {
 			struct where w = {.op = op, .point = op->index, .pick = "-"};
 			report(x, NULL, why, &w);
@@ -1136,6 +1427,11 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 		}
 		if (nrec == 0)
 			x->last_rec0_len = h.rec_len;
+		/* (several processes: a group logged again with no pad before is
+		 * not refused here -- both records may be replayed, and the
+		 * order has both; what recovery makes of them is checked) */
+		CS_TRACE("P%llu log off %llu seq %llu gid %llu\n", (unsigned long long)op->index,
+			 (unsigned long long)(op->off + p), (unsigned long long)h.seq, (unsigned long long)gid);
 		order_add(x, gid, h.seq, false);
 		nrec++;
 		if (h.flags & REC_F_LAST)
@@ -1175,7 +1471,7 @@ static void parse_fast_write(struct ctx *x, const struct simfs_opinfo *op)
 	char why[256] = "";
 	if (gid == 0 || gid >= x->ngids)
 		snprintf(why, sizeof(why), "an atomic write carries no group id (%llu)", (unsigned long long)gid);
-	else if (x->c.threads == 1 && gid != x->committing)
+	else if (x->c.threads == 1 && !x->c.procs && gid != x->committing)
 		snprintf(why, sizeof(why), "an atomic write carries group %llu while group %llu commits",
 			 (unsigned long long)gid, (unsigned long long)x->committing);
 	for (size_t j = 0; j < x->norder && !why[0]; j++)
@@ -1219,6 +1515,17 @@ static bool write_of_group(struct ctx *x, uint64_t gid, int f, const struct simf
 	return false;
 }
 
+/* Is the record of seq the one that gives group gid its place in the order
+ * now?  Not an older one: a padded batch's, whose leader died during its
+ * write (never made durable), the group logged again since. */
+static bool current_record(const struct ctx *x, uint64_t gid, uint64_t seq)
+{
+	for (size_t j = x->norder; j-- > 0;)
+		if (x->order[j] == gid)
+			return x->oseq[j] == seq || !x->c.procs;
+	return !x->c.procs;
+}
+
 /* Classic bug 3: a home write must never be issued while the log write
  * carrying its record is not yet durable (it could reach the media first).
  * (Other log writes may be in flight: the next batch's, or a checkpoint's
@@ -1238,14 +1545,15 @@ static void check_home_order(struct ctx *x, struct simfs *fs, const struct simfs
 		for (uint64_t p = 0; p + REC_HDR + REC_DESC <= v[i].len;) {
 			struct rec_hdr_disk h;
 			memcpy(&h, v[i].data + p, sizeof(h));
-			if (h.magic != REC_MAGIC || h.rec_len < REC_HDR + REC_DESC || h.rec_len > v[i].len - p)
+			if (h.magic != REC_MAGIC || h.type == REC_TYPE_PAD || h.rec_len < REC_HDR + REC_DESC ||
+			    h.rec_len > v[i].len - p)
 				break;
 			struct seg_disk d;
 			memcpy(&d, v[i].data + p + REC_HDR, sizeof(d));
 			uint64_t dp = p + REC_HDR + REC_DESC * (uint64_t)h.nsegs + d.data_off, gid = 0;
 			if (dp + 8 <= p + h.rec_len)
 				memcpy(&gid, v[i].data + dp, 8);
-			if (write_of_group(x, gid, f, op)) {
+			if (write_of_group(x, gid, f, op) && current_record(x, gid, h.seq)) {
 				char why[300];
 				snprintf(why, sizeof(why), "home write to %s (group %llu) issued while the log "
 					 "write of its record (off %llu len %llu) is not durable", op->path,
@@ -1292,6 +1600,8 @@ static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_op
 	simfs_pick_free(&p);
 	x->snap.lo = x->lo;
 	x->snap.hi = x->norder;
+	CS_TRACE("P%llu snapshot lo %llu hi %zu pick %s\n", (unsigned long long)x->snap.point,
+		 (unsigned long long)x->lo, x->norder, x->snap.pick);
 	free(x->snap.order);
 	free(x->snap.oseq);
 	x->snap.order = malloc((x->norder + 1) * sizeof(*x->order));
@@ -1304,6 +1614,8 @@ static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_op
 		mf_copy(&x->snap.base[f], &x->base[f]);
 	x->snap.taken = true;
 }
+
+static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
 
 static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 {
@@ -1328,13 +1640,15 @@ static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 	}
 	if (x->failed)
 		return;
+	pads_update(x, fs);
 	/* Crash and continue: at a random point, or preferably where a log
 	 * write at the start of the record area carries several records (its
 	 * first one torn, the next ones whole: the records a later epoch must
-	 * not take for its own). */
+	 * not take for its own).  Not while a pad is pending: the snapshot
+	 * keeps one commit order. */
 	bool batch0 = op->kind == SIMFS_OP_WRITE && !strcmp(op->path, LOG_PATH) && x->last_nrec > 1 &&
 		      op->off == x->area_off;
-	if (x->armed && !x->snap.taken && (x->countdown-- <= 0 || batch0))
+	if (x->armed && !x->snap.taken && (x->countdown-- <= 0 || batch0) && !pads_live(x))
 		take_snapshot(x, fs, op);
 	const struct cs_replay *rp = x->rp;
 	if (rp && rp->point >= 0) {
@@ -1342,54 +1656,127 @@ static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 		 * run: nothing is promised before the store's setup is done */
 		if ((int64_t)op->index == rp->point && x->checking)
 			check_point(x, fs, op);
-		return;
+	} else if (x->checking && !x->stopped && op->pending_version != x->last_pver) {
+		struct rng r = {mix64(x->c.seed ^ 0x9017) ^ op->index};
+		if ((int)below(&r, 100) < x->c.points_pct) {
+			x->last_pver = op->pending_version;
+			check_point(x, fs, op);
+		}
 	}
-	if (!x->checking || x->stopped || op->pending_version == x->last_pver)
-		return;
-	struct rng r = {mix64(x->c.seed ^ 0x9017) ^ op->index};
-	if ((int)below(&r, 100) >= x->c.points_pct)
-		return;
-	x->last_pver = op->pending_version;
-	check_point(x, fs, op);
+	/* the power cut here is checked; now this thread's process may die
+	 * here instead */
+	maybe_die(x, fs, op);
+}
+
+/* Before a write is done: this thread's process may die there instead, the
+ * write never issued (a leader that reserved log space and died before
+ * writing it; a home stage between two of its writes). */
+static void before_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	struct ctx *x = arg;
+	/* one write in two: many deaths leave their write pending (what
+	 * the pad rule is about), some never issue it */
+	struct rng r = {mix64(x->c.seed ^ 0xbef0 ^ op->index)};
+	if (!x->failed && below(&r, 2) == 0)
+		maybe_die(x, fs, op);
 }
 
 /* --- the workload ---------------------------------------------------------------------------- */
 
-static int register_file(struct ctx *x, int f)
+static int register_file(struct ctx *x, struct proc *p, int f)
 {
 	int fl = O_CREAT | ((x->c.direct & (1u << f)) ? O_DIRECT : 0);
-	x->ids[f] = atomio_file_open(x->st, x->paths[f], fl, 0644);
-	if (x->ids[f] < 0) {
-		printf("CRASH-CHECK FAILED: atomio_file_open %s: %d %s: %s\n", x->paths[f], x->ids[f],
-		       atomio_strerror(x->ids[f]), x->errbuf);
+	p->ids[f] = atomio_file_open(p->st, x->paths[f], fl, 0644);
+	if (p->ids[f] < 0) {
+		printf("CRASH-CHECK FAILED: atomio_file_open %s: %d %s: %s\n", x->paths[f], p->ids[f],
+		       atomio_strerror(p->ids[f]), p->errbuf);
 		x->failed = 1;
-		return x->ids[f];
+		return p->ids[f];
 	}
-	x->registered[f] = true;
+	if (p == &x->p[0] && !x->registered[f]) {
+		x->ids[f] = p->ids[f];
+		x->registered[f] = true;
+	} else if (p->ids[f] != x->ids[f]) {
+		/* a file's id is the catalog's: the same in every handle */
+		printf("CRASH-CHECK FAILED: atomio_file_open %s: id %d in one handle, %d in another\n",
+		       x->paths[f], x->ids[f], p->ids[f]);
+		x->failed = 1;
+		return -1;
+	}
 	return 0;
 }
 
-static int open_store(struct ctx *x)
+/* Open p's handle of the store, as a process of its own (procs: a new simfs
+ * process, whose tag the calling thread keeps), and its files. */
+static int proc_open(struct ctx *x, struct proc *p)
 {
 	/* atomio keeps errbuf for the store's later calls: it lives in ctx */
-	char *err = x->errbuf;
+	char *err = p->errbuf;
 	err[0] = 0;
 	struct atomio_options o = {.log_size = x->c.log, .flags = store_flags(&x->c), .errbuf = err,
-				   .errbuf_size = sizeof(x->errbuf)};
-	/* a new session: seqs start again from what recovery found */
-	x->sort_from = x->norder;
-	int r = atomio_open(LOG_PATH, &o, &x->st);
+				   .errbuf_size = sizeof(p->errbuf)};
+	if (x->c.procs) {
+		p->tag = atomic_fetch_add(&x->next_tag, 1);
+		simfs_proc_set(p->tag);
+		__atomic_fetch_add(&x->s.handles, 1, __ATOMIC_RELAXED);
+	}
+	p->dead = false;
+	int r = atomio_open(LOG_PATH, &o, &p->st);
 	if (r < 0) {
 		printf("CRASH-CHECK FAILED: atomio_open in the run: %d %s: %s\n", r, atomio_strerror(r), err);
 		x->failed = 1;
 		return r;
 	}
-	for (int f = 0; f < x->c.files; f++)
+	for (int f = 0; f < x->c.files; f++) {
+		/* Several processes: the first registers every file; another
+		 * only every second one (by its tag) and writes the others by
+		 * the catalog's id, which atomio opens for it when first used
+		 * -- so that a process may checkpoint, or lead a batch, with
+		 * files it never opened itself. */
+		if (x->c.procs && p != &x->p[0] && (f + p->tag) % 2) {
+			p->ids[f] = x->ids[f];
+			continue;
+		}
 		/* lazily only files atomio creates: an application's unsynced
 		 * file has no promise until it is registered */
-		if ((!x->c.lazy || x->registered[f] || x->appfile[f]) && register_file(x, f) < 0)
+		if ((!x->c.lazy || x->registered[f] || x->appfile[f]) && register_file(x, p, f) < 0)
 			return -1;
+	}
 	return 0;
+}
+
+/* Close p's handle (the last one to close checkpoints the whole log). */
+static int proc_close(struct ctx *x, struct proc *p)
+{
+	int r = p->st ? atomio_close(p->st) : 0;
+	p->st = NULL;
+	if (r < 0) {
+		printf("CRASH-CHECK FAILED: atomio_close: %d %s: %s\n", r, atomio_strerror(r), p->errbuf);
+		x->failed = 1;
+	}
+	return r;
+}
+
+/* Open every handle (a new session: seqs start again from what recovery
+ * found); the first one recovers, the others join. */
+static int open_store(struct ctx *x)
+{
+	x->sort_from = x->norder;
+	int r = 0;
+	for (int i = 0; i < x->np && r == 0; i++)
+		r = proc_open(x, &x->p[i]);
+	simfs_proc_set(0);
+	return r;
+}
+
+/* Close every live handle; dead ones stay as they died. */
+static int close_store(struct ctx *x)
+{
+	int r = 0;
+	for (int i = x->np; i-- > 0;)
+		if (!x->p[i].dead && proc_close(x, &x->p[i]) < 0)
+			r = -1;
+	return r;
 }
 
 /* The run's files must hold exactly groups 1..norder (nothing in flight). */
@@ -1406,13 +1793,9 @@ static void check_run_state(struct ctx *x, const char *when)
 
 static void reopen(struct ctx *x)
 {
-	int r = atomio_close(x->st);
-	x->st = NULL;
-	if (r < 0) {
-		printf("CRASH-CHECK FAILED: atomio_close: %d %s\n", r, atomio_strerror(r));
-		x->failed = 1;
+	if (close_store(x) < 0)
 		return;
-	}
+	pads_retire_all(x); /* durable: the last close checkpointed */
 	x->floor = x->norder; /* closed cleanly: all of it is durable */
 	check_run_state(x, "after a clean close");
 	if (!x->failed)
@@ -1427,8 +1810,17 @@ static void apply_snapshot(struct ctx *x)
 	/* The hook (in atomio's checkpointer thread too) reads the snapshot
 	 * state and the models: change them with the simfs held. */
 	simfs_lock(x->fs);
-	if (!x->snap.taken)
+	if (!x->snap.taken) {
+		/* none taken in the phase: now -- unless a pad is pending (the
+		 * snapshot keeps one commit order, as in run_hook) */
+		pads_update(x, x->fs);
+		if (pads_live(x)) {
+			x->armed = false;
+			simfs_unlock(x->fs);
+			return;
+		}
 		take_snapshot(x, x->fs, NULL);
+	}
 	x->armed = false;
 	x->snap.taken = false;
 	simfs_unlock(x->fs);
@@ -1438,8 +1830,12 @@ static void apply_snapshot(struct ctx *x)
 	struct simfs *trial = simfs_crash(x->snap.img, NULL);
 	simfs_reset(x->fs, x->snap.img);
 	x->snap.img = NULL;
-	atomio_close(x->st); /* errors expected */
-	x->st = NULL;
+	for (int i = 0; i < x->np; i++)
+		if (!x->p[i].dead && x->p[i].st) {
+			atomio_close(x->p[i].st); /* errors expected */
+			x->p[i].st = NULL;
+		}
+	pads_retire_all(x); /* a later history */
 	/* forget everything after the snapshot */
 	x->norder = x->snap.hi;
 	memcpy(x->order, x->snap.order, x->norder * sizeof(*x->order));
@@ -1452,7 +1848,7 @@ static void apply_snapshot(struct ctx *x)
 	x->base_k = x->lo = x->snap.lo;
 	cache_clear(x);
 	char why[1024];
-	int64_t k = recover_match(x, trial, x->snap.lo, x->snap.hi, why, sizeof(why));
+	int64_t k = recover_match(x, trial, x->snap.lo, x->snap.hi, why, sizeof(why), MAIN_ORDER);
 	simfs_free(trial);
 	if (k < 0) {
 		struct where w = {.point = x->snap.point, .pick = x->snap.pick, .snapshot = true};
@@ -1474,8 +1870,9 @@ out:
 }
 
 /* Commit (or abort) one group.  0 committed, 1 aborted, else an error. */
-static int do_group(struct ctx *x, const struct grp *g)
+static int do_group(struct ctx *x, struct proc *p, const struct grp *g)
 {
+	(void)x;
 	int r = 0;
 	if (g->pwrite) {
 		const struct gop *o = &g->ops[0];
@@ -1486,21 +1883,21 @@ static int do_group(struct ctx *x, const struct grp *g)
 		ssize_t n;
 		if (o->len >= 2 && (o->tag & 1)) {
 			struct iovec iov[2] = {{b, o->len / 2}, {b + o->len / 2, o->len - o->len / 2}};
-			n = atomio_pwritev(x->st, x->ids[o->file], iov, 2, (off_t)o->off);
+			n = atomio_pwritev(p->st, p->ids[o->file], iov, 2, (off_t)o->off);
 		} else {
-			n = atomio_pwrite(x->st, x->ids[o->file], b, o->len, (off_t)o->off);
+			n = atomio_pwrite(p->st, p->ids[o->file], b, o->len, (off_t)o->off);
 		}
 		free(b);
 		return n == (ssize_t)o->len ? 0 : n < 0 ? (int)n : -EIO;
 	}
 	atomio_tx *tx;
-	r = atomio_tx_begin(x->st, &tx);
+	r = atomio_tx_begin(p->st, &tx);
 	if (r < 0)
 		return r;
 	for (int i = 0; i < g->nops && r == 0; i++) {
 		const struct gop *o = &g->ops[i];
 		if (o->kind == OP_SIZE) {
-			r = atomio_tx_truncate(tx, x->ids[o->file], (off_t)o->off);
+			r = atomio_tx_truncate(tx, p->ids[o->file], (off_t)o->off);
 			continue;
 		}
 		uint8_t *b = malloc(o->len);
@@ -1510,9 +1907,9 @@ static int do_group(struct ctx *x, const struct grp *g)
 		if (o->len >= 3 && (o->tag & 3) == 0) {
 			/* a gathered write */
 			struct iovec iov[3] = {{b, 1}, {b + 1, o->len / 2 - 1}, {b + o->len / 2, o->len - o->len / 2}};
-			r = atomio_tx_writev(tx, x->ids[o->file], iov, 3, (off_t)o->off);
+			r = atomio_tx_writev(tx, p->ids[o->file], iov, 3, (off_t)o->off);
 		} else {
-			r = atomio_tx_write(tx, x->ids[o->file], b, o->len, (off_t)o->off);
+			r = atomio_tx_write(tx, p->ids[o->file], b, o->len, (off_t)o->off);
 		}
 		free(b);
 	}
@@ -1536,40 +1933,140 @@ static void group_done(struct ctx *x, const struct grp *g, int r)
 		__atomic_fetch_add(&x->s.aborted, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	/* acknowledged: from here on no crash may lose it */
+	/* acknowledged: from here on no crash may lose it -- so its record
+	 * (or its atomic write) was issued: it has a place in the order (with
+	 * several processes, one that a pad did not take away) */
+	simfs_lock(x->fs);
+	bool placed = false;
+	for (size_t j = x->norder; j-- > 0 && !placed;)
+		placed = x->order[j] == g->gid;
+	if (!placed && !x->failed) {
+		char why[200];
+		snprintf(why, sizeof(why), "group %llu acknowledged without a record in the log%s",
+			 (unsigned long long)g->gid, x->relog[g->gid] ? " (a pad took its record back)" : "");
+		struct where w = {.pick = "-"};
+		report(x, NULL, why, &w);
+	}
 	atomic_store(&x->acked[g->gid], 1);
+	CS_TRACE("ack gid %llu\n", (unsigned long long)g->gid);
+	simfs_unlock(x->fs);
 	__atomic_fetch_add(&x->s.groups, 1, __ATOMIC_RELAXED);
 }
 
 struct worker {
 	struct ctx *x;
+	struct proc *p; /* its handle: its own (procs), else the run's */
 	int t, from, to;
 };
+
+/* The process a worker thread is (procs): the hook kills it there. */
+static __thread struct proc *tl_me;
+
+static void worker_finished(struct ctx *x)
+{
+	pthread_mutex_lock(&x->wmu);
+	x->wdone++;
+	pthread_cond_broadcast(&x->wcv);
+	pthread_mutex_unlock(&x->wmu);
+}
 
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct ctx *x = w->x;
+	struct proc *p = w->p;
+	if (x->c.procs) {
+		simfs_proc_set(p->tag);
+		tl_me = p;
+	}
 	for (int i = w->from; i < w->to && !x->failed; i++) {
 		uint64_t gid = 1 + (uint64_t)i * (uint64_t)x->c.threads + (uint64_t)w->t;
 		struct rng r = {mix64(x->c.seed ^ gid ^ 0xc4)};
 		if ((int)below(&r, 200) < x->c.ckpt_pct) {
-			int cr = atomio_checkpoint(x->st);
+			int cr = atomio_checkpoint(p->st);
 			if (cr < 0) {
 				printf("CRASH-CHECK FAILED: atomio_checkpoint: %d\n", cr);
 				x->failed = 1;
 			}
 			__atomic_fetch_add(&x->s.checkpoints, 1, __ATOMIC_RELAXED);
 		}
-		group_done(x, &x->grps[gid], do_group(x, &x->grps[gid]));
+		if (x->c.procs && (int)below(&r, 200) < x->c.reopen_pct) {
+			/* this process leaves the store and joins it again while
+			 * the others go on (the last to leave checkpoints, the
+			 * first to come back recovers) */
+			if (proc_close(x, p) < 0 || proc_open(x, p) < 0)
+				break;
+		}
+		int gr = do_group(x, p, &x->grps[gid]);
+		if (gr < 0 && p->errbuf[0])
+			printf("  (process %d's store: %s)\n", p->tag, p->errbuf);
+		group_done(x, &x->grps[gid], gr);
 	}
+	tl_me = NULL;
+	simfs_proc_set(0);
+	worker_finished(x);
 	return NULL;
+}
+
+/* At a crash point of its thread, or just before one of its writes (op->
+ * before), a process whose countdown ran out dies there (simfs_proc_die: its
+ * descriptors close, its thread blocks for good); the others take over what
+ * it held.  Not while its thread holds the
+ * store's shared mutex, which only the death of a real process releases
+ * (robust mutex): then at its next crash point. */
+static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
+{
+	struct proc *p = tl_me;
+	if (!p || p->countdown < 0 || x->failed)
+		return;
+	/* what the crash point is: 1 a log record (or pad) write, 2 a home
+	 * write, 4 a checkpoint's data sync or superblock write */
+	bool log = !strcmp(op->path, LOG_PATH), data = false;
+	for (int f = 0; f < x->c.files; f++)
+		data |= !strcmp(op->path, x->paths[f]);
+	uint32_t kind = op->kind == SIMFS_OP_WRITE && log && x->area_off && op->off >= x->area_off ? 1u
+			: op->kind == SIMFS_OP_WRITE && data ? 2u
+			: (op->kind == SIMFS_OP_WRITE && log && op->off < 2 * SB_SLOT) ||
+					  ((op->kind == SIMFS_OP_FDATASYNC || op->kind == SIMFS_OP_FSYNC) && data)
+				  ? 4u
+				  : 0u;
+	if (x->c.kill_at && !(x->c.kill_at & kind))
+		return;
+	if (p->countdown > 0) {
+		p->countdown--;
+		return;
+	}
+	if (cs_store_holds_mutex(p->st)) {
+		x->s.kills_held++;
+		return;
+	}
+	/* A dead process's thread stays blocked till the test process ends:
+	 * a long run stops killing after this many. */
+	static _Atomic unsigned dead_threads;
+	unsigned nd = atomic_fetch_add(&dead_threads, 1);
+	if (nd >= 1000) {
+		if (nd == 1000)
+			printf("crashsim: 1000 processes died in this test process: no more deaths\n");
+		return;
+	}
+	CS_TRACE("P%llu proc %d dies%s at %s off %llu\n", (unsigned long long)op->index, p->tag,
+		 op->before ? " before" : "", op->path, (unsigned long long)op->off);
+	p->countdown = -1;
+	p->dead = true;
+	x->s.kills++;
+	x->s.kills_log += kind == 1;
+	x->s.kills_home += kind == 2;
+	x->s.kills_ckpt += kind == 4;
+	x->s.kills_before += op->before;
+	tl_me = NULL;
+	worker_finished(x);
+	simfs_proc_die(fs); /* never returns */
 }
 
 static void between_groups(struct ctx *x, struct rng *r)
 {
 	if ((int)below(r, 100) < x->c.ckpt_pct) {
-		int cr = atomio_checkpoint(x->st);
+		int cr = atomio_checkpoint(x->p[0].st);
 		if (cr < 0) {
 			printf("CRASH-CHECK FAILED: atomio_checkpoint: %d %s\n", cr, atomio_strerror(cr));
 			x->failed = 1;
@@ -1582,12 +2079,74 @@ static void between_groups(struct ctx *x, struct rng *r)
 		/* one thread: somewhere in the next group; several: preferably
 		 * at a multi-record batch (see run_hook), else late.  (The
 		 * hook may run in the store's checkpointer meanwhile.) */
-		int cd = (int)below(r, x->c.threads > 1 ? 400 : 12);
+		int cd = (int)below(r, x->c.threads > 1 || x->c.procs ? 400 : 12);
 		simfs_lock(x->fs);
 		x->countdown = cd;
 		x->armed = true;
 		simfs_unlock(x->fs);
 	}
+}
+
+/* One phase of the threads (several, or procs): each commits its share of
+ * groups [from, to).  With procs, a process that died in an earlier phase
+ * joins again first, and kill_pct picks who dies in this one. */
+static void run_phase(struct ctx *x, int ph, int from, int to)
+{
+	int nt = x->c.threads > MAXP ? MAXP : x->c.threads;
+	for (int t = 0; t < x->np && !x->failed; t++) {
+		struct proc *p = &x->p[t];
+		if (p->dead) {
+			/* its handle stays as it died (a process's memory is its own) */
+			p->st = NULL;
+			proc_open(x, p);
+			simfs_proc_set(0);
+		}
+		struct rng r = {mix64(x->c.seed ^ 0xdead ^ ((uint64_t)ph << 8) ^ (uint64_t)t)};
+		p->countdown = t > 0 && (int)below(&r, 100) < x->c.kill_pct ? (int)below(&r, x->c.kill_at ? 6 : 40)
+									     : -1;
+	}
+	if (x->failed)
+		return;
+	struct worker w[MAXP];
+	x->wdone = 0;
+	for (int t = 0; t < nt; t++) {
+		w[t] = (struct worker){x, x->c.procs ? &x->p[t] : &x->p[0], t, from, to};
+		pthread_t th;
+		/* detached: a thread whose process dies never ends */
+		if (pthread_create(&th, NULL, worker_main, &w[t]) || pthread_detach(th))
+			abort();
+	}
+	/* A deadlock among the processes is a failure, not a hang: no crash
+	 * point reached and no image checked for a minute ends the test. */
+	uint64_t points = simfs_points(x->fs) + __atomic_load_n(&x->s.images, __ATOMIC_RELAXED) +
+			  __atomic_load_n(&x->s.nested_images, __ATOMIC_RELAXED);
+	int still = 0;
+	pthread_mutex_lock(&x->wmu);
+	while (x->wdone < nt) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 5;
+		if (pthread_cond_timedwait(&x->wcv, &x->wmu, &ts) != ETIMEDOUT)
+			continue;
+		/* (not holding wmu: a dying thread takes it inside the simfs) */
+		pthread_mutex_unlock(&x->wmu);
+		uint64_t now_points = simfs_points(x->fs) + __atomic_load_n(&x->s.images, __ATOMIC_RELAXED) +
+				      __atomic_load_n(&x->s.nested_images, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&x->wmu);
+		still = now_points == points ? still + 1 : 0;
+		points = now_points;
+		if (still == 12) {
+			printf("CRASH-CHECK FAILED: no crash point reached, no image checked for a minute: a deadlock "
+			       "(%d of %d threads of the phase done)\n  seed %llu, config %s\n", x->wdone, nt,
+			       (unsigned long long)x->c.seed, x->cfgstr);
+			printf("  several processes: not deterministic; the line below runs this configuration "
+			       "again, with another interleaving\n  reproduce: %s --cfg '%s' [--dump DIR] [-v]\n",
+			       x->argv0, x->cfgstr);
+			fflush(stdout);
+			_exit(1); /* the stuck threads cannot be stopped */
+		}
+	}
+	pthread_mutex_unlock(&x->wmu);
 }
 
 int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_stats *out,
@@ -1603,8 +2162,19 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		x->c.files = MAXF;
 	if (x->c.threads < 1)
 		x->c.threads = 1;
-	if (x->c.threads > 1)
+	if (x->c.threads > 1 || x->c.procs)
 		x->c.lazy = false;
+	if (x->c.threads > MAXP)
+		x->c.threads = MAXP;
+	if (!x->c.procs)
+		x->c.kill_pct = 0;
+	if (x->c.kill_pct) {
+		/* a dead process's only thread is the one that dies; and no
+		 * fast path (a dead leader's atomic write may land or not
+		 * while its group is written again: not modelled) */
+		x->c.bg = false;
+		x->c.fast = false;
+	}
 	if (x->c.nodirect)
 		x->c.direct = 0;
 	if (x->c.blockrec) {
@@ -1665,6 +2235,8 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		}
 	}
 	simfs_set_hook(x->fs, run_hook, x);
+	if (x->c.kill_pct)
+		simfs_set_before_hook(x->fs, before_hook, x);
 	/* Before registration nothing is promised about files the application
 	 * has not synced. */
 	x->checking = x->c.setup && !x->c.appfiles;
@@ -1674,11 +2246,17 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	x->oseq = calloc(x->ngids, sizeof(*x->oseq));
 	x->acked = calloc(x->ngids, sizeof(*x->acked));
 	x->grps = calloc(x->ngids, sizeof(*x->grps));
-	if (!x->order || !x->oseq || !x->acked || !x->grps)
+	x->relog = calloc(x->ngids, 1);
+	if (!x->order || !x->oseq || !x->acked || !x->grps || !x->relog)
 		abort();
+	x->np = x->c.procs ? x->c.threads : 1;
+	x->next_tag = 1;
+	x->matched_alt = MAIN_ORDER;
+	pthread_mutex_init(&x->wmu, NULL);
+	pthread_cond_init(&x->wcv, NULL);
 	if (open_store(x) == 0) {
 		struct atomio_caps caps;
-		atomio_caps(x->st, -1, &caps);
+		atomio_caps(x->p[0].st, -1, &caps);
 		x->gp.area = caps.log_size;
 		x->gp.dio = x->c.dio;
 		for (size_t g = 1; g < x->ngids; g++)
@@ -1686,7 +2264,7 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	}
 	x->checking = true;
 
-	if (x->c.threads == 1) {
+	if (x->c.threads == 1 && !x->c.procs) {
 		for (int g = 1; g <= x->c.groups && !x->failed; g++) {
 			between_groups(x, &r);
 			if (x->failed)
@@ -1696,10 +2274,10 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 			simfs_unlock(x->fs);
 			for (int i = 0; i < x->grps[g].nops && !x->failed; i++)
 				if (!x->registered[x->grps[g].ops[i].file])
-					register_file(x, x->grps[g].ops[i].file);
+					register_file(x, &x->p[0], x->grps[g].ops[i].file);
 			if (x->failed)
 				break;
-			group_done(x, &x->grps[g], do_group(x, &x->grps[g]));
+			group_done(x, &x->grps[g], do_group(x, &x->p[0], &x->grps[g]));
 			if (x->armed && !x->failed)
 				apply_snapshot(x);
 		}
@@ -1710,35 +2288,27 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 				between_groups(x, &r);
 			if (x->failed)
 				break;
-			pthread_t th[64];
-			struct worker w[64];
-			int nt = x->c.threads > 64 ? 64 : x->c.threads;
-			for (int t = 0; t < nt; t++) {
-				w[t] = (struct worker){x, t, x->c.groups * ph / phases,
-						       x->c.groups * (ph + 1) / phases};
-				pthread_create(&th[t], NULL, worker_main, &w[t]);
-			}
-			for (int t = 0; t < nt; t++)
-				pthread_join(th[t], NULL);
+			run_phase(x, ph, x->c.groups * ph / phases, x->c.groups * (ph + 1) / phases);
 			if (x->armed && !x->failed)
 				apply_snapshot(x);
 		}
 	}
-	if (!x->failed && x->st) {
-		int cr = atomio_close(x->st);
-		x->st = NULL;
-		if (cr < 0) {
-			printf("CRASH-CHECK FAILED: final atomio_close: %d %s\n", cr, atomio_strerror(cr));
-			x->failed = 1;
-		} else {
-			x->floor = x->norder;
-			check_run_state(x, "at the end");
-		}
+	if (!x->failed && close_store(x) == 0) {
+		x->floor = x->norder;
+		check_run_state(x, "at the end");
 	}
-	if (x->st) {
+	bool open = false;
+	for (int i = 0; i < x->np; i++)
+		open |= !x->p[i].dead && x->p[i].st;
+	if (open) {
+		/* after a failure: the machine goes down, the handles close */
 		simfs_reset(x->fs, simfs_crash(x->fs, NULL));
-		atomio_close(x->st);
+		for (int i = 0; i < x->np; i++)
+			if (!x->p[i].dead && x->p[i].st)
+				atomio_close(x->p[i].st);
 	}
+	/* (threads of dead processes stay blocked for good, touching nothing;
+	 * their handles are never closed: a dead process closes nothing) */
 	simfs_uninstall();
 	if (x->snap.img)
 		simfs_free(x->snap.img);
@@ -1758,6 +2328,10 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	free(x->order);
 	free(x->oseq);
 	free((void *)x->acked);
+	pads_retire_all(x);
+	free(x->relog);
+	pthread_mutex_destroy(&x->wmu);
+	pthread_cond_destroy(&x->wcv);
 	free(x->cfgstr);
 	int failed = x->failed;
 	if (out)

@@ -31,6 +31,50 @@
  * produced (see struct cs_stats): a home write issued while a log write was
  * not yet durable is a failure at once.
  *
+ * SEVERAL PROCESSES (procs=1).  Each worker thread is a process of its own:
+ * its own atomio_open of the log and atomio_file_open of the files (a store
+ * shared through simfs's shm_map and OFD locks, simfs.h), so that groups of
+ * several processes share batches and the one commit order; the first
+ * handle opened recovers, the others join.  A process may close its handle
+ * and open it again among its groups (reopen_pct: it leaves and joins while
+ * the others go on).  With kill_pct, a process's thread may reach a crash
+ * point where its process DIES (simfs_proc_die): its descriptors close, so
+ * its lock bytes go, and its thread blocks for good; the others go on and
+ * take over what it held (atomio's ADOPTION, src/commit.c), and every one of
+ * their crash points -- pads, home writes redone, checkpoints read back --
+ * is checked like any other.  The first process never dies (it checkpoints
+ * between phases); a dead one is opened anew at the next phase (a process
+ * that joins).  The dead one's group in flight may or may not be committed;
+ * its acknowledged ones must survive.  A process dies at a crash point
+ * (its write issued, pending: the power cut there is checked first) or just
+ * before a write (simfs_set_before_hook: never issued -- log space reserved
+ * and never written, a home stage between two of its writes).  Whichever
+ * process acknowledges a group, its record must have been issued (a place
+ * in the order no pad took away).
+ *
+ * THE PAD RULE.  A pad record (format.h) gives up the log space and the seqs
+ * [seq, seq + count) of a batch whose leader died before its home writes:
+ * its groups were never acknowledged, and those of live processes are
+ * logged again later, with new seqs.  So when the harness sees a pad
+ * written, the groups whose records carry those seqs (of this session) leave
+ * the commit order, and take their place again when logged again (a group
+ * may be logged twice: once in the padded batch, once later).  While the
+ * pad's write is pending (not durable: at its own crash point, or until its
+ * fdatasync where RWF_DSYNC is refused), a crash image may hold it or not:
+ * without it, recovery may replay the padded batch's records where its
+ * leader's write landed.  So every image is checked against the order
+ * without those groups and, failing that, against the order with them back
+ * at their seqs (every subset, for several pads pending at once): 1..k of
+ * either, with k at least past the last acknowledged group of that order.
+ * Once the pad is durable only the order without them holds.  A pad over a
+ * group that an acknowledged group follows is itself a failure: atomio
+ * acknowledges no later group before the pad is durable.
+ *
+ * CS_TRACE=1 in the environment prints to stderr what the oracle learns as
+ * the run goes (records and pads seen, deaths, acknowledgements, the
+ * crash-and-continue snapshot): for runs of several processes, which no
+ * seed replays.
+ *
  * Single-threaded runs without background checkpoints (bg=0) are
  * deterministic in the config string (seed included): a failure prints a
  * command line that replays just that image (t_crash --cfg ... --point P
@@ -83,6 +127,14 @@ struct cs_cfg {
 			       (default: through a buffered twin descriptor) */
 	bool noproc;        /* no /proc/self/fd (no twin descriptors; recovery and the log
 			       open by path) */
+	/* several processes (SEVERAL PROCESSES above) */
+	bool procs;         /* each worker thread is a process: a store handle of its own */
+	int kill_pct;       /* with procs: each process but the first dies, in each phase,
+			       with this chance, at one of its thread's crash points
+			       (forces bg=0 and fast=0) ... */
+	uint32_t kill_at;   /* ... of these kinds: bit 0 its log writes (records, pads),
+			       bit 1 its home writes, bit 2 its checkpoints' syncs and
+			       superblock writes; 0 = any crash point */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
@@ -141,6 +193,18 @@ struct cs_stats {
 	uint64_t reordered;      /* log writes in flight together that reached the disk
 				    out of commit order */
 	uint64_t early_writebacks; /* sync_file_range calls of the paced write-back */
+	/* several processes */
+	uint64_t handles;     /* store handles opened by processes (procs) */
+	uint64_t kills;       /* processes that died at a crash point of their thread ... */
+	uint64_t kills_log, kills_home, kills_ckpt; /* ... at a log write, a home write, a
+						       checkpoint's sync or superblock write */
+	uint64_t kills_before; /* ... of which before their write was issued (reserved log
+				  space never written; between two home writes) */
+	uint64_t kills_held;  /* deaths put off: the thread held the store's shared mutex */
+	uint64_t pads;        /* pad records written (a dead leader's batch given up) */
+	uint64_t pad_groups;  /* groups whose records a pad took out of the commit order */
+	uint64_t pad_images;  /* crash images that matched only the history where a pad,
+				 pending, had not landed */
 };
 
 /* Defaults for a small sampled run. */
@@ -157,6 +221,11 @@ int cs_cfg_apply(const char *s, struct cs_cfg *c);
  * used in the reproducer line. */
 int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_stats *st,
 	   const char *argv0);
+
+/* (storepeek.c, for crashsim.c: does the calling thread hold st's shared
+ * mutex?  The harness does not kill a process there, see maybe_die.) */
+struct atomio;
+bool cs_store_holds_mutex(struct atomio *st);
 
 void cs_stats_add(struct cs_stats *to, const struct cs_stats *from);
 void cs_stats_print(const char *label, const struct cs_stats *s);

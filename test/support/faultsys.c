@@ -176,6 +176,12 @@ SIMPLE(getrandom, FOP_GETRANDOM, (void *buf, size_t len), (buf, len))
 SIMPLE(realpath, FOP_REALPATH, (const char *path, char *out), (path, out))
 SIMPLE(fallocate, FOP_FALLOCATE, (int fd, int mode, off_t off, off_t len), (fd, mode, off, len))
 
+SIMPLE(ofd_lock, FOP_OFDLOCK, (int fd, int cmd, int type, uint64_t start, uint64_t len),
+       (fd, cmd, type, start, len))
+
+static int f_shm_map(int fd, size_t len, void **out) { return real->shm_map(fd, len, out); }
+static int f_shm_unmap(void *p, size_t len) { return real->shm_unmap(p, len); }
+
 static off_t f_lseek(int fd, off_t off, int whence)
 {
 	if (!hit(FOP_LSEEK))
@@ -203,6 +209,11 @@ static struct atomio_sysops fault_ops = {
 	.realpath = f_realpath,
 	.lseek = f_lseek,
 	.fallocate = f_fallocate,
+	/* the shared state: mapped as it is (memory, no I/O to fail); its lock
+	 * bytes can be failed */
+	.shm_map = f_shm_map,
+	.shm_unmap = f_shm_unmap,
+	.ofd_lock = f_ofd_lock,
 };
 
 void fault_install(void)
@@ -238,7 +249,7 @@ const char *fault_op_name(enum fault_op op)
 	static const char *n[FOP_COUNT] = {"open",  "close", "pread", "pwritev", "fsync",  "fdatasync",
 					   "ftruncate", "fstat", "lstat", "fstatfs", "statx", "flock",
 					   "rename", "unlink", "getrandom", "realpath", "lseek",
-					   "fallocate"};
+					   "fallocate", "ofd_lock"};
 	return op < FOP_COUNT ? n[op] : "?";
 }
 

@@ -39,6 +39,7 @@ enum fault_op {
 	FOP_REALPATH,
 	FOP_LSEEK,
 	FOP_FALLOCATE,
+	FOP_OFDLOCK,
 	FOP_COUNT
 };
 

@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
@@ -223,7 +225,9 @@ struct inode {
 	struct pages vis, base;
 	uint64_t vsize, bsize;
 	struct dir vd, bd; /* directories: visible and durable entries */
-	int lock_fd;       /* descriptor holding flock, or -1 */
+	bool vol;          /* a volatile file (VOLATILE FILES in simfs.h): no items */
+	struct lk *lk;     /* flock and open-file-description locks held on it */
+	size_t nlk, clk;
 };
 
 enum { IT_DATA = 1, IT_SIZE, IT_CREATE, IT_RENAME, IT_UNLINK };
@@ -252,6 +256,18 @@ struct ofd {
 	int flags;
 	bool open, dead;
 	char *path;
+	int tag;          /* the simulated process that opened it (simfs_proc_set) */
+	pthread_t opener; /* and the thread */
+};
+
+/* A lock held by a descriptor (each simfs descriptor is an open file
+ * description of its own): flock's, or an OFD byte-range lock over
+ * [start, end). */
+enum { LK_FL_SH = 1, LK_FL_EX, LK_RD, LK_WR };
+struct lk {
+	int fd;
+	uint8_t kind;
+	uint64_t start, end;
 };
 
 struct simfs {
@@ -268,17 +284,32 @@ struct simfs {
 	uint64_t pver;
 	simfs_hook_fn hook;
 	void *hook_arg;
+	simfs_hook_fn before_hook;
+	void *before_arg;
 	int in_hook;
+	int depth;           /* holds of lock by its holder (recursive) */
+	pthread_cond_t lkcv; /* a lock was released (ofd_lock's SYS_LK_WAIT) */
 	uint32_t dev_minor;
 	uint64_t fsid;
 };
 
 static _Atomic(struct simfs *) g_fs;
 static __thread struct simfs *tl_fs;
+static __thread int tl_tag; /* the simulated process this thread acts for */
 static atomic_uint next_minor = 1;
 
-static void lock(struct simfs *fs) { pthread_mutex_lock(&fs->lock); }
-static void unlock(struct simfs *fs) { pthread_mutex_unlock(&fs->lock); }
+/* The lock is recursive; depth counts its holder's holds (only the holder
+ * touches it), so that a wait or a dying thread can let go of all of them. */
+static void lock(struct simfs *fs)
+{
+	pthread_mutex_lock(&fs->lock);
+	fs->depth++;
+}
+static void unlock(struct simfs *fs)
+{
+	fs->depth--;
+	pthread_mutex_unlock(&fs->lock);
+}
 
 static uint64_t mix(uint64_t x)
 {
@@ -305,7 +336,6 @@ static struct inode *inode_new(struct simfs *fs, bool isdir, unsigned mode)
 	in->ino = ino;
 	in->isdir = isdir;
 	in->mode = mode;
-	in->lock_fd = -1;
 	fs->inodes[ino] = in;
 	return in;
 }
@@ -372,6 +402,7 @@ static void inode_free(struct inode *in)
 	pages_free(&in->base);
 	dir_free(&in->vd);
 	dir_free(&in->bd);
+	free(in->lk);
 	free(in);
 }
 
@@ -544,6 +575,7 @@ static struct simfs *fs_alloc(const struct simfs_config *cfg)
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&fs->lock, &a);
 	pthread_mutexattr_destroy(&a);
+	pthread_cond_init(&fs->lkcv, NULL);
 	if (cfg)
 		fs->cfg = *cfg;
 	if (!fs->cfg.dio_align)
@@ -556,6 +588,7 @@ static struct simfs *fs_alloc(const struct simfs_config *cfg)
 
 static int mkdir_locked(struct simfs *fs, const char *path);
 static int put_locked(struct simfs *fs, const char *path, const void *data, size_t len, unsigned mode);
+static void regions_drop(struct simfs *fs, bool all);
 
 struct simfs *simfs_new(const struct simfs_config *cfg)
 {
@@ -597,6 +630,8 @@ void simfs_free(struct simfs *fs)
 	for (size_t i = 0; i < fs->nfds; i++)
 		free(fs->fds[i].path);
 	free(fs->fds);
+	regions_drop(fs, true);
+	pthread_cond_destroy(&fs->lkcv);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs);
 }
@@ -627,6 +662,14 @@ void simfs_set_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
 	lock(fs);
 	fs->hook = fn;
 	fs->hook_arg = arg;
+	unlock(fs);
+}
+
+void simfs_set_before_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
+{
+	lock(fs);
+	fs->before_hook = fn;
+	fs->before_arg = arg;
 	unlock(fs);
 }
 
@@ -918,6 +961,8 @@ static int ofd_new(struct simfs *fs, uint64_t ino, int flags, const char *path)
 	o->flags = flags;
 	o->open = true;
 	o->path = xstrdup(path);
+	o->tag = tl_tag;
+	o->opener = pthread_self();
 	return FD_BASE + (int)fs->nfds++;
 }
 
@@ -940,6 +985,219 @@ static int ofd_new(struct simfs *fs, uint64_t ino, int flags, const char *path)
 	}                                      \
 	struct inode *o##_in = inode_get(fs, o->ino)
 
+/* --- volatile files ------------------------------------------------------------------ */
+
+/* A file whose name ends with SIMFS_VOLATILE_SUFFIX (simfs.h, VOLATILE
+ * FILES): its changes are durable at once, no pending item, no crash point. */
+static bool vol_path(const char *path)
+{
+	static const char suf[] = SIMFS_VOLATILE_SUFFIX;
+	size_t n = strlen(path), k = sizeof(suf) - 1;
+	return n >= k && !strcmp(path + n - k, suf);
+}
+
+/* --- shared memory (shm_map) --------------------------------------------------------------- */
+
+/* Memory handed out by shm_map: one region per inode, shared by every
+ * mapping of it, like a file's pages in the page cache -- but not its bytes
+ * for pread and pwrite (atomio never mixes the two), and no part of any
+ * crash image.  The registry is process-wide: shm_unmap names no simfs. */
+struct region {
+	struct region *next;
+	struct simfs *fs;   /* whose (freed with it) */
+	uint64_t ino;
+	bool attached;      /* still the inode's: handed out to new mappings */
+	void *p;
+	size_t len;
+	int maps;           /* mappings not yet unmapped */
+};
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct region *g_regions;
+
+static void region_free_locked(struct region **pp)
+{
+	struct region *r = *pp;
+	*pp = r->next;
+	munmap(r->p, r->len);
+	free(r);
+}
+
+static struct region *region_new_locked(struct simfs *fs, uint64_t ino, bool attached, size_t len)
+{
+	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	struct region *r = xcalloc(1, sizeof(*r));
+	*r = (struct region){.next = g_regions, .fs = fs, .ino = ino, .attached = attached, .p = p,
+			     .len = len ? len : 1, .maps = 1};
+	g_regions = r;
+	return r;
+}
+
+static struct region **region_find_locked(struct simfs *fs, uint64_t ino)
+{
+	for (struct region **pp = &g_regions; *pp; pp = &(*pp)->next)
+		if ((*pp)->fs == fs && (*pp)->attached && (*pp)->ino == ino)
+			return pp;
+	return NULL;
+}
+
+/* The file's size became size: what a mapping holds beyond it is gone (a
+ * cut to nothing gives the inode fresh memory; a mapping still held -- by a
+ * "process" that died -- keeps the old). */
+static void region_truncate(struct simfs *fs, uint64_t ino, uint64_t size)
+{
+	pthread_mutex_lock(&g_reg_mu);
+	struct region **pp = region_find_locked(fs, ino);
+	if (pp && size == 0) {
+		if ((*pp)->maps)
+			(*pp)->attached = false;
+		else
+			region_free_locked(pp);
+	} else if (pp && size < (*pp)->len) {
+		memset((char *)(*pp)->p + size, 0, (*pp)->len - size);
+	}
+	pthread_mutex_unlock(&g_reg_mu);
+}
+
+/* The inode's name is gone (unlink) or the whole disk (simfs_reset): no new
+ * mapping gets its memory again.  all: fs itself is freed: every region of
+ * it goes (mappings of dead "processes" included: nothing reads them). */
+static void region_detach(struct simfs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&g_reg_mu);
+	struct region **pp = region_find_locked(fs, ino);
+	if (pp) {
+		if ((*pp)->maps)
+			(*pp)->attached = false;
+		else
+			region_free_locked(pp);
+	}
+	pthread_mutex_unlock(&g_reg_mu);
+}
+
+static void regions_drop(struct simfs *fs, bool all)
+{
+	pthread_mutex_lock(&g_reg_mu);
+	for (struct region **pp = &g_regions; *pp;) {
+		if ((*pp)->fs == fs && (all || !(*pp)->maps)) {
+			region_free_locked(pp);
+			continue;
+		}
+		if ((*pp)->fs == fs)
+			(*pp)->attached = false;
+		pp = &(*pp)->next;
+	}
+	pthread_mutex_unlock(&g_reg_mu);
+}
+
+/* --- locks (flock, OFD byte ranges) ------------------------------------------------------ */
+
+static void lk_add(struct inode *in, int fd, uint8_t kind, uint64_t start, uint64_t end)
+{
+	if (in->nlk == in->clk) {
+		in->clk = in->clk ? 2 * in->clk : 8;
+		in->lk = realloc(in->lk, in->clk * sizeof(*in->lk));
+		if (!in->lk)
+			abort();
+	}
+	in->lk[in->nlk++] = (struct lk){.fd = fd, .kind = kind, .start = start, .end = end};
+}
+
+/* Drop fd's locks of the kinds in [k0, k1] over [start, end), splitting
+ * those that reach beyond it. */
+static void lk_clear(struct inode *in, int fd, uint8_t k0, uint8_t k1, uint64_t start, uint64_t end)
+{
+	struct lk *old = in->lk;
+	size_t n = in->nlk;
+	in->lk = NULL;
+	in->nlk = in->clk = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct lk l = old[i];
+		if (l.fd != fd || l.kind < k0 || l.kind > k1 || l.end <= start || l.start >= end) {
+			lk_add(in, l.fd, l.kind, l.start, l.end);
+			continue;
+		}
+		if (l.start < start)
+			lk_add(in, fd, l.kind, l.start, start);
+		if (l.end > end)
+			lk_add(in, fd, l.kind, end, l.end);
+	}
+	free(old);
+}
+
+/* A lock of another descriptor that keeps fd from taking kind over
+ * [start, end), or NULL. */
+static const struct lk *lk_conflict(const struct inode *in, int fd, uint8_t kind, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < in->nlk; i++) {
+		const struct lk *l = &in->lk[i];
+		if (l->fd == fd || l->end <= start || l->start >= end)
+			continue;
+		bool fl = kind <= LK_FL_EX, lfl = l->kind <= LK_FL_EX;
+		if (fl != lfl)
+			continue; /* flock and fcntl locks do not see each other (Linux) */
+		if (kind == LK_FL_EX || kind == LK_WR || l->kind == LK_FL_EX || l->kind == LK_WR)
+			return l;
+	}
+	return NULL;
+}
+
+/* A descriptor closes (or its process dies): its locks go.  fs locked. */
+static void fd_close_locked(struct simfs *fs, int fd)
+{
+	struct ofd *o = &fs->fds[fd - FD_BASE];
+	if (!o->dead) {
+		struct inode *in = inode_get(fs, o->ino);
+		if (in && in->nlk) {
+			lk_clear(in, fd, LK_FL_SH, LK_WR, 0, UINT64_MAX);
+			pthread_cond_broadcast(&fs->lkcv);
+		}
+	}
+	o->open = false;
+}
+
+/* --- simulated processes ------------------------------------------------------------------- */
+
+int simfs_proc_set(int tag)
+{
+	int old = tl_tag;
+	tl_tag = tag;
+	return old;
+}
+
+int simfs_proc_get(void) { return tl_tag; }
+
+int simfs_proc_kill(struct simfs *fs, int tag)
+{
+	int n = 0;
+	lock(fs);
+	for (size_t i = 0; tag && i < fs->nfds; i++)
+		if (fs->fds[i].open && fs->fds[i].tag == tag) {
+			fd_close_locked(fs, FD_BASE + (int)i);
+			n++;
+		}
+	unlock(fs);
+	return n;
+}
+
+_Noreturn void simfs_proc_die(struct simfs *fs)
+{
+	simfs_proc_kill(fs, tl_tag);
+	lock(fs);
+	/* out of the hook (crash_point counted this thread in), and out of the
+	 * simfs, however many times this thread holds it */
+	if (fs->in_hook)
+		fs->in_hook--;
+	/* (depth read while held: once let go, it is another holder's) */
+	for (int d = fs->depth; d > 0; d--)
+		unlock(fs);
+	/* Blocked, not exited: what the thread allocated stays reachable from
+	 * its stack (no leak to report), and nothing of it runs again. */
+	for (;;)
+		pause();
+}
+
 /* --- the ops table ------------------------------------------------------------------ */
 
 static void size_change(struct simfs *fs, struct inode *in, uint64_t size, const char *path)
@@ -947,6 +1205,14 @@ static void size_change(struct simfs *fs, struct inode *in, uint64_t size, const
 	if (size < in->vsize)
 		pages_zero_from(&in->vis, size);
 	in->vsize = size;
+	region_truncate(fs, in->ino, size);
+	if (in->vol) {
+		/* durable at once */
+		if (size < in->bsize)
+			pages_zero_from(&in->base, size);
+		in->bsize = size;
+		return;
+	}
 	struct item *it = item_add(fs, IT_SIZE, path);
 	it->ino = in->ino;
 	it->size = size;
@@ -980,7 +1246,8 @@ static int proc_fd_open(struct simfs *fs, const char *path, int flags)
 		struct ofd *no = ofd_get(fs, r);
 		size_change(fs, in, 0, no->path);
 		struct simfs_opinfo oi = {.kind = SIMFS_OP_TRUNCATE, .path = no->path};
-		crash_point(fs, &oi);
+		if (!in->vol)
+			crash_point(fs, &oi);
 	}
 	return r;
 }
@@ -1005,10 +1272,16 @@ static int s_open(const char *path, int flags, mode_t mode)
 		}
 		struct inode *in = inode_new(fs, false, mode & 07777);
 		dir_set(&inode_get(fs, (uint64_t)d)->vd, name, in->ino);
-		struct item *it = item_add(fs, IT_CREATE, path);
-		it->ino = (uint64_t)d;
-		it->ino2 = in->ino;
-		it->name = xstrdup(name);
+		in->vol = vol_path(name);
+		if (in->vol) {
+			/* durable at once: no item */
+			dir_set(&inode_get(fs, (uint64_t)d)->bd, name, in->ino);
+		} else {
+			struct item *it = item_add(fs, IT_CREATE, path);
+			it->ino = (uint64_t)d;
+			it->ino2 = in->ino;
+			it->name = xstrdup(name);
+		}
 		if ((flags & O_DIRECT) && fs->cfg.no_direct) {
 			/* tmpfs creates the file, then refuses O_DIRECT */
 			r = -EINVAL;
@@ -1018,7 +1291,8 @@ static int s_open(const char *path, int flags, mode_t mode)
 		canon(&pv, cp);
 		r = ofd_new(fs, in->ino, flags, cp);
 		struct simfs_opinfo oi = {.kind = SIMFS_OP_CREATE, .path = cp};
-		crash_point(fs, &oi);
+		if (!in->vol)
+			crash_point(fs, &oi);
 		goto out;
 	}
 	if (ino < 0) {
@@ -1049,7 +1323,8 @@ static int s_open(const char *path, int flags, mode_t mode)
 	if ((flags & O_TRUNC) && !in->isdir && (flags & O_ACCMODE) != O_RDONLY && in->vsize) {
 		size_change(fs, in, 0, cp);
 		struct simfs_opinfo oi = {.kind = SIMFS_OP_TRUNCATE, .path = cp};
-		crash_point(fs, &oi);
+		if (!in->vol)
+			crash_point(fs, &oi);
 	}
 out:
 	unlock(fs);
@@ -1065,12 +1340,7 @@ static int s_close(int fd)
 		unlock(fs);
 		return -EBADF;
 	}
-	if (!o->dead) {
-		struct inode *in = inode_get(fs, o->ino);
-		if (in && in->lock_fd == fd)
-			in->lock_fd = -1;
-	}
-	o->open = false;
+	fd_close_locked(fs, fd);
 	unlock(fs);
 	return 0;
 }
@@ -1169,10 +1439,28 @@ static ssize_t s_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off,
 		r = 0;
 		goto out;
 	}
+	if (fs->before_hook && !fs->in_hook && !o_in->vol) {
+		struct simfs_opinfo bi = {.kind = SIMFS_OP_WRITE, .index = fs->points,
+					  .pending_version = fs->pver, .path = o->path, .off = (uint64_t)off,
+					  .len = len, .iov = iov, .iovcnt = iovcnt, .rwf = rwf,
+					  .direct = direct, .before = true};
+		fs->in_hook++;
+		fs->before_hook(fs, &bi, fs->before_arg);
+		fs->in_hook--;
+	}
 	uint8_t *data = xmalloc(len);
 	for (int i = 0, p = 0; i < iovcnt; p += (int)iov[i].iov_len, i++)
 		memcpy(data + p, iov[i].iov_base, iov[i].iov_len);
 	pages_write(&o_in->vis, (uint64_t)off, data, len);
+	if (o_in->vol) {
+		/* durable at once, no crash point */
+		pages_write(&o_in->base, (uint64_t)off, data, len);
+		free(data);
+		if ((uint64_t)off + len > o_in->vsize)
+			size_change(fs, o_in, (uint64_t)off + len, o->path);
+		r = (ssize_t)len;
+		goto out;
+	}
 	size_t first = fs->nitems;
 	struct item *it = item_add(fs, IT_DATA, o->path);
 	it->ino = o_in->ino;
@@ -1221,7 +1509,8 @@ static int do_sync(int fd, bool data_only)
 	FD_OR_FAIL(fs, o, fd);
 	struct simfs_opinfo oi = {.kind = data_only ? SIMFS_OP_FDATASYNC : SIMFS_OP_FSYNC,
 				  .path = o->path, .sync = true};
-	crash_point(fs, &oi);
+	if (!o_in->vol)
+		crash_point(fs, &oi);
 	uint64_t ino = o_in->ino;
 	for (size_t i = 0; i < fs->nitems; i++) {
 		struct item *it = fs->items[i];
@@ -1264,7 +1553,8 @@ static int s_ftruncate(int fd, off_t size)
 		size_change(fs, o_in, (uint64_t)size, o->path);
 		struct simfs_opinfo oi = {.kind = SIMFS_OP_TRUNCATE, .path = o->path,
 					  .len = (uint64_t)size};
-		crash_point(fs, &oi);
+		if (!o_in->vol)
+			crash_point(fs, &oi);
 		if ((o->flags & O_SYNC) == O_SYNC)
 			make_durable(fs, fs->nitems - 1, fs->nitems);
 	}
@@ -1294,7 +1584,8 @@ static int s_fallocate(int fd, int mode, off_t off, off_t len)
 		size_change(fs, o_in, (uint64_t)(off + len), o->path);
 		struct simfs_opinfo oi = {.kind = SIMFS_OP_TRUNCATE, .path = o->path,
 					  .len = (uint64_t)(off + len)};
-		crash_point(fs, &oi);
+		if (!o_in->vol)
+			crash_point(fs, &oi);
 	}
 	unlock(fs);
 	return r;
@@ -1429,20 +1720,169 @@ static int s_flock(int fd, int op)
 	int r = 0;
 	int kind = op & ~LOCK_NB;
 	if (kind == LOCK_UN) {
-		if (o_in->lock_fd == fd)
-			o_in->lock_fd = -1;
+		lk_clear(o_in, fd, LK_FL_SH, LK_FL_EX, 0, UINT64_MAX);
+		pthread_cond_broadcast(&fs->lkcv);
 	} else if (kind == LOCK_EX || kind == LOCK_SH) {
-		/* one holder at a time (shared locks are taken as exclusive);
-		 * without LOCK_NB a real flock would wait forever here */
-		if (o_in->lock_fd >= 0 && o_in->lock_fd != fd)
+		/* shared ones together, an exclusive one alone; without
+		 * LOCK_NB a real flock would wait here (not simulated) */
+		uint8_t k = kind == LOCK_EX ? LK_FL_EX : LK_FL_SH;
+		if (lk_conflict(o_in, fd, k, 0, UINT64_MAX)) {
 			r = -EWOULDBLOCK;
-		else
-			o_in->lock_fd = fd;
+		} else {
+			lk_clear(o_in, fd, LK_FL_SH, LK_FL_EX, 0, UINT64_MAX);
+			lk_add(o_in, fd, k, 0, UINT64_MAX);
+		}
 	} else {
 		r = -EINVAL;
 	}
 	unlock(fs);
 	return r;
+}
+
+/* fcntl(F_OFD_SETLK / F_OFD_SETLKW / F_OFD_GETLK) as the ops table has it
+ * (sys.h).  Each simfs descriptor is an open file description of its own;
+ * its locks go when it is closed, or with its simulated process
+ * (simfs_proc_kill).  A wait that no other thread could end -- the lock is
+ * held by a descriptor of the waiter's own simulated process (or, untagged,
+ * of its own thread) -- fails loudly instead of hanging, as does one that
+ * lasts a minute. */
+static int s_ofd_lock(int fd, int cmd, int type, uint64_t start, uint64_t len)
+{
+	CUR_OR_FAIL(fs);
+	FD_OR_FAIL(fs, o, fd);
+	int r = 0;
+	uint64_t end = len ? start + len : UINT64_MAX;
+	int acc = o->flags & O_ACCMODE;
+	uint8_t k = type == F_RDLCK ? LK_RD : LK_WR;
+	if ((len && end < start) || (type != F_RDLCK && type != F_WRLCK && type != F_UNLCK) ||
+	    (cmd != SYS_LK_SET && cmd != SYS_LK_WAIT && cmd != SYS_LK_TEST) ||
+	    (cmd == SYS_LK_TEST && type == F_UNLCK)) {
+		r = -EINVAL;
+	} else if ((type == F_RDLCK && acc == O_WRONLY) || (type == F_WRLCK && acc == O_RDONLY)) {
+		r = -EBADF;
+	} else if (type == F_UNLCK) {
+		lk_clear(o_in, fd, LK_RD, LK_WR, start, end);
+		pthread_cond_broadcast(&fs->lkcv);
+	} else if (cmd == SYS_LK_TEST) {
+		r = lk_conflict(o_in, fd, k, start, end) ? -EAGAIN : 0;
+	} else {
+		const struct lk *c;
+		for (int waited = 0; (c = lk_conflict(o_in, fd, k, start, end));) {
+			if (cmd == SYS_LK_SET) {
+				r = -EAGAIN;
+				break;
+			}
+			const struct ofd *h = &fs->fds[c->fd - FD_BASE];
+			bool self = o->tag ? h->tag == o->tag
+					   : !h->tag && pthread_equal(h->opener, pthread_self());
+			if (self || waited == 600 || fs->depth != 1) {
+				fprintf(stderr, "simfs: ofd_lock wait on %s [%llu, +%llu) by descriptor %d %s: "
+					"the lock is held by descriptor %d (process %d)\n", o->path,
+					(unsigned long long)start, (unsigned long long)len, fd,
+					self ? "would never end" : waited == 600 ? "lasted a minute"
+								     : "with the simfs held twice",
+					c->fd, h->tag);
+				abort();
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			fs->depth = 0;
+			pthread_cond_timedwait(&fs->lkcv, &fs->lock, &ts);
+			fs->depth = 1;
+			waited++;
+			/* the tables may have moved, the descriptor died */
+			o = ofd_get(fs, fd);
+			if (!o || o->dead) {
+				unlock(fs);
+				return o ? -EIO : -EBADF;
+			}
+			o_in = inode_get(fs, o->ino);
+		}
+		if (r == 0) {
+			lk_clear(o_in, fd, LK_RD, LK_WR, start, end);
+			lk_add(o_in, fd, k, start, end);
+		}
+	}
+	unlock(fs);
+	return r;
+}
+
+/* Shared memory of fd's inode (or, fd -1, anonymous): see struct region. */
+static int s_shm_map(int fd, size_t len, void **out)
+{
+	CUR_OR_FAIL(fs);
+	if (fd == -1) {
+		pthread_mutex_lock(&g_reg_mu);
+		struct region *g = region_new_locked(fs, 0, false, len);
+		pthread_mutex_unlock(&g_reg_mu);
+		if (!g)
+			return -ENOMEM;
+		*out = g->p;
+		return 0;
+	}
+	FD_OR_FAIL(fs, o, fd);
+	int r = 0;
+	if (o_in->isdir || (o->flags & O_ACCMODE) != O_RDWR) {
+		r = o_in->isdir ? -ENODEV : -EACCES;
+	} else if (len == 0 || len > o_in->vsize) {
+		r = -EINVAL; /* (Linux maps past the end, and faults there) */
+	} else {
+		pthread_mutex_lock(&g_reg_mu);
+		struct region **pp = region_find_locked(fs, o_in->ino), *old = pp ? *pp : NULL;
+		if (old && old->len < len && old->maps) {
+			/* the file grew while mapped (not simulated) */
+			fprintf(stderr, "simfs: shm_map of %s grows a mapped region (not simulated)\n", o->path);
+			abort();
+		}
+		if (old && old->len >= len) {
+			old->maps++;
+			*out = old->p;
+		} else {
+			/* first mapping (or the file grew since: fresh memory with
+			 * the old bytes) */
+			if (old)
+				old->attached = false;
+			struct region *g = region_new_locked(fs, o_in->ino, true, len);
+			if (!g) {
+				r = -ENOMEM;
+				if (old)
+					old->attached = true;
+			} else {
+				*out = g->p;
+				if (old) {
+					memcpy(g->p, old->p, old->len);
+					for (pp = &g_regions; *pp != old; pp = &(*pp)->next)
+						;
+					region_free_locked(pp);
+				}
+			}
+		}
+		pthread_mutex_unlock(&g_reg_mu);
+	}
+	unlock(fs);
+	return r;
+}
+
+static int s_shm_unmap(void *p, size_t len)
+{
+	pthread_mutex_lock(&g_reg_mu);
+	for (struct region **pp = &g_regions; *pp; pp = &(*pp)->next) {
+		if ((*pp)->p != p)
+			continue;
+		if ((*pp)->maps > 0)
+			(*pp)->maps--;
+		if (!(*pp)->maps && !(*pp)->attached)
+			region_free_locked(pp);
+		break;
+	}
+	pthread_mutex_unlock(&g_reg_mu);
+	(void)len;
+	return 0; /* a region freed with its simfs: nothing left to do */
 }
 
 static int s_rename_noreplace(const char *from, const char *to)
@@ -1515,6 +1955,11 @@ static int s_unlink(const char *path)
 		goto out;
 	}
 	dir_del(&di->vd, name, ino);
+	region_detach(fs, ino);
+	if (inode_get(fs, ino)->vol) {
+		dir_del(&di->bd, name, ino); /* durable at once */
+		goto out;
+	}
 	char cp[PATH_MAX];
 	canon(&pv, cp);
 	struct item *it = item_add(fs, IT_UNLINK, cp);
@@ -1578,6 +2023,11 @@ const struct atomio_sysops simfs_ops = {
 	.realpath = s_realpath,
 	.sync_file_range = s_sync_file_range,
 	.fallocate = s_fallocate,
+	/* stores shared by several (simulated) processes; futex_wait/wake
+	 * NULL: the real futex, which works on any memory */
+	.shm_map = s_shm_map,
+	.shm_unmap = s_shm_unmap,
+	.ofd_lock = s_ofd_lock,
 };
 
 /* --- pending items and images ---------------------------------------------------------- */
@@ -1634,7 +2084,7 @@ struct simfs *simfs_crash(struct simfs *fs, const struct simfs_pick *pick)
 		d->ino = s->ino;
 		d->isdir = s->isdir;
 		d->mode = s->mode;
-		d->lock_fd = -1;
+		d->vol = s->vol;
 		pages_share(&d->base, &s->base);
 		d->bsize = s->bsize;
 		dir_copy(&d->bd, &s->bd);
@@ -1693,6 +2143,10 @@ void simfs_reset(struct simfs *fs, struct simfs *image)
 	for (size_t i = 0; i < fs->nfds; i++)
 		fs->fds[i].dead = true;
 	fs->pver++;
+	/* memory of the old mappings is never handed out again (freed once
+	 * their stores unmap it) */
+	regions_drop(fs, false);
+	pthread_cond_broadcast(&fs->lkcv);
 	unlock(fs);
 	simfs_free(image);
 }

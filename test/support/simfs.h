@@ -28,6 +28,39 @@
  * bytes), a write's effect on bytes of its page it did not write.  /sys is
  * absent unless simfs_config.phys_block asks for physical_block_size files.
  *
+ * STORES OF SEVERAL PROCESSES.  The ops table has what a store shared by
+ * several processes needs (src/sys.h), so atomio_open under simfs makes a
+ * shared store, as on Linux:
+ *  - shm_map: memory shared by every mapping of one inode (fd -1: anonymous),
+ *    like the page cache of a tmpfs file: never part of a crash image, and
+ *    not the file's bytes for pread/pwrite (atomio never mixes them).  A cut
+ *    of the file to nothing, its unlink and simfs_reset give the inode fresh
+ *    memory from then on; mappings still held (by a "process" that died)
+ *    keep the old until unmapped or the simfs is freed;
+ *  - ofd_lock: open-file-description byte-range locks (each simfs descriptor
+ *    is a description of its own), read and write, SET / WAIT / TEST; flock
+ *    shared and exclusive (LOCK_NB; a blocking one fails as LOCK_NB would).
+ *    A lock goes when its descriptor is closed, when its process dies
+ *    (simfs_proc_kill), and at simfs_reset.  A WAIT that no other thread
+ *    could end (the holder is a descriptor of the waiter's own process, or
+ *    untagged, of its own thread) or that lasts a minute aborts with a
+ *    message instead of hanging;
+ *  - futex_wait/wake are left to the real futex, pid_alive unset (yes).
+ * VOLATILE FILES: a file whose name ends with SIMFS_VOLATILE_SUFFIX ("-shm":
+ * atomio's shared-state file beside its log) is kept out of the crash model:
+ * its creation, unlink, writes and size changes are durable at once, add no
+ * pending item and are no crash point.  Nothing in it is read after a crash
+ * (atomio rebuilds it), and its content lives in shm_map's memory, which no
+ * crash keeps; enumerating its fates would only multiply identical images.
+ * SIMULATED PROCESSES: a thread acts for a process (simfs_proc_set, a tag);
+ * a descriptor belongs to the process that opened it.  simfs_proc_kill
+ * closes a process's descriptors, as the kernel does when a process exits;
+ * simfs_proc_die, called by a hook, kills the calling thread's process at
+ * that crash point and blocks the thread there for good (it never returns;
+ * a lock it holds that other processes share -- a robust mutex the kernel
+ * would release with a dead process -- stays held: its caller must not
+ * kill where that can be).
+ *
  * Typical use (see test/support/crashsim.h for atomio's workload and oracle):
  *
  *     struct simfs *fs = simfs_new(&(struct simfs_config){.seed = 1});
@@ -89,6 +122,9 @@ struct simfs_config {
 	bool proc_fd;
 	uint64_t seed;          /* the getrandom() stream */
 };
+
+/* Files kept out of the crash model (VOLATILE FILES above). */
+#define SIMFS_VOLATILE_SUFFIX "-shm"
 
 /* A new, empty filesystem (just "/").  NULL only when out of memory. */
 struct simfs *simfs_new(const struct simfs_config *cfg);
@@ -152,12 +188,20 @@ struct simfs_opinfo {
 	int rwf;                 /* WRITE: RWF_* flags */
 	bool direct;             /* the descriptor has O_DIRECT */
 	bool sync;               /* the call makes something durable on return */
+	bool before;             /* a before-write hook's call: nothing of the write
+				    is done yet (simfs_set_before_hook) */
 };
 
 typedef void (*simfs_hook_fn)(struct simfs *fs, const struct simfs_opinfo *op, void *arg);
 /* Called at every crash point (NULL to stop).  Not called while the hook
  * itself runs, nor on images it builds unless it sets a hook on them. */
 void simfs_set_hook(struct simfs *fs, simfs_hook_fn fn, void *arg);
+/* Called before a write (pwrite/pwritev) to a file that is not volatile is
+ * done -- its arguments checked, nothing of it applied, no pending item, no
+ * crash point (op->index is the one its crash point will have, op->before is
+ * set) -- in the writing thread: where a simulated process may die with the
+ * write never issued (simfs_proc_die).  Not called while a hook runs. */
+void simfs_set_before_hook(struct simfs *fs, simfs_hook_fn fn, void *arg);
 uint64_t simfs_points(struct simfs *fs);
 /* sync_file_range calls answered by every simfs of the process (they make
  * nothing durable). */
@@ -169,6 +213,21 @@ extern _Atomic uint64_t simfs_sfr_calls;
  * blocked in fs. */
 void simfs_lock(struct simfs *fs);
 void simfs_unlock(struct simfs *fs);
+
+/* --- simulated processes (STORES OF SEVERAL PROCESSES above) ----------------------- */
+
+/* The calling thread acts for process tag (> 0; 0 = none) from now on:
+ * descriptors it opens are that process's.  Returns the previous tag. */
+int simfs_proc_set(int tag);
+int simfs_proc_get(void);
+/* Process tag dies: every descriptor of it is closed (its locks go), as
+ * the kernel does at exit.  Returns how many. */
+int simfs_proc_kill(struct simfs *fs, int tag);
+/* From a hook on fs: the calling thread's process dies at this crash point
+ * (simfs_proc_kill), and the thread leaves the hook and the simfs and
+ * blocks for good.  Never returns: nothing may wait for the thread (no
+ * pthread_join). */
+_Noreturn void simfs_proc_die(struct simfs *fs);
 
 /* --- pending items and crash images ---------------------------------------------- */
 
