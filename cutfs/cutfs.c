@@ -427,16 +427,33 @@ static int op_readlink(const char *path, char *buf, size_t size)
 	return 0;
 }
 
+/* A file, directory or link made through the mount belongs to the process
+ * that made it, as on a real filesystem, when cutfs runs as root (mounted
+ * with -o allow_other): PostgreSQL refuses a data directory it does not own,
+ * and runs as no root.  The ownership is metadata: synchronous. */
+static void own(const char *path)
+{
+	const struct fuse_context *c = fuse_get_context();
+	if (geteuid() == 0 && c && (c->uid != 0 || c->gid != 0))
+		(void)fchownat(bfd, rel(path), c->uid, c->gid, AT_SYMLINK_NOFOLLOW);
+}
+
 static int op_mknod(const char *path, mode_t mode, dev_t rdev)
 {
 	DEAD_CHECK();
-	return mknodat(bfd, rel(path), mode, rdev) ? -errno : 0;
+	if (mknodat(bfd, rel(path), mode, rdev))
+		return -errno;
+	own(path);
+	return 0;
 }
 
 static int op_mkdir(const char *path, mode_t mode)
 {
 	DEAD_CHECK();
-	return mkdirat(bfd, rel(path), mode) ? -errno : 0;
+	if (mkdirat(bfd, rel(path), mode))
+		return -errno;
+	own(path);
+	return 0;
 }
 
 static int do_unlink(const char *path)
@@ -460,7 +477,10 @@ static int op_rmdir(const char *path)
 static int op_symlink(const char *target, const char *path)
 {
 	DEAD_CHECK();
-	return symlinkat(target, bfd, rel(path)) ? -errno : 0;
+	if (symlinkat(target, bfd, rel(path)))
+		return -errno;
+	own(path);
+	return 0;
 }
 
 static int do_rename(const char *from, const char *to, unsigned flags)
@@ -534,8 +554,17 @@ static int do_open(const char *path, struct fuse_file_info *fi, bool create, mod
 	/* the program's flags decide what is allowed and created; syncing is
 	 * cutfs's, so O_SYNC/O_DSYNC/O_DIRECT do not reach BACKING */
 	int flags = fi->flags & ~(O_SYNC | O_DSYNC | O_DIRECT | O_APPEND | O_TRUNC);
-	int fd0 = create ? openat(bfd, rel(path), flags | O_CREAT | O_CLOEXEC, mode)
-			 : openat(bfd, rel(path), flags | O_CLOEXEC);
+	int fd0 = -1;
+	if (create) {
+		/* created here (then owned by its creator) or opened as it is */
+		fd0 = openat(bfd, rel(path), flags | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+		if (fd0 >= 0)
+			own(path);
+		else if (errno == EEXIST && !(flags & O_EXCL))
+			fd0 = openat(bfd, rel(path), flags | O_CLOEXEC);
+	} else {
+		fd0 = openat(bfd, rel(path), flags | O_CLOEXEC);
+	}
 	if (fd0 < 0)
 		return -errno;
 	struct handle *h = calloc(1, sizeof(*h));

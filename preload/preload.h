@@ -1,6 +1,6 @@
 /*
  * preload.h: libatomio_preload.so, atomic writes for unmodified programs
- * (man/atomio_preload.7 is the contract; README "Preload library").
+ * (man/atomio_preload.7 is the contract; docs/PRELOAD.md).
  *
  * The library is loaded with LD_PRELOAD.  It interposes libc's file calls;
  * for a descriptor of a file that matches ATOMIO_FILES ("protected") it turns
@@ -160,6 +160,10 @@ bool pl_is_store_fd(int fd);
 extern bool g_active;
 /* ATOMIO_GROUP=1: the writes between two syncs of a file are one group. */
 extern bool g_group;
+/* ATOMIO_SHARED=1: the store is shared with other processes (opened without
+ * ATOMIO_EXCLUSIVE), and every write and size change of a protected file is
+ * one group committed before the call returns (nothing pending anywhere). */
+extern bool g_shared;
 
 void pl_init(void);
 /* 1 when the canonical path is protected. */
@@ -190,8 +194,13 @@ void pofd_ref(struct pofd *o);
 void pofd_put(struct pofd *o);            /* drop a reference */
 
 /* Issue one group on f (f->mu held): writes (iov, off) or, with iov NULL,
- * a size change to off.  Updates size and pending range.  0 or -errno. */
+ * a size change to off.  Updates size and pending range (shared mode:
+ * committed before it returns).  0 or -errno. */
 int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off);
+/* Shared mode: commit a write of f (file id) before returning, f->mu not
+ * held; f's size follows.  0 or -errno (a failed commit is also kept in
+ * f->err for the file's syncs). */
+int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off);
 /* Commit tx asynchronously as f's next group; a read of [lo, hi) waits for
  * it (f->mu held).  0 or -errno (tx is gone either way). */
 int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi);
@@ -219,6 +228,18 @@ void pl_map_del(void *addr, size_t len);
 struct pfile *pl_map_find(void *addr, size_t len);
 /* Files whose path moved (rename) or went (unlink): g_rw held exclusive. */
 void pl_file_moved(const char *from, const char *to);
+/* Shared mode: before an unlink or rename of canon (g_rw held exclusive):
+ * a store-wide checkpoint (every process's groups home and synced, the log
+ * emptied), so that no live record names the path.  0 or -errno. */
+int pl_shared_checkpoint(const char *canon);
+/* Shared mode: this process's handle closed (the others keep the store)
+ * and left to be opened anew by the next call: a path its handle has open
+ * as a file since replaced (unlinked and created again) can then be
+ * registered as the new file (ATOMIO_EIDENTITY otherwise).  g_rw not held. */
+void pl_shared_rejoin(void);
+/* Shared mode: ATOMIO_EFAILED when this process's store has failed (a
+ * sync must report it), else 0. */
+int pl_store_failed(void);
 void pl_file_gone(const char *path);
 /* Adopt protected descriptors inherited across exec. */
 void pl_adopt_inherited(void);

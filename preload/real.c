@@ -20,8 +20,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -238,6 +243,56 @@ static int op_fallocate(int fd, int mode, off_t off, off_t len)
 	return r;
 }
 
+/* A shared store's state (src/shm.c): its mapping, its lock bytes, its
+ * waits and the liveness probe, through the real functions: mmap and fcntl
+ * are wrapped here (harmless for the store's descriptors, but a hidden
+ * recursion through the descriptor table), and a table without shm_map or
+ * ofd_lock would make every store exclusive without a word. */
+static int op_shm_map(int fd, size_t len, void **out)
+{
+	void *p = real.mmap(NULL, len, PROT_READ | PROT_WRITE,
+			    fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	/* A forked child gets no copy (a store belongs to its process). */
+	(void)madvise(p, len, MADV_DONTFORK);
+	*out = p;
+	return 0;
+}
+
+static int op_shm_unmap(void *p, size_t len) { return real.munmap(p, len) < 0 ? -errno : 0; }
+
+static int op_ofd_lock(int fd, int cmd, int type, uint64_t start, uint64_t len)
+{
+	struct flock fl = {.l_type = (short)type, .l_whence = SEEK_SET, .l_start = (off_t)start,
+			   .l_len = (off_t)len};
+	if (cmd == SYS_LK_TEST) {
+		if (real.fcntl(fd, F_OFD_GETLK, &fl) < 0)
+			return -errno;
+		return fl.l_type == F_UNLCK ? 0 : -EAGAIN;
+	}
+	if (real.fcntl(fd, cmd == SYS_LK_WAIT ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0)
+		return errno == EACCES ? -EAGAIN : -errno;
+	return 0;
+}
+
+static int op_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
+			      .tv_nsec = (long)(timeout_ns % 1000000000u)};
+	/* Not FUTEX_PRIVATE: the word is in memory shared between processes. */
+	long r = syscall(SYS_futex, word, FUTEX_WAIT, val, timeout_ns ? &ts : NULL, NULL, 0);
+	return r < 0 ? -errno : 0;
+}
+
+static int op_futex_wake(_Atomic uint32_t *word, int n)
+{
+	long r = syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
+	return r < 0 ? -errno : (int)r;
+}
+
+static int op_pid_alive(int pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
+
 static struct atomio_sysops preload_ops;
 
 void real_install_ops(void)
@@ -260,6 +315,12 @@ void real_install_ops(void)
 	preload_ops.lseek = op_lseek;
 	preload_ops.sync_file_range = op_sync_file_range;
 	preload_ops.fallocate = op_fallocate;
+	preload_ops.shm_map = op_shm_map;
+	preload_ops.shm_unmap = op_shm_unmap;
+	preload_ops.ofd_lock = op_ofd_lock;
+	preload_ops.futex_wait = op_futex_wait;
+	preload_ops.futex_wake = op_futex_wake;
+	preload_ops.pid_alive = op_pid_alive;
 	/* No io_uring: its writes would escape the trace, and the default
 	 * engine takes it only for ATOMIO_DIRECT_HOME stores anyway. */
 	preload_ops.uring_init = NULL;

@@ -41,6 +41,8 @@ _Atomic(struct pofd *) *g_fdtab;
 int g_fdtab_n;
 bool g_active;
 bool g_group;
+bool g_shared;
+static bool g_conflict; /* ATOMIO_SHARED=1 with ATOMIO_GROUP=1: refused */
 uint64_t g_max_group;
 
 static char g_log[PATH_MAX];      /* canonical path of ATOMIO_LOG */
@@ -71,6 +73,16 @@ bool pl_is_store_fd(int fd)
 {
 	return g_storefds && fd >= 0 && fd < g_fdtab_n && atomic_load(&g_storefds[fd]);
 }
+
+/* The store's message buffer lives as long as the store: atomio writes the
+ * cause of a failure of any later call there too (an open of a missing file:
+ * "resolving PATH: No such file or directory").  A buffer on open_store's
+ * stack was written after open_store returned, over whatever frame was
+ * there then: PostgreSQL, which opens forks that may not exist read-write,
+ * died of it in initdb (a saved return address overwritten with the text).
+ * Static: one store at a time; a message of a concurrent failure may be
+ * garbled, never written outside the buffer. */
+static char g_store_err[512];
 
 /* Bound on groups in flight: memory (each holds a copy of its data). */
 #define MAX_INFLIGHT 4096
@@ -277,10 +289,68 @@ int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi)
 	return 0;
 }
 
+/* Shared mode: a commit of f's failed (the store failed, or its outcome is
+ * unknown): kept for the file's syncs, as a failed write-back would be. */
+static void shared_failed_locked(struct pfile *f, int r)
+{
+	if (!f->err) {
+		f->err = r;
+		pl_msg(f->path, "a write failed in the store: %s%s%.*s (reported by this call and by the file's "
+				"syncs)", atomio_strerror(r), g_store_err[0] ? ": " : "", (int)sizeof(g_store_err),
+		       g_store_err);
+	}
+}
+
+/* Shared mode: one group committed before the call returns.  Then it is
+ * durable in the log and written home, which is what every process's
+ * read, lseek and fstat see: nothing is pending in any process, so no
+ * other process's call needs to know about it. */
+static int shared_commit(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off,
+			 bool locked)
+{
+	atomio_tx *tx;
+	int r = atomio_tx_begin(st, &tx);
+	if (r < 0) {
+		if (!locked)
+			pthread_mutex_lock(&f->mu);
+		shared_failed_locked(f, r);
+		if (!locked)
+			pthread_mutex_unlock(&f->mu);
+		return r;
+	}
+	r = iov ? atomio_tx_writev(tx, id, iov, iovcnt, off) : atomio_tx_truncate(tx, id, off);
+	if (r < 0) {
+		atomio_tx_abort(tx); /* refused before anything was written (EFBIG, ...) */
+		return r;
+	}
+	r = atomio_tx_commit(tx);
+	int64_t len = 0;
+	for (int i = 0; iov && i < iovcnt; i++)
+		len += (int64_t)iov[i].iov_len;
+	if (!locked)
+		pthread_mutex_lock(&f->mu);
+	if (r < 0)
+		shared_failed_locked(f, r);
+	else if (!iov)
+		f->size = off;
+	else if (off + len > f->size)
+		f->size = off + len;
+	if (!locked)
+		pthread_mutex_unlock(&f->mu);
+	return r;
+}
+
+int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off)
+{
+	return shared_commit(st, f, id, iov, iovcnt, off, false);
+}
+
 int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off)
 {
 	if (g_group)
 		return grp_add(st, f, iov, iovcnt, off);
+	if (g_shared)
+		return shared_commit(st, f, f->id, iov, iovcnt, off, true);
 	atomio_tx *tx;
 	int r = atomio_tx_begin(st, &tx);
 	if (r < 0)
@@ -395,14 +465,18 @@ bool pl_not_owner(void)
 	return g_forked || (g_pid && getpid() != g_pid);
 }
 
+
 static int open_store(atomio **out)
 {
-	char err[512] = "";
-	struct atomio_options o = {.log_size = g_log_size, .flags = ATOMIO_CREATE | g_flags,
-				   .errbuf = err, .errbuf_size = sizeof(err)};
+	/* Shared mode joins the store every other process of the program has
+	 * open (one commit queue and order); the default takes it alone. */
+	uint32_t excl = g_shared ? 0 : ATOMIO_EXCLUSIVE;
+	struct atomio_options o = {.log_size = g_log_size, .flags = ATOMIO_CREATE | excl | g_flags,
+				   .errbuf = g_store_err, .errbuf_size = sizeof(g_store_err)};
 	int r = atomio_open(g_log, &o, out);
 	if (r < 0)
-		pl_msg(g_log, "cannot open the store: %s%s%s", atomio_strerror(r), err[0] ? ": " : "", err);
+		pl_msg(g_log, "cannot open the store: %s%s%.*s", atomio_strerror(r), g_store_err[0] ? ": " : "",
+		       (int)sizeof(g_store_err), g_store_err);
 	return r;
 }
 
@@ -435,6 +509,10 @@ atomio *pl_store(const char *why_path)
 	atomio *st = atomic_load(&g_st);
 	if (st && !pl_not_owner())
 		return st;
+	if (g_conflict) {
+		errno = EINVAL;
+		return NULL;
+	}
 	if (pl_not_owner()) {
 		pl_msg(why_path, "refused: the store belongs to the parent process (writes to protected "
 				 "files after fork are not supported)");
@@ -451,9 +529,11 @@ atomio *pl_store(const char *why_path)
 			struct atomio_caps c;
 			if (atomio_caps(st, -1, &c) == 0)
 				g_max_group = c.max_group_bytes;
-			/* Files that were registered before a restart: again. */
+			/* Files that were registered before a restart: again (in
+			 * shared mode lazily, at each one's next write: a forked
+			 * child joins without registering what its parent had). */
 			pthread_mutex_lock(&g_mu);
-			struct pfile *list = g_files;
+			struct pfile *list = g_shared ? NULL : g_files;
 			pthread_mutex_unlock(&g_mu);
 			for (struct pfile *f = list; f; f = f->next) {
 				pthread_mutex_lock(&f->mu);
@@ -483,6 +563,12 @@ static void acc_stats(atomio *st)
 	struct atomio_stats s;
 	if (atomio_stats(st, &s) < 0)
 		return;
+	/* A shared store's counters are the store's, every process's groups
+	 * (atomio_stats): each process notes them as it last saw them. */
+	if (g_shared) {
+		g_acc = s;
+		return;
+	}
 	uint64_t *a = (uint64_t *)&g_acc, *b = (uint64_t *)&s;
 	for (size_t i = 0; i < sizeof(s) / sizeof(uint64_t); i++)
 		a[i] += b[i];
@@ -506,6 +592,42 @@ int pl_store_restart_locked(void)
 	pthread_mutex_unlock(&g_mu);
 	if (r < 0)
 		pl_msg(g_log, "closing the store: %s", atomio_strerror(r));
+	return r;
+}
+
+void pl_shared_rejoin(void)
+{
+	pl_lock_excl();
+	pl_store_restart_locked();
+	pl_unlock_excl();
+}
+
+int pl_store_failed(void)
+{
+	atomio *st = atomic_load(&g_st);
+	atomio_tx *tx;
+	if (!st || pl_not_owner())
+		return 0;
+	int r = atomio_tx_begin(st, &tx);
+	if (r == 0) {
+		atomio_tx_abort(tx);
+		return 0;
+	}
+	return r == ATOMIO_EFAILED ? r : 0;
+}
+
+int pl_shared_checkpoint(const char *canon)
+{
+	struct stat sb;
+	if (lstat(canon, &sb) < 0)
+		return 0; /* nothing there: the call itself says so */
+	atomio *st = pl_store(canon);
+	if (!st)
+		return -errno;
+	int r = atomio_checkpoint(st);
+	if (r < 0)
+		pl_msg(canon, "the store's checkpoint before the unlink or rename failed (%s); not done",
+		       atomio_strerror(r));
 	return r;
 }
 
@@ -620,6 +742,23 @@ static void at_child(void)
 	pthread_cond_init(&g_pcv, NULL);
 	g_poller = false;
 	pthread_mutex_init(&g_mu, NULL);
+	/* The child is single-threaded: no file lock can be held in it. */
+	for (struct pfile *f = g_files; f; f = f->next)
+		pthread_mutex_init(&f->mu, NULL);
+	memset(&g_acc, 0, sizeof(g_acc)); /* the parent's to report */
+	if (g_shared) {
+		/* The parent's handle answers -EPERM here (atomio's own fork
+		 * handler closed its descriptors in the child): the child joins
+		 * the store with a handle of its own at its first write, and
+		 * registers each file again then (same ids: the catalog is the
+		 * store's).  The parent's handle is left as it is, unused. */
+		atomic_store(&g_st, NULL);
+		for (struct pfile *f = g_files; f; f = f->next)
+			f->id = -1;
+		g_forked = false;
+		g_pid = 0;
+		return;
+	}
 	/* An open store is the parent's; without one the child may open its own
 	 * (and the parent then gets EBUSY, as any second process). */
 	g_forked = atomic_load(&g_st) != NULL;
@@ -688,6 +827,17 @@ __attribute__((constructor)) void pl_init(void)
 		g_flags |= ATOMIO_NO_COMPRESS;
 	if ((v = getenv("ATOMIO_GROUP")) && !strcmp(v, "1"))
 		g_group = true;
+	if ((v = getenv("ATOMIO_SHARED")) && !strcmp(v, "1"))
+		g_shared = true;
+	if (g_shared && g_group) {
+		/* Group mode holds a file's writes in one process's memory until
+		 * its sync: another process would neither see nor order them. */
+		pl_msg(log, "ATOMIO_SHARED=1 and ATOMIO_GROUP=1 cannot be combined (group mode holds the "
+			    "writes in one process until a sync): writes and writable opens of protected "
+			    "files fail with EINVAL");
+		g_conflict = true;
+		g_group = false;
+	}
 	if ((v = getenv("ATOMIO_STATS")) && *v)
 		g_stats_path = v;
 	if ((v = getenv("ATOMIO_PRELOAD_TRACE")) && *v)
@@ -706,7 +856,8 @@ __attribute__((constructor)) void pl_init(void)
 	real_install_ops();
 	pthread_atfork(at_prepare, at_parent, at_child);
 	g_active = true;
-	recover_at_start();
+	if (!g_conflict)
+		recover_at_start();
 	pl_adopt_inherited();
 }
 

@@ -72,6 +72,19 @@ static void set_dio(struct pfile *f, int fd)
 	}
 }
 
+/* f->size is the size this process's issued groups leave the file.  With
+ * none of them pending, the file's own size is the truth: another process
+ * may have changed the file since f->size was last set here (a process that
+ * only reads while another writes, as PostgreSQL's backends size a relation
+ * with lseek(SEEK_END); or one that writes after an earlier writer exited).
+ * f->mu held; fd is a descriptor of f. */
+static void size_refresh(struct pfile *f, int fd)
+{
+	struct stat sb;
+	if (!grp_pending(f) && atomic_load(&f->done) == atomic_load(&f->issued) && REAL(fstat)(fd, &sb) == 0)
+		f->size = sb.st_size;
+}
+
 static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 {
 	struct stat sb;
@@ -81,6 +94,9 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 	struct pofd *o = f ? pofd_new(f, flags) : NULL;
 	if (!o)
 		return -ENOMEM;
+	pthread_mutex_lock(&f->mu);
+	size_refresh(f, fd);
+	pthread_mutex_unlock(&f->mu);
 	if (st) {
 		pthread_mutex_lock(&f->mu);
 		int r = 0;
@@ -128,16 +144,27 @@ static int p_open(int dirfd, const char *path, int flags, mode_t mode)
 	atomio *st = NULL;
 	int id = -1, fd;
 	if (writable) {
-		st = pl_store(canon);
-		if (!st) {
-			int e = errno;
+		for (bool rejoined = false;; rejoined = true) {
+			st = pl_store(canon);
+			if (!st) {
+				int e = errno;
+				pl_release();
+				errno = e;
+				return -1;
+			}
+			/* atomio creates the file, syncs it and its directory, and
+			 * records it in the catalog before anything is written to it. */
+			id = atomio_file_open(st, canon, flags & (O_CREAT | O_EXCL | O_NOFOLLOW), mode);
+			if (id != ATOMIO_EIDENTITY || !g_shared || rejoined)
+				break;
+			/* Shared mode: this process's handle has the path open as the
+			 * file this one replaced (unlinked, and created again):
+			 * a handle of its own anew, which registers the new file
+			 * (after a store-wide checkpoint), then again. */
 			pl_release();
-			errno = e;
-			return -1;
+			pl_shared_rejoin();
+			pl_hold();
 		}
-		/* atomio creates the file, syncs it and its directory, and records
-		 * it in the catalog before anything is written to it. */
-		id = atomio_file_open(st, canon, flags & (O_CREAT | O_EXCL | O_NOFOLLOW), mode);
 		if (id < 0) {
 			pl_release();
 			if (id != -ENOENT && id != -EEXIST && id != -EACCES)
@@ -341,19 +368,44 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 		use = v;
 	}
 	pl_backpressure();
-	bool pos = at_pos && off < 0;
+	bool pos = at_pos && off < 0, rejoined = false;
+again:
 	if (pos)
 		pthread_mutex_lock(&o->pos_mu);
 	pthread_mutex_lock(&f->mu);
+	size_refresh(f, fd);
 	int r = f->id < 0 ? pl_register(st, f, 0, 0) : 0;
 	if (r == 0) {
 		if (append)
 			off = f->size;
 		else if (pos)
 			off = REAL(lseek)(fd, 0, SEEK_CUR);
-		r = off < 0 ? -errno : pl_issue(st, f, use, vn, off);
+		/* Shared mode: committed below, without the file's lock, so that
+		 * this process's threads' writes batch in one log write -- but
+		 * an append under it: the end it takes must be the end the
+		 * previous append left (two appends of two threads must not
+		 * both land at one offset). */
+		r = off < 0 ? -errno : g_shared && !append ? 0 : pl_issue(st, f, use, vn, off);
 	}
+	int id = f->id;
 	pthread_mutex_unlock(&f->mu);
+	if (r == ATOMIO_EIDENTITY && g_shared && !rejoined) {
+		/* This process's handle still has the path open as the file this
+		 * one replaced: a handle of its own anew, then again. */
+		if (pos)
+			pthread_mutex_unlock(&o->pos_mu);
+		pl_release();
+		pl_shared_rejoin();
+		pl_hold();
+		rejoined = true;
+		if ((st = pl_store(f->path)))
+			goto again;
+		r = -errno;
+		if (pos)
+			pthread_mutex_lock(&o->pos_mu);
+	}
+	if (r == 0 && g_shared && !append)
+		r = pl_commit_write(st, f, id, use, vn, off);
 	if (r == 0 && pos)
 		REAL(lseek)(fd, off + (off_t)total, SEEK_SET);
 	if (pos)
@@ -364,7 +416,7 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 		real_trace_mark(TR_PWRITE, total, 0);
 		/* O_SYNC/O_DSYNC: durable before the call returns, as the
 		 * kernel's flags promise. */
-		if ((o->flags & (O_SYNC | O_DSYNC)) || (rwf & (RWF_SYNC | RWF_DSYNC))) {
+		if (!g_shared && ((o->flags & (O_SYNC | O_DSYNC)) || (rwf & (RWF_SYNC | RWF_DSYNC)))) {
 			r = pl_wait_file(f);
 			if (r == 0)
 				real_trace_mark(TR_PSYNC, 0, 0);
@@ -582,6 +634,7 @@ static off_t p_lseek(int fd, off_t off, int whence)
 		return REAL(lseek)(fd, off, whence);
 	if (whence == SEEK_END) {
 		pthread_mutex_lock(&o->f->mu);
+		size_refresh(o->f, fd);
 		int64_t size = o->f->size;
 		pthread_mutex_unlock(&o->f->mu);
 		if (off > INT64_MAX - size || size + off < 0)
@@ -601,6 +654,8 @@ static int p_sync(struct pofd *o)
 {
 	pl_hold();
 	int r = pl_wait_file(o->f);
+	if (r == 0 && g_shared)
+		r = pl_store_failed(); /* nothing to wait for: every write was committed */
 	pl_release();
 	if (r < 0)
 		return fail(pl_errno(r));
@@ -674,9 +729,10 @@ EXPORT int msync(void *addr, size_t len, int flags)
 
 /* --- size changes --------------------------------------------------------------------- */
 
-static int p_resize(struct pofd *o, off_t size, bool only_grow)
+static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 {
 	struct pfile *f = o->f;
+	int r;
 	pl_hold();
 	atomio *st = pl_store(f->path);
 	if (!st) {
@@ -684,12 +740,24 @@ static int p_resize(struct pofd *o, off_t size, bool only_grow)
 		pl_release();
 		return fail(e);
 	}
-	pthread_mutex_lock(&f->mu);
-	int r = f->id < 0 ? pl_register(st, f, 0, 0) : 0;
-	if (r == 0 && (!only_grow || size > f->size))
-		r = pl_issue(st, f, NULL, 0, size);
-	pthread_mutex_unlock(&f->mu);
-	if (r == 0 && (o->flags & (O_SYNC | O_DSYNC)))
+	for (bool rejoined = false;; rejoined = true) {
+		pthread_mutex_lock(&f->mu);
+		size_refresh(f, fd);
+		r = f->id < 0 ? pl_register(st, f, 0, 0) : 0;
+		if (r == 0 && (!only_grow || size > f->size))
+			r = pl_issue(st, f, NULL, 0, size);
+		pthread_mutex_unlock(&f->mu);
+		if (r != ATOMIO_EIDENTITY || !g_shared || rejoined)
+			break;
+		pl_release(); /* as in p_write */
+		pl_shared_rejoin();
+		pl_hold();
+		if (!(st = pl_store(f->path))) {
+			r = -errno;
+			break;
+		}
+	}
+	if (r == 0 && !g_shared && (o->flags & (O_SYNC | O_DSYNC)))
 		r = pl_wait_file(f);
 	pl_release();
 	return r < 0 ? fail(pl_errno(r)) : 0;
@@ -702,7 +770,7 @@ static int p_ftruncate(int fd, off_t size)
 		return REAL(ftruncate)(fd, size);
 	if (size < 0 || (o->flags & O_ACCMODE) == O_RDONLY)
 		return fail(EINVAL);
-	return p_resize(o, size, false);
+	return p_resize(fd, o, size, false);
 }
 EXPORT int ftruncate(int fd, off_t size) { return p_ftruncate(fd, size); }
 EXPORT int ftruncate64(int fd, off_t size) { return p_ftruncate(fd, size); }
@@ -741,7 +809,7 @@ static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
 	/* The size change is a group, ordered with the writes; the blocks are
 	 * reserved by the kernel with KEEP_SIZE, which changes no byte a read
 	 * returns. */
-	if (!(mode & FALLOC_FL_KEEP_SIZE) && p_resize(o, off + len, true) < 0)
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && p_resize(fd, o, off + len, true) < 0)
 		return errno;
 	if (REAL(fallocate)(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 && errno != EOPNOTSUPP)
 		return errno;
@@ -936,7 +1004,9 @@ static int p_rename(int odir, const char *from, int ndir, const char *to, unsign
 	if (!mine || pl_not_owner())
 		goto plain;
 	pl_lock_excl();
-	int r = pl_store_restart_locked();
+	/* Shared mode: the store stays open (other processes use it); a
+	 * store-wide checkpoint leaves no live record naming the old path. */
+	int r = g_shared ? pl_shared_checkpoint(a) : pl_store_restart_locked();
 	if (r < 0) {
 		pl_unlock_excl();
 		return fail(pl_errno(r));
@@ -977,7 +1047,7 @@ static int p_unlink(int dir, const char *path, int flags, bool at)
 	    !pl_involves(a))
 		return at ? REAL(unlinkat)(dir, path, flags) : REAL(unlink)(path);
 	pl_lock_excl();
-	int r = pl_store_restart_locked();
+	int r = g_shared ? pl_shared_checkpoint(a) : pl_store_restart_locked();
 	if (r < 0) {
 		pl_unlock_excl();
 		return fail(pl_errno(r));

@@ -71,6 +71,42 @@ static off_t size_of(int fd)
 	return sb.st_size;
 }
 
+/* The store keeps the message buffer it was opened with for the causes of
+ * later failures: an open of a missing protected file for writing (as
+ * PostgreSQL opens a fork that may not exist) must write nothing into this
+ * program's stack.  The store is opened by the first writable open, here,
+ * a frame below t_errbuf; probe() then fills the stack below t_errbuf with
+ * a pattern, opens a missing file read-write, and finds the pattern whole.
+ * (Before the fix the library's buffer was a local of the function that
+ * opened the store: "resolving ...: No such file or directory" landed in
+ * the pattern here, and over a saved return address in PostgreSQL.) */
+static __attribute__((noinline)) int probe(void)
+{
+	volatile char guard[65536];
+	for (size_t i = 0; i < sizeof(guard); i++)
+		guard[i] = 'x';
+	int fd = open(P("missing.p"), O_RDWR);
+	int e = errno;
+	size_t bad = 0;
+	for (size_t i = 0; i < sizeof(guard); i++)
+		bad += guard[i] != 'x';
+	if (fd >= 0 || e != ENOENT)
+		return -1;
+	return (int)(bad > 0);
+}
+
+static __attribute__((noinline)) void t_errbuf(void)
+{
+	int fd = open(P("e.p"), O_RDWR | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	int r = probe();
+	CHECK(r != -1);
+	if (r)
+		fprintf(stderr, "calls.c: a failed open wrote into the program's stack\n");
+	CHECK(r == 0);
+	close(fd);
+}
+
 static void t_write_read(void)
 {
 	char b[9000], r[9000];
@@ -383,6 +419,52 @@ static void t_fork(void)
 	close(fd);
 }
 
+/* A process that only reads sees the size another process's writes left,
+ * as PostgreSQL's backends size a relation with lseek(SEEK_END) while
+ * another process extends it: the child opens the file read-only (its
+ * library then knows the file at 100 bytes), the parent extends it and
+ * syncs, and the child's lseek(SEEK_END) and fstat must say 8292; an
+ * O_APPEND write after the child is gone lands at the end too. */
+static void t_reader_size(void)
+{
+	char b[100];
+	int fd = open(P("z.p"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CHECK(fd >= 0); groups++;
+	fill(b, 100, 15);
+	CHECK(pwrite(fd, b, 100, 0) == 100); groups++;
+	CHECK(fsync(fd) == 0);
+	int go[2], ready[2];
+	CHECK(pipe(go) == 0 && pipe(ready) == 0);
+	pid_t c = fork();
+	CHECK(c >= 0);
+	if (c == 0) {
+		int rfd = open(P("z.p"), O_RDONLY);
+		if (rfd < 0 || lseek(rfd, 0, SEEK_END) != 100)
+			_exit(2);
+		char x = 0;
+		if (write(ready[1], &x, 1) != 1 || read(go[0], &x, 1) != 1)
+			_exit(3);
+		struct stat sb;
+		if (lseek(rfd, 0, SEEK_END) != 8292)
+			_exit(4);
+		if (fstat(rfd, &sb) != 0 || sb.st_size != 8292)
+			_exit(5);
+		_exit(0);
+	}
+	char x;
+	CHECK(read(ready[0], &x, 1) == 1);
+	CHECK(pwrite(fd, b, 100, 8192) == 100); groups++;
+	CHECK(fsync(fd) == 0);
+	CHECK(write(go[1], &x, 1) == 1);
+	int st;
+	CHECK(waitpid(c, &st, 0) == c && WIFEXITED(st));
+	if (WEXITSTATUS(st) == 4)
+		fprintf(stderr, "calls.c: a reading process's lseek(SEEK_END) missed another process's extension\n");
+	CHECK(WEXITSTATUS(st) == 0);
+	close(fd);
+	close(go[0]); close(go[1]); close(ready[0]); close(ready[1]);
+}
+
 struct th {
 	int fd, t;
 };
@@ -459,6 +541,7 @@ int main(int argc, char **argv)
 	dir = argv[1];
 	if (argc == 4 && !strcmp(argv[2], "exec"))
 		return exec_image(atoi(argv[3]));
+	t_errbuf();
 	t_write_read();
 	t_append_sync();
 	t_sizes();
@@ -469,6 +552,7 @@ int main(int argc, char **argv)
 	t_stdio_copies();
 	t_aio();
 	t_fork();
+	t_reader_size();
 	t_threads();
 	t_exec(argv[0]);
 	return 1;
