@@ -2,17 +2,23 @@
  * atomio_sqlite: an SQLite VFS that commits each transaction of a database
  * as one atomio group.
  *
- * Use it with PRAGMA journal_mode=MEMORY (or OFF) and synchronous=FULL (or
- * NORMAL): SQLite then keeps no rollback journal, and every page write of the
- * main database file between two syncs goes into one group that is committed,
- * all or nothing, at the sync (SQLITE_FCNTL_SYNC / xSync) with one durable
- * log write.  Pages written before the commit (cache spill) and truncations
- * (VACUUM, auto-vacuum) join the same group; the connection's own reads see
- * them.  The log is the file "DB-atomio" beside the database "DB", created
- * with mode 0600 on first write (record area: URI parameter
+ * No pragma is needed: in every journal mode but WAL (SQLite's default
+ * DELETE, TRUNCATE, PERSIST, MEMORY, OFF), every page write of the main
+ * database file between two syncs goes into one group that is committed, all
+ * or nothing, at the commit with one durable log write.  The rollback journal
+ * SQLite keeps in DELETE, TRUNCATE and PERSIST mode is held in memory by the
+ * VFS, as MEMORY mode's (ROLLBACK, savepoints and statement rollback work as
+ * usual; a hot journal on disk left by another VFS is still rolled back).
+ * Pages written before the commit (cache spill) and truncations (VACUUM,
+ * auto-vacuum) join the same group; the connection's own reads see them.
+ * journal_mode=WAL is SQLite's own WAL, as under the unix VFS (its shared
+ * memory, readers in any number of processes beside the writer): no groups
+ * and no log there.  The log is the file "DB-atomio" beside the database
+ * "DB", created with mode 0600 on first write (record area: URI parameter
  * atomio_log_size=BYTES, default 8 times the database, 8 to 64 MiB); a
  * transaction that does not fit grows it.  A transaction over several
- * ATTACHed databases commits as one group (README, "SQLite").
+ * ATTACHed databases commits as one group in every mode but WAL
+ * (docs/SQLITE.md).
  *
  * The VFS also answers the SQLITE_FCNTL_BEGIN_, COMMIT_ and
  * ROLLBACK_ATOMIC_WRITE file controls, and, to an SQLite built with
@@ -29,25 +35,23 @@
  *     -llz4 -luring -pthread and SQLite's own) and call
  *     atomio_sqlite_register().
  *
- * Several connections and processes (README, "SQLite"):
- *   - Any number of connections and threads of one process share one atomio
- *     store per database; SQLite's locks order them as usual.
- *   - Other processes may open the database at any time and read it; a reader
- *     never sees part of a commit.  Many processes write, one transaction at
- *     a time: a process that writes holds the store (the log's lock) while it
- *     goes on writing; another one's write meanwhile gets SQLITE_BUSY (its
- *     busy handler retries) and asks for the store, which the holder gives up
- *     at the end of its transaction, or within milliseconds when idle.
+ * Several connections and processes (docs/SQLITE.md):
+ *   - Every process that uses the database in a rollback mode joins one
+ *     shared atomio store, the database's (connections and threads of one
+ *     process share one handle).  SQLite's locks decide who writes, one
+ *     transaction at a time; each commit is one group from whichever process
+ *     commits, with no handing over between processes.
+ *   - A reader never sees part of a commit: before reading, a connection
+ *     waits until the store has finished the group of any writer killed in
+ *     the middle of a commit (atomio_settle).
  *   - Locks are Linux open-file-description locks on SQLite's usual lock
  *     bytes, so they also exclude processes that use the plain unix VFS.
- *   - Recovery (replaying the log after a crash) runs when the database is
- *     opened, or when any connection finds the writer gone, always under an
- *     exclusive lock.  Open a crashed database through this VFS before any
- *     tool that does not use it.
- *   - PRAGMA journal_mode=WAL keeps the current mode and returns it (no
- *     shared memory), except in locking_mode=EXCLUSIVE, where SQLite runs WAL
- *     with a heap-memory index; rollback journals (DELETE, TRUNCATE, PERSIST)
- *     work, but cost their usual syncs.  nolock=1 works.  No mmap (xFetch).
+ *   - Recovery (replaying the log after a crash) runs when the first process
+ *     joins the store, before anyone reads.  Open a crashed database through
+ *     this VFS before any tool that does not use it.
+ *   - WAL: any number of processes read beside one writer, as with the unix
+ *     VFS (processes of the unix VFS too); switching a database to WAL
+ *     removes its log.  nolock=1 works.  No mmap (xFetch).
  *   - Keep the -atomio log with its database: delete, move or rename both or
  *     neither, as with SQLite's own -journal.  A log older than its database
  *     (the database was deleted and created again) is never replayed into the

@@ -2,6 +2,9 @@
 #   build/atomio_sqlite.so       loadable extension (.load build/atomio_sqlite)
 #   build/libatomio_sqlite.a     for C programs: atomio_sqlite_register()
 #   make bench-sqlite            atomio VFS vs WAL vs DELETE (not part of check)
+#   make bench-sqlite-modes      each journal mode as applications ask for it (Python, sqlite3 shell)
+#   make bench-sqlite-readers    readers beside a writer, WAL against the default mode
+#   make bench-sqlite-writers    P writer processes: the default mode against WAL and DELETE
 #   make check-sqlite-sim        t_sqlite_sim (power cuts in two-database transactions) at length
 
 SQ_SRCS := sqlite/vfs.c sqlite/pend.c
@@ -47,10 +50,10 @@ $(BUILD)/san/sqlite/t_%: test/sqlite/t_%.c $(SQ_TEST_HDRS) $(BUILD)/san/libatomi
 
 # t_sqlite_sim replays its run into the crash simulator: it links the test
 # support (test/support/simfs.c), as test/t_*.c do.
-$(BUILD)/sqlite/t_sqlite_sim: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(TEST_SUPPORT) preload/trace.h $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a | $(BUILD)/sqlite/lib
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT) $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
-$(BUILD)/san/sqlite/t_sqlite_sim: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(TEST_SUPPORT) preload/trace.h $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a | $(BUILD)/san/sqlite
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a $(SQ_LIBS)
+$(BUILD)/sqlite/t_sqlite_sim: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(TEST_SUPPORT_LIB) preload/trace.h $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a | $(BUILD)/sqlite/lib
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT_LIB) $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+$(BUILD)/san/sqlite/t_sqlite_sim: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(SAN_TEST_SUPPORT_LIB) preload/trace.h $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a | $(BUILD)/san/sqlite
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(SAN_TEST_SUPPORT_LIB) $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a $(SQ_LIBS)
 
 # The simulator test at length (not part of check, which runs it with its
 # defaults: 25 transactions, up to 6 images per crash point; this: about
@@ -61,18 +64,30 @@ check-sqlite-sim: deps
 	$(MAKE) $(BUILD)/sqlite/t_sqlite_sim
 	$(BUILD)/sqlite/t_sqlite_sim $(SQLITE_SIM_ARGS)
 
-# Mutants of the VFS (test/sqlite/mutate.sh): sqlite/vfs.c with one defence of
-# its transactions over several databases removed, linked in front of the
-# library; test/t_sqlite_sim_mutants.sh checks that t_sqlite_sim catches each.
-SQ_MUTANTS := separate nomarker nodirsync earlyunmark nockpt nopreckpt
+# Mutants of the VFS (test/sqlite/mutate.sh): sqlite/vfs.c with one defence
+# removed, linked in front of the library; test/t_sqlite_sim_mutants.sh checks
+# that t_sqlite_sim catches each of SQ_MUTANTS (transactions over several
+# databases, WAL's syncs), test/t_sqlite_vfs_mutants.sh that the test named
+# before each of SQ_VFS_MUTANTS (TEST:MUTANT) catches it (journals in memory,
+# WAL without a live group).
+SQ_MUTANTS := separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync
 SQ_MUTANT_BINS := $(addprefix $(BUILD)/mutants/t_sqlite_sim-,$(SQ_MUTANTS))
 CHECK_DEPS += $(SQ_MUTANT_BINS)
+SQ_VFS_MUTANTS := t_sqlite_journal:hotmem t_sqlite_journal:readycommit t_sqlite_xattach:supermem t_sqlite_xattach:nomembers \
+	t_sqlite_wal:noopendrop t_sqlite_wal:nosetdrop \
+	t_sqlite_writers:nosettle
+define SQ_VFS_MUTANT
+$$(BUILD)/mutants/$(1)-$(2): test/sqlite/$(1).c $$(SQ_TEST_HDRS) $$(BUILD)/mutants/sqlite-vfs-$(2).o $$(BUILD)/libatomio_sqlite.a $$(BUILD)/libatomio.a
+	$$(CC) $$(BASE_CFLAGS) $$(CPPFLAGS) -Itest $$(CFLAGS) $$(LDFLAGS) -DATOMIO_DEBUG -o $$@ $$< $$(BUILD)/mutants/sqlite-vfs-$(2).o $$(BUILD)/libatomio_sqlite.a $$(BUILD)/libatomio.a $$(SQ_LIBS)
+CHECK_DEPS += $$(BUILD)/mutants/$(1)-$(2)
+endef
+$(foreach p,$(SQ_VFS_MUTANTS),$(eval $(call SQ_VFS_MUTANT,$(word 1,$(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))
 $(BUILD)/mutants/sqlite-vfs-%.c: test/sqlite/mutate.sh sqlite/vfs.c | $(BUILD)/mutants
 	test/sqlite/mutate.sh $* > $@.tmp && mv $@.tmp $@
 $(BUILD)/mutants/sqlite-vfs-%.o: $(BUILD)/mutants/sqlite-vfs-%.c $(SQ_HDRS)
 	$(CC) $(SQ_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
-$(BUILD)/mutants/t_sqlite_sim-%: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(TEST_SUPPORT) preload/trace.h $(BUILD)/mutants/sqlite-vfs-%.o $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT) $(BUILD)/mutants/sqlite-vfs-$*.o $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+$(BUILD)/mutants/t_sqlite_sim-%: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(TEST_SUPPORT_LIB) preload/trace.h $(BUILD)/mutants/sqlite-vfs-%.o $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT_LIB) $(BUILD)/mutants/sqlite-vfs-$*.o $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 .PRECIOUS: $(BUILD)/mutants/sqlite-vfs-%.c $(BUILD)/mutants/sqlite-vfs-%.o
 
 $(BUILD)/bench-sqlite: examples/bench-sqlite.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
@@ -82,6 +97,32 @@ $(BUILD)/bench-sqlite: examples/bench-sqlite.c $(BUILD)/libatomio_sqlite.a $(BUI
 bench-sqlite: deps
 	$(MAKE) $(BUILD)/bench-sqlite
 	$(BUILD)/bench-sqlite $(BENCH_SQLITE_ARGS)
+
+# Readers beside a writer, each in a process of its own, in WAL and in the
+# VFS's default mode (BENCH_READERS_ARGS="-r 4 -s 5"; not part of check).
+ALL_EXTRA += $(BUILD)/bench-sqlite-readers
+$(BUILD)/bench-sqlite-readers: examples/bench-sqlite-readers.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+.PHONY: bench-sqlite-readers
+bench-sqlite-readers: deps
+	$(MAKE) $(BUILD)/bench-sqlite-readers
+	$(BUILD)/bench-sqlite-readers $(BENCH_READERS_ARGS)
+
+ALL_EXTRA += $(BUILD)/bench-sqlite-writers
+$(BUILD)/bench-sqlite-writers: examples/bench-sqlite-writers.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+.PHONY: bench-sqlite-writers
+bench-sqlite-writers: deps
+	$(MAKE) $(BUILD)/bench-sqlite-writers
+	$(BUILD)/bench-sqlite-writers $(BENCH_WRITERS_ARGS)
+
+# The journal modes as applications ask for them, through Debian's SQLite
+# (Python's sqlite3 module, or the sqlite3 shell with BENCH_MODES_ARGS=
+# "--client cli"): vfs=atomio with no pragma, with MEMORY and with WAL,
+# against the unix VFS's WAL and default (issue 25's table; not part of check).
+.PHONY: bench-sqlite-modes
+bench-sqlite-modes: $(BUILD)/atomio_sqlite.so
+	python3 scripts/bench-sqlite-modes.py --ext $(BUILD)/atomio_sqlite.so $(BENCH_MODES_ARGS)
 
 # SQLite built from Debian's source with SQLITE_ENABLE_BATCH_ATOMIC_WRITE:
 # the VFS used natively through SQLITE_FCNTL_*_ATOMIC_WRITE (downloads and

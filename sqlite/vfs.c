@@ -1,8 +1,9 @@
 /*
  * vfs.c: the atomio SQLite VFS (include/atomio_sqlite.h).
  *
- * A shim over the default (unix) VFS.  Every file but a main database passes
- * straight through.  For a main database "DB":
+ * A shim over the default (unix) VFS.  Every file but a main database, its
+ * rollback journal and its WAL passes straight through.  For a main database
+ * "DB":
  *
  * GROUPS.  xWrite and xTruncate do not touch the file: they go to the
  * connection's pending group (pend.c), which xRead and xFileSize overlay on
@@ -15,19 +16,27 @@
  * over ATTACHed ones commit as one group (commit_set).  xSync itself then has
  * nothing to do: an acknowledged group is durable in the log, and the store's
  * checkpoint syncs the file before the log space is reused.  A group still
- * pending when the lock drops below RESERVED was never synced: SQLite rolled
- * the transaction back or failed it, so it is discarded and the file is
- * exactly as before the transaction.
+ * pending when the lock drops below RESERVED, synced or not, was never
+ * committed: SQLite rolled the transaction back or failed it, so it is
+ * discarded and the file is exactly as before the transaction.
  *
- * THE STORE.  The log is "DB-atomio".  An atomio store admits one process
- * (flock); within the process, all connections to the database share one
- * store (struct adb, found by device and inode).  A process that writes
- * opens the store and is the database's "writer" while it goes on writing.
- * Other processes read without a store; a write in one of them gets
- * SQLITE_BUSY and read-locks WANT_BYTE, and the writer gives the store up
- * (closes it, which checkpoints) when none of its connections is in a write
- * transaction (yield_store: at each transaction's end, and from a watcher
- * thread while idle).
+ * JOURNALS.  So a rollback journal on disk adds nothing, and the VFS keeps
+ * the ones SQLite creates in memory (see "journals" below): in DELETE,
+ * TRUNCATE and PERSIST mode, SQLite's default included, every transaction
+ * commits as one group, as in MEMORY mode, with SQLite's ROLLBACK,
+ * savepoints and statement rollback working on its journal as usual.
+ *
+ * WAL.  journal_mode=WAL is SQLite's own, with the unix VFS's shared memory
+ * (see "WAL" below): no groups, no log; the database file is written
+ * directly, by checkpoints only.
+ *
+ * THE STORE.  The log is "DB-atomio", and its store is shared: every
+ * process that reads or writes the database in a rollback mode joins it
+ * (atomio_open without ATOMIO_EXCLUSIVE; within a process, all connections
+ * to the database share one handle, struct adb, found by device and inode)
+ * and keeps it while it has the database open.  SQLite's own locks decide
+ * who writes; each commit is one group from whichever process commits,
+ * with no checkpoint and no handing over when the writer changes.
  *
  * LOCKS.  SQLite's usual lock bytes (PENDING, RESERVED, SHARED range), taken
  * as Linux open-file-description (OFD) locks on a descriptor of the
@@ -41,27 +50,25 @@
  *
  * NO READER SEES HALF A COMMIT.  Home writes happen inside the commit, with
  * the EXCLUSIVE lock held, and end before the commit returns, so a reader
- * holding SHARED never overlaps them.  A writer that dies during its home
- * writes (or a store that failed in them) leaves a file that only recovery
- * may repair, and recovery itself briefly rewrites older versions of pages
- * (it replays every logged group in order).  So: whoever opens the store
- * (atomio_open recovers) holds EXCLUSIVE while doing so, and every
- * connection that takes SHARED without being the writer then probes the
- * log's flock.  Held: the writer lives, it recovered before our SHARED lock,
- * and it cannot write home while we hold SHARED: read.  Free: no writer;
- * unless the log's mark (atomio_log_mark: its store id and epoch, which every
- * atomio_open moves on) is the one this process left after its own last
- * recovery, go to EXCLUSIVE, recover (open and close the store), and only
- * then read.
+ * holding SHARED never overlaps a live writer's.  A writer killed in the
+ * middle of one leaves its group to the store's other processes, or to the
+ * next one to open the log, which recovers it: before reading, every
+ * connection that takes SHARED joins the store and waits until it is
+ * settled (settle: atomio_settle), so that it never reads a group half
+ * home.
  *
  * SYSTEM CALLS.  Every byte the store writes goes through libatomio and so
  * through its ops table (src/sys.h).  So do the VFS's own calls on its
  * marker files and on the logs (opening, reading, writing, syncing and
  * removing them, their directory's sync, the log's flock probe and birth
- * time): see "files" below.  Only its locks (OFD locks on descriptors of its
- * own), the read-only map of the database and the look at a rollback
- * journal's first byte go to the system directly; SQLite's own calls on the
- * database (reads, its creation) are the unix VFS's.
+ * time), and, in WAL mode, every call on the WAL file and every write,
+ * truncation and sync of the database: see "files" below.  Only its locks
+ * (OFD locks on descriptors of its own), the read-only map of the database
+ * and the look at a rollback journal's first byte go to the system
+ * directly; SQLite's own calls on the database (reads, its creation) and
+ * WAL's shared memory are the unix VFS's.  A rollback journal on disk (a
+ * hot one, or one that names a database of another VFS) is the unix VFS's
+ * file too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -88,27 +95,6 @@
 #define SHARED_FIRST (PENDING_BYTE + 2)
 #define SHARED_SIZE 510
 #define LOCK_SPAN (2 + SHARED_SIZE)
-/* The byte after them, unused by SQLite: read-locked by a connection whose
- * write was refused because another process holds the store.  The holder
- * checks it whenever none of its connections is in a write transaction (at
- * each transaction's end, and every WATCH_MS while idle) and then gives the
- * store up. */
-#define WANT_BYTE (PENDING_BYTE + LOCK_SPAN)
-#define WATCH_MS 5
-/* A want outlives the refused transaction by this much, so that it is seen
- * while SQLite's busy handler sleeps between retries (at most 100 ms) even
- * though SQLite drops every lock meanwhile. */
-#define WANT_HOLD_MS 250
-/* After giving the store up, do not take it back for this long while
- * another process waits (its busy handler needs the time to retry). */
-#define GRACE_MS 150
-/* A want that let a grace period pass unused (its connection gave up or
- * went idle) is ignored for this long, so that it costs the writer at most
- * one checkpoint per second. */
-#define IGNORE_MS 1000
-/* How long a write waits inside xLock for an idle holder to give the store
- * up. */
-#define HANDOFF_MS 2000
 
 #define LOG_SUFFIX "-atomio"
 /* Beside each database of a transaction over several (ATTACH), for as long
@@ -126,20 +112,20 @@ struct adb {
 	char *log_path;
 	uint64_t log_size;   /* for creating the log (0 = atomio's default) */
 	atomio *st;          /* this process is the writer; atomic load/store */
+	char store_err[512]; /* st's message buffer (atomio writes there while st is open) */
 	int fid;
 	uint64_t capacity;   /* bytes of records the log holds */
 	uint32_t max_segs;   /* most ranges one group of the store may have */
 	int nres;            /* connections of this process in a write transaction */
-	int wfd;             /* our own open file description, for WANT_BYTE probes */
-	bool watching, stop; /* the watcher thread runs / is asked to end */
+	int wfd;             /* our own open file description (header_wal, f_size) */
 	bool forked;         /* a copy in a child after fork (fork_child) */
-	int64_t yielded_ms;  /* when we last gave the store up (0: never) */
-	int64_t ignore_ms;   /* ignore wants until then */
-	pthread_t watcher;
-	pthread_cond_t cv;
+	ino_t log_ino;       /* the log st joined (settle: still the one at log_path?) */
 	/* The writer's record of the database's size (only its commits change
 	 * it), so that transactions need no fstat.  -1: unknown.  Atomic. */
 	int64_t size;
+	int nwal;            /* WAL files of it open in this process (WAL, below); atomic */
+	int dfd;             /* while nwal > 0: for WAL's writes to the database (-1: none) */
+	bool wal_blocked;    /* a store could not be closed for WAL: no direct writes */
 	bool snap_ok;        /* snap: the log's mark after our recovery */
 	ino_t snap_ino;
 	struct atomio_log_mark snap;
@@ -163,8 +149,6 @@ typedef struct aconn {
 	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
 	bool nolock;         /* URI nolock=1: SQLite never calls xLock */
 	bool counted;        /* in the database's nres (a write transaction) */
-	bool want;           /* holds WANT_BYTE: refused by another process's store */
-	int64_t want_ms;     /* since when */
 	bool ready;          /* the group was synced: commit it with the others */
 	struct aconn *rnext; /* this thread's ready connections (t_ready) */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
@@ -178,8 +162,6 @@ typedef struct aconn {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct adb *g_dbs;
 static struct avfs *g_vfs;
-/* The SQLite in use was built with SQLITE_ENABLE_BATCH_ATOMIC_WRITE. */
-static bool g_batch;
 
 static const sqlite3_io_methods aio_methods;
 
@@ -255,15 +237,15 @@ static int f_exists(const char *path)
 	return s->statx(AT_FDCWD, path, 0, 0, &stx);
 }
 
-/* Up to len bytes from offset 0 (fewer only at the end of the file),
+/* Up to len bytes from offset off (fewer only at the end of the file),
  * retrying EINTR and short reads: the count or a negative errno. */
-static ssize_t f_read_all(int fd, void *buf, size_t len)
+static ssize_t f_pread_all(int fd, void *buf, size_t len, off_t off)
 {
 	const struct atomio_sysops *s = os();
 	size_t done = 0;
 	while (done < len) {
-		ssize_t n = s ? s->pread(fd, (char *)buf + done, len - done, (off_t)done)
-			      : pread(fd, (char *)buf + done, len - done, (off_t)done);
+		ssize_t n = s ? s->pread(fd, (char *)buf + done, len - done, off + (off_t)done)
+			      : pread(fd, (char *)buf + done, len - done, off + (off_t)done);
 		if (n < 0 && !s)
 			n = -errno;
 		if (n == -EINTR)
@@ -277,14 +259,16 @@ static ssize_t f_read_all(int fd, void *buf, size_t len)
 	return (ssize_t)done;
 }
 
-/* All of buf at offset 0, retrying EINTR and short writes: 0 or < 0. */
-static int f_write_all(int fd, const void *buf, size_t len)
+static ssize_t f_read_all(int fd, void *buf, size_t len) { return f_pread_all(fd, buf, len, 0); }
+
+/* All of buf at offset off, retrying EINTR and short writes: 0 or < 0. */
+static int f_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
 	const struct atomio_sysops *s = os();
 	size_t done = 0;
 	while (done < len) {
 		struct iovec v = {(char *)buf + done, len - done};
-		ssize_t n = s ? s->pwritev(fd, &v, 1, (off_t)done, 0) : pwritev(fd, &v, 1, (off_t)done);
+		ssize_t n = s ? s->pwritev(fd, &v, 1, off + (off_t)done, 0) : pwritev(fd, &v, 1, off + (off_t)done);
 		if (n < 0 && !s)
 			n = -errno;
 		if (n == -EINTR)
@@ -294,6 +278,25 @@ static int f_write_all(int fd, const void *buf, size_t len)
 		done += (size_t)n;
 	}
 	return 0;
+}
+
+static int f_write_all(int fd, const void *buf, size_t len) { return f_pwrite_all(fd, buf, len, 0); }
+
+/* fdatasync, retrying EINTR. */
+static int f_fdatasync(int fd)
+{
+	const struct atomio_sysops *s = os();
+	int r;
+	do
+		r = s ? s->fdatasync(fd) : f_neg(fdatasync(fd));
+	while (r == -EINTR);
+	return r;
+}
+
+static int f_ftruncate(int fd, off_t size)
+{
+	const struct atomio_sysops *s = os();
+	return s ? s->ftruncate(fd, size) : f_neg(ftruncate(fd, size));
 }
 
 /* fsync, retrying EINTR. */
@@ -316,6 +319,34 @@ static int f_fsync_dir(const char *dir)
 	int r = f_fsync(fd);
 	f_close(fd);
 	return r;
+}
+
+/* The inode number at path (0: none).  statx asks for nothing else: a stat
+ * that reads a file's times marks them seen, and Linux (6.13+) then stamps
+ * every later write with fine-grained times (x_file_size says what that
+ * costs). */
+static ino_t f_ino(const char *path)
+{
+	const struct atomio_sysops *s = os();
+	if (!s) {
+		struct statx sx;
+		return statx(AT_FDCWD, path, 0, STATX_INO, &sx) < 0 ? 0 : (ino_t)sx.stx_ino;
+	}
+	struct atomio_statx sx;
+	return s->statx(AT_FDCWD, path, 0, STATX_INO, &sx) < 0 ? 0 : (ino_t)sx.stx_ino;
+}
+
+/* The size of the file as its inode says, with a statx that asks for the
+ * size only (f_ino says why no times); < 0: an error. */
+static int64_t f_size(int fd)
+{
+	const struct atomio_sysops *s = os();
+	if (!s) {
+		struct statx sx;
+		return statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) < 0 ? -1 : (int64_t)sx.stx_size;
+	}
+	struct atomio_statx sx;
+	return s->statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) < 0 ? -1 : (int64_t)sx.stx_size;
 }
 
 /* The birth time of path, where the filesystem keeps one. */
@@ -410,17 +441,22 @@ static void snapshot(struct adb *d)
 }
 
 static bool has_group_marker(struct adb *d);
+static bool header_wal(struct adb *d);
+static void remove_log(struct adb *d);
 
 enum probe { PROBE_WRITER, PROBE_NOLOG, PROBE_CLEAN, PROBE_DIRTY };
 
-/* Is there a writer (a process holding the store)?  If not, has any store
- * been opened since our last recovery?  Returns an enum probe or < 0. */
+/* Does a process have the store open (it recovered the log when it
+ * opened it, the first of them)?  If not, has any store been opened since
+ * our last recovery?  Returns an enum probe or < 0.  Every process of a
+ * store holds the log's flock shared: taken exclusive here, for a moment
+ * (a process joining meanwhile gets SQLITE_BUSY and retries). */
 static int probe(struct adb *d)
 {
 	int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return fd != -ENOENT ? fd : has_group_marker(d) ? PROBE_DIRTY : PROBE_NOLOG;
-	int r = f_flock(fd, LOCK_SH | LOCK_NB);
+	int r = f_flock(fd, LOCK_EX | LOCK_NB);
 	if (r < 0) {
 		f_close(fd);
 		return r == -EWOULDBLOCK ? PROBE_WRITER : r;
@@ -435,7 +471,7 @@ static int probe(struct adb *d)
 	pthread_mutex_unlock(&g_mu);
 	if (res == PROBE_CLEAN && has_group_marker(d))
 		res = PROBE_DIRTY;
-	f_close(fd); /* drops the LOCK_SH probe */
+	f_close(fd); /* drops the probe's flock */
 	return res;
 }
 
@@ -534,16 +570,23 @@ static bool has_group_marker(struct adb *d)
 	return on;
 }
 
-/* Replay one log and close it again; no log, or a store that a live
- * process holds (it recovered when it opened), is nothing to do. */
+/* Bring one log's groups home and durable, and close it again: join its
+ * store (the first process to open it recovers: replays it), wait until
+ * every group of its live or dead processes is home (atomio_settle), and
+ * checkpoint (a close that is not the last one does not), so that the
+ * markers may go.  No log: nothing to do. */
 static int replay_log(const char *log_path, char *err, size_t errlen)
 {
 	struct atomio_options o = {.flags = ATOMIO_ACCEPT_COPIES, .errbuf = err, .errbuf_size = errlen};
 	atomio *st;
 	int r = atomio_open(log_path, &o, &st);
+	if (r < 0)
+		return r == -ENOENT || r == -EBUSY ? 0 : r;
+	r = atomio_settle(st);
 	if (r == 0)
-		return atomio_close(st);
-	return r == -ENOENT || r == -EBUSY ? 0 : r;
+		r = atomio_checkpoint(st);
+	int c = atomio_close(st);
+	return r < 0 ? r : c;
 }
 
 /* d has a group marker: a transaction over several databases committed (or
@@ -620,12 +663,12 @@ static int recover_group(struct adb *d)
 static int recover_release(struct adb *d)
 {
 	char err[512] = "";
-	struct atomio_options o = {.flags = ATOMIO_ACCEPT_COPIES, .errbuf = err, .errbuf_size = sizeof(err)};
+	struct atomio_options o = {.flags = ATOMIO_ACCEPT_COPIES | ATOMIO_EXCLUSIVE, .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
 	int rc = check_log_age(d, false);
 	if (rc != SQLITE_OK)
 		return rc;
-	if (!writer_store(d) && has_group_marker(d)) {
+	if (has_group_marker(d)) {
 		rc = recover_group(d);
 		if (rc != SQLITE_OK)
 			return rc;
@@ -638,7 +681,9 @@ static int recover_release(struct adb *d)
 			r = -ENOENT; /* no log: nothing to replay */
 		if (r == 0) {
 			r = atomio_close(st);
-			if (r == 0)
+			if (r == 0 && header_wal(d))
+				remove_log(d); /* nothing in it: WAL databases have none */
+			else if (r == 0)
 				snapshot(d);
 		} else if (r == -ENOENT || r == -EBUSY) {
 			/* No log: nothing to replay.  Busy: a writer holds the
@@ -655,14 +700,12 @@ static int recover_release(struct adb *d)
 	return SQLITE_OK;
 }
 
-static void *watch(void *arg);
-
 #define MIB (1ull << 20)
 
 /* A new log without atomio_log_size=: eight times the database, 8 to 64
  * MiB, so that a small database gets a smaller log, while the log still
  * lets a hot page be written home once per checkpoint rather than once per
- * few commits (README, "Wear": the log's size is the lever; a database is
+ * few commits (docs/API.md, "Wear": the log's size is the lever; a database is
  * often created empty and filled by the process that made its log); a
  * transaction that does not fit grows it (grow_store). */
 static uint64_t initial_log_size(struct adb *d)
@@ -673,14 +716,23 @@ static uint64_t initial_log_size(struct adb *d)
 	return n < 8 * MIB ? 8 * MIB : n > 64 * MIB ? 64 * MIB : n;
 }
 
-/* Open the store: this process becomes the writer.  Exclusive lock held
- * (opening recovers).  g_mu held. */
+/* Join the database's store (THE STORE): any number of processes have it
+ * open at once.  The first process to open it after all others closed or
+ * died recovers the log inside atomio_open, before it returns; no other
+ * process reads the file meanwhile, because every process that reads a
+ * database with a log joins its store before it reads (settle), and a
+ * first opener is alone by definition.  g_mu held. */
 static int open_store(struct adb *d)
 {
-	char err[512] = "";
+	/* The store keeps writing the cause of its later failures into this
+	 * buffer, for as long as it is open: it is the database's, not this
+	 * frame's (one on the stack here was written over whatever frame was
+	 * there later). */
+	char *err = d->store_err;
+	err[0] = 0;
 	struct atomio_options o = {.log_size = d->log_size ? d->log_size : initial_log_size(d),
 				   .flags = ATOMIO_CREATE | ATOMIO_ACCEPT_COPIES, .errbuf = err,
-				   .errbuf_size = sizeof(err)};
+				   .errbuf_size = sizeof(d->store_err)};
 	atomio *st;
 	int rc = check_log_age(d, false);
 	if (rc == SQLITE_OK && has_group_marker(d))
@@ -693,7 +745,7 @@ static int open_store(struct adb *d)
 		r = atomio_open(d->log_path, &o, &st); /* a new log */
 	}
 	if (r == -EBUSY)
-		return SQLITE_BUSY; /* another process writes */
+		return SQLITE_BUSY; /* a process holds it alone (ATOMIO_EXCLUSIVE: recover_release) */
 	if (r < 0) {
 		log_atomio(SQLITE_IOERR, d, "opening", r, err);
 		return SQLITE_IOERR;
@@ -712,82 +764,9 @@ static int open_store(struct adb *d)
 	d->max_segs = caps.max_segments;
 	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	d->snap_ok = false;
+	d->log_ino = f_ino(d->log_path);
 	__atomic_store_n(&d->st, st, __ATOMIC_RELEASE);
-	if (!d->watching && d->wfd >= 0 && pthread_create(&d->watcher, NULL, watch, d) == 0)
-		d->watching = true;
 	return SQLITE_OK;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Is a connection of another open file description than fd waiting for the
- * store (WANT_BYTE)? */
-static bool want_seen(int fd)
-{
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = WANT_BYTE, .l_len = 1};
-	return fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-}
-
-static void want_set(aconn *c, bool on)
-{
-	if (on)
-		c->want_ms = now_ms();
-	if (c->want == on)
-		return;
-	ofd(c->lockfd, on ? F_RDLCK : F_UNLCK, WANT_BYTE, 1);
-	c->want = on;
-}
-
-/* Give the store up: another process waits to write and no connection of
- * ours is in a write transaction (nres 0, and none can begin one while we
- * hold g_mu).  Closing checkpoints: the database is synced and the log
- * emptied, so what our snapshot then records is a log with nothing to
- * replay.  No SQLite lock is needed: every commit is home already, and the
- * next writer opens the store under its own locks.  g_mu held. */
-static void yield_store(struct adb *d)
-{
-	atomio *st = writer_store(d);
-	if (!st || d->nres > 0 || !want_seen(d->wfd))
-		return;
-	int64_t now = now_ms();
-	if (now < d->ignore_ms)
-		return;
-	d->yielded_ms = now;
-	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
-	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
-	int r = atomio_close(st);
-	if (r < 0)
-		log_atomio(SQLITE_IOERR, d, "closing", r, NULL);
-	else
-		snapshot(d);
-}
-
-/* While this process holds the store: every WATCH_MS, give it up if
- * another process waits and we are idle (an idle writer would otherwise
- * keep every other process from writing for as long as it stays open). */
-static void *watch(void *arg)
-{
-	struct adb *d = arg;
-	pthread_mutex_lock(&g_mu);
-	while (!d->stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += WATCH_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&d->cv, &g_mu, &ts);
-		if (!d->stop)
-			yield_store(d);
-	}
-	pthread_mutex_unlock(&g_mu);
-	return NULL;
 }
 
 /* A transaction needs more log than there is: give the store a log large
@@ -806,18 +785,40 @@ static bool grow_store(struct adb *d, uint64_t need)
 		return false;
 	uint64_t n = 2 * need > 2 * d->capacity ? 2 * need : 2 * d->capacity;
 	n = (n + MIB - 1) & ~(MIB - 1);
+	/* The store is shared: the log can be replaced only while no other
+	 * process has it open (they would go on writing to the old one).  Its
+	 * flock tells: every process of a store holds it shared; taken
+	 * exclusive here, no process can join until the new log is in place. */
+	int lfd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
+	if (lfd < 0)
+		return false;
 	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
-	int r = atomio_close(st);
+	int r = atomio_checkpoint(st);
+	int rc = atomio_close(st);
+	if (r == 0)
+		r = rc;
+	if (r == 0 && f_flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		f_close(lfd);
+		sqlite3_log(SQLITE_NOTICE, "atomio: %s not grown: other processes have it open", d->log_path);
+		if (open_store(d) != SQLITE_OK)
+			sqlite3_log(SQLITE_IOERR, "atomio: %s: cannot join the store again", d->db_path);
+		return false;
+	}
 	if (r < 0) {
+		f_close(lfd);
 		log_atomio(SQLITE_IOERR, d, "closing (to grow the log)", r, NULL);
 		return false;
 	}
 	r = f_unlink(d->log_path);
-	if (r < 0 && r != -ENOENT)
+	if (r < 0 && r != -ENOENT) {
+		f_close(lfd);
 		return false;
+	}
 	uint64_t old = d->log_size;
 	d->log_size = n;
-	if (open_store(d) != SQLITE_OK) {
+	rc = open_store(d);
+	f_close(lfd); /* the old log's flock */
+	if (rc != SQLITE_OK) {
 		d->log_size = old;
 		return false;
 	}
@@ -843,6 +844,254 @@ static void repair_store(struct adb *d)
 	}
 	pthread_mutex_unlock(&g_mu);
 }
+
+/* --- WAL ------------------------------------------------------------------------ */
+
+static void release_db(struct adb *d);
+
+/* WAL.  journal_mode=WAL is SQLite's own, as under the unix VFS: the
+ * shared-memory index is the unix VFS's (xShm* pass through to it), so
+ * readers in any number of processes read beside the writer, and SQLite's
+ * WAL makes each commit atomic by itself (a commit is its frames in the
+ * -wal file, written and synced as the unix VFS does: wfile below).
+ * atomio adds nothing there: the only writes to the database file are
+ * checkpoints, which copy frames that stay in the WAL until the file is
+ * synced, so SQLite repeats a checkpoint cut short; a group of its writes
+ * would cost a second copy of each page.  So while a WAL file of the
+ * database is open in this process (d->nwal), the database's writes,
+ * truncations and syncs go straight to the file.
+ *
+ * That is safe only with no live group in the log: replayed after those
+ * direct writes, an older group would undo them.  Groups are committed in
+ * rollback mode only, and a database leaves rollback mode for WAL by a
+ * commit (of SQLite's own transaction that sets the file format's versions
+ * in page 1 to 2), which every process sees before it opens the WAL.  So
+ * the commit of a group that leaves page 1 saying WAL closes the store
+ * (checkpoints: the log empties) before it returns, still under SQLite's
+ * EXCLUSIVE lock, and removes the log (wal_drop_store).  A crash before
+ * that leaves a log that the next connection to take a lock recovers under
+ * an exclusive lock, as any other, and removes (recover_release): no other
+ * connection can hold one meanwhile (WAL readers hold SHARED for as long as
+ * they are open, so none was open while the switch's writer held
+ * EXCLUSIVE).  A WAL database thus has no log, and a reader's probe finds
+ * none (PROBE_NOLOG): it never needs the exclusive lock that WAL readers,
+ * holding SHARED throughout, would refuse it forever.  A store of this
+ * process still open when its WAL opens (locking_mode=EXCLUSIVE takes its
+ * lock, and so the store, before it opens the WAL) is dropped there too.
+ * Leaving WAL is a rollback-mode transaction after SQLite's checkpoint: its
+ * first write opens a store (and log) again (x_write). */
+
+/* Does the database file say WAL: the file format's write and read
+ * versions (header bytes 18 and 19) both 2? */
+static bool header_wal(struct adb *d)
+{
+	unsigned char v[2];
+	const struct atomio_sysops *s = os();
+	ssize_t n = s ? s->pread(d->wfd, v, 2, 18) : pread(d->wfd, v, 2, 18);
+	return n == 2 && v[0] == 2 && v[1] == 2;
+}
+
+/* Bytes the group does not write, read as zeros (group_sets_wal). */
+static int64_t zero_read(void *ctx, void *buf, int64_t n, int64_t off)
+{
+	memset(buf, 0, (size_t)n);
+	return n;
+}
+
+/* Does c's pending group leave page 1 saying WAL?  Only bytes it writes
+ * count: the file itself is in a rollback mode while groups are committed
+ * (no I/O here: SQLite's test suite once failed that read and saw the
+ * commit go on). */
+static bool group_sets_wal(aconn *c)
+{
+	const struct pend *p = &c->pend;
+	if (!p->active)
+		return false;
+	if (p->uniform) {
+		const unsigned char *h = p->plen >= 100 ? pend_page(p, 0) : NULL;
+		return h && h[18] == 2 && h[19] == 2;
+	}
+	unsigned char v[2];
+	return pend_read(p, v, 2, 18, zero_read, NULL) == 2 && v[0] == 2 && v[1] == 2;
+}
+
+/* Remove the log of a database whose store nobody holds and whose log
+ * holds nothing to replay (closed by us just now, or recovered): under its
+ * flock, as check_log_age, retried while a reader's probe holds it shared
+ * for a moment. */
+static void remove_log(struct adb *d)
+{
+	d->snap_ok = false;
+	for (int i = 0; i < 200; i++) {
+		int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
+		if (fd < 0)
+			return;
+		int r = f_flock(fd, LOCK_EX | LOCK_NB);
+		if (r == 0) {
+			f_unlink(d->log_path);
+			f_close(fd);
+			return;
+		}
+		f_close(fd);
+		if (r != -EWOULDBLOCK)
+			break;
+		usleep(1000);
+	}
+	sqlite3_log(SQLITE_NOTICE, "atomio: could not remove %s beside a WAL database", d->log_path);
+}
+
+/* The database is in WAL mode now: this process's store, if it has one,
+ * is closed (checkpointed: nothing in its log to replay) and the log
+ * removed.  (A log this process did not just empty stays: a group in it
+ * may not be synced home yet; the next recovery removes it.)  g_mu held. */
+static void wal_drop_store(struct adb *d)
+{
+	atomio *st = writer_store(d);
+	if (!st)
+		return;
+	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
+	/* A close that is not the store's last (other processes have it open)
+	 * does not checkpoint, and no group may stay live in the log once
+	 * WAL's checkpoints write the file directly: a recovery would replay
+	 * it over them.  So checkpoint first, whoever else holds the store. */
+	int r = atomio_checkpoint(st);
+	int rc = atomio_close(st);
+	if (r == 0)
+		r = rc;
+	if (r < 0) {
+		/* Its groups may still be live: keep the log, and keep WAL's
+		 * checkpoints off the file (wal_direct). */
+		log_atomio(SQLITE_IOERR, d, "closing (the database went to WAL)", r, NULL);
+		d->wal_blocked = true;
+		return;
+	}
+	remove_log(d);
+}
+
+/* Writes to the database go straight to the file: WAL mode. */
+static bool wal_mode(struct adb *d) { return __atomic_load_n(&d->nwal, __ATOMIC_ACQUIRE) > 0; }
+
+/* A WAL file of a database of this VFS, counted in its database's nwal
+ * while open.  Its I/O is the VFS's own, through atomio's system-call
+ * table, as the unix VFS does it (pread, pwrite, fdatasync and, at the
+ * first sync after each open with SQLITE_OPEN_CREATE, the directory's),
+ * so that a test's table sees every write and sync of WAL mode in one
+ * order with the store's (t_sqlite_sim). */
+typedef struct wfile {
+	sqlite3_file base;
+	struct adb *d;
+	int fd;
+	bool dirsync;
+	const char *name; /* SQLite's, valid while the file is open */
+} wfile;
+
+static int w_close(sqlite3_file *f)
+{
+	wfile *w = (wfile *)f;
+	f_close(w->fd);
+	pthread_mutex_lock(&g_mu);
+	if (__atomic_sub_fetch(&w->d->nwal, 1, __ATOMIC_ACQ_REL) == 0 && w->d->dfd >= 0) {
+		f_close(w->d->dfd);
+		w->d->dfd = -1;
+	}
+	pthread_mutex_unlock(&g_mu);
+	release_db(w->d);
+	w->base.pMethods = NULL;
+	return SQLITE_OK;
+}
+
+static int w_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
+{
+	wfile *w = (wfile *)f;
+	ssize_t r = f_pread_all(w->fd, b, (size_t)n, (off_t)o);
+	if (r < 0)
+		return SQLITE_IOERR_READ;
+	if (r < n) {
+		memset((char *)b + r, 0, (size_t)(n - r));
+		return SQLITE_IOERR_SHORT_READ;
+	}
+	return SQLITE_OK;
+}
+
+static int w_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{
+	wfile *w = (wfile *)f;
+	int r = f_pwrite_all(w->fd, b, (size_t)n, (off_t)o);
+	return r == 0 ? SQLITE_OK : r == -ENOSPC ? SQLITE_FULL : SQLITE_IOERR_WRITE;
+}
+
+static int w_truncate(sqlite3_file *f, sqlite3_int64 n)
+{
+	wfile *w = (wfile *)f;
+	return f_ftruncate(w->fd, (off_t)n) == 0 ? SQLITE_OK : SQLITE_IOERR_TRUNCATE;
+}
+
+static int sync_dir_of(const char *path);
+
+/* SQLite's test builds count the unix VFS's syncs (full_fsync, with
+ * SQLITE_TEST); where those counters exist (its testfixture), WAL mode's
+ * syncs here count as the unix VFS's would, so that its tests of WAL's
+ * syncs read the same. */
+extern int sqlite3_sync_count __attribute__((weak));
+extern int sqlite3_fullsync_count __attribute__((weak));
+static void count_sync(int flags)
+{
+	if (&sqlite3_sync_count)
+		sqlite3_sync_count++;
+	if ((flags & 0x0F) == SQLITE_SYNC_FULL && &sqlite3_fullsync_count)
+		sqlite3_fullsync_count++;
+}
+
+static int w_sync(sqlite3_file *f, int flags)
+{
+	wfile *w = (wfile *)f;
+	count_sync(flags);
+	if (f_fdatasync(w->fd) < 0)
+		return SQLITE_IOERR_FSYNC;
+	if (w->dirsync) {
+		count_sync(0);
+		sync_dir_of(w->name); /* errors ignored, as the unix VFS does */
+		w->dirsync = false;
+	}
+	return SQLITE_OK;
+}
+
+static int w_file_size(sqlite3_file *f, sqlite3_int64 *n)
+{
+	wfile *w = (wfile *)f;
+	struct stat sb;
+	if (f_fstat(w->fd, &sb) < 0)
+		return SQLITE_IOERR_FSTAT;
+	*n = sb.st_size;
+	return SQLITE_OK;
+}
+
+static int w_lock(sqlite3_file *f, int l) { return SQLITE_OK; }
+static int w_check_reserved(sqlite3_file *f, int *out)
+{
+	*out = 0;
+	return SQLITE_OK;
+}
+static int w_file_control(sqlite3_file *f, int op, void *arg) { return SQLITE_NOTFOUND; }
+static int w_sector_size(sqlite3_file *f) { return 4096; } /* the unix VFS's default */
+static int w_device_characteristics(sqlite3_file *f) { return 0; }
+
+static const sqlite3_io_methods w_methods = {
+	.iVersion = 1,
+	.xClose = w_close,
+	.xRead = w_read,
+	.xWrite = w_write,
+	.xTruncate = w_truncate,
+	.xSync = w_sync,
+	.xFileSize = w_file_size,
+	.xLock = w_lock,
+	.xUnlock = w_lock,
+	.xCheckReservedLock = w_check_reserved,
+	.xFileControl = w_file_control,
+	.xSectorSize = w_sector_size,
+	.xDeviceCharacteristics = w_device_characteristics,
+};
 
 /* --- groups ------------------------------------------------------------------ */
 
@@ -1087,7 +1336,7 @@ static int commit_group(aconn *c, bool fold)
 	int64_t spare = (int64_t)d->max_segs - group_ranges(p);
 	if (r == 0)
 		r = add_group(c, tx, d->fid, &spare);
-	bool committed = false;
+	bool committed = false, to_wal = r == 0 && group_sets_wal(c);
 	if (r == 0) {
 		r = atomio_tx_commit(tx);
 		committed = true;
@@ -1097,6 +1346,13 @@ static int commit_group(aconn *c, bool fold)
 	int64_t lsize = p->lsize;
 	pend_clear(p);
 	__atomic_store_n(&d->size, r == 0 ? lsize : -1, __ATOMIC_RELAXED);
+	if (r == 0 && to_wal) {
+		/* The database is a WAL database from now on (WAL above):
+		 * nothing may stay in its log. */
+		pthread_mutex_lock(&g_mu);
+		wal_drop_store(d);
+		pthread_mutex_unlock(&g_mu);
+	}
 	return r == 0 ? SQLITE_OK : commit_failed(c, r, committed);
 }
 
@@ -1211,8 +1467,11 @@ static int commit_set(aconn **m, int n)
 	if (r == 0)
 		r = atomio_tx_begin(st, &tx);
 	int64_t spare = pd->max_segs;
-	for (int i = 0; i < n; i++)
+	bool to_wal[MAX_SET];
+	for (int i = 0; i < n; i++) {
 		spare -= group_ranges(&m[i]->pend);
+		to_wal[i] = group_sets_wal(m[i]); /* PRAGMA journal_mode=WAL over all databases */
+	}
 	for (int i = 0; i < n && r == 0; i++) {
 		int fid = i == 0 ? pd->fid : atomio_file_open(st, m[i]->db->db_path, 0, 0);
 		r = fid < 0 ? fid : add_group(m[i], tx, fid, &spare);
@@ -1236,6 +1495,15 @@ static int commit_set(aconn **m, int n)
 		pend_clear(&m[i]->pend);
 		ready_drop(m[i]);
 	}
+	/* Every log involved is empty now (the checkpoints before and after
+	 * the group): a database that went to WAL drops its store and log,
+	 * as in commit_group. */
+	for (int i = 0; r == 0 && i < n; i++)
+		if (to_wal[i]) {
+			pthread_mutex_lock(&g_mu);
+			wal_drop_store(m[i]->db);
+			pthread_mutex_unlock(&g_mu);
+		}
 	return r == 0 ? SQLITE_OK : commit_failed(m[0], r, committed);
 }
 
@@ -1279,18 +1547,17 @@ static int begin_group(aconn *c)
 
 static void release_db(struct adb *d);
 static void leave_write(aconn *c);
+static int enter_write(aconn *c);
 
 static int x_close(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
-	if (c->ready)
-		commit_group(c, false);
+	ready_drop(c); /* never committed: see x_unlock */
 	pend_clear(&c->pend);
 	if (c->map)
 		munmap(c->map, c->maplen);
 	if (c->elock)
 		unlock_all(c);
-	want_set(c, false);
 	leave_write(c);
 	int rc = c->real->pMethods ? c->real->pMethods->xClose(c->real) : SQLITE_OK;
 	release_db(c->db);
@@ -1337,17 +1604,49 @@ static int nolock_claim(aconn *c)
 	return rc;
 }
 
+/* A write in WAL mode (a checkpoint's): straight to the file. */
+static int wal_direct(aconn *c, int ioerr)
+{
+	if (c->db->wal_blocked || c->db->dfd < 0) {
+		sqlite3_log(ioerr, "atomio: %s: %s, WAL checkpoints stay in the WAL", c->db->db_path,
+			    c->db->wal_blocked ? "a store could not be closed" : "no descriptor to write it");
+		return ioerr;
+	}
+	__atomic_store_n(&c->db->size, -1, __ATOMIC_RELAXED);
+	return SQLITE_OK;
+}
+
+/* A write with no store open: SQLite writes only under EXCLUSIVE, which
+ * made us the writer, unless the lock was taken in WAL mode and the
+ * database has left it since (SQLite's checkpoint, then a rollback-mode
+ * transaction under the same lock): become the writer now. */
+static int write_store(aconn *c, int ioerr)
+{
+	if (writer_store(c->db))
+		return SQLITE_OK;
+	if (c->nolock || c->elock < SQLITE_LOCK_EXCLUSIVE) {
+		sqlite3_log(ioerr, "atomio: write to %s without its store", c->db->db_path);
+		return ioerr;
+	}
+	leave_write(c);
+	return enter_write(c);
+}
+
 static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 {
 	aconn *c = (aconn *)f;
-	int rc = nolock_claim(c);
+	int rc;
+	if (wal_mode(c->db)) {
+		rc = wal_direct(c, SQLITE_IOERR_WRITE);
+		int r = rc == SQLITE_OK ? f_pwrite_all(c->db->dfd, buf, (size_t)amt, (off_t)off) : 0;
+		return rc != SQLITE_OK ? rc : r == 0 ? SQLITE_OK : r == -ENOSPC ? SQLITE_FULL : SQLITE_IOERR_WRITE;
+	}
+	rc = nolock_claim(c);
 	if (rc != SQLITE_OK)
 		return rc;
-	if (!writer_store(c->db)) {
-		/* SQLite writes only under EXCLUSIVE, which made us the writer. */
-		sqlite3_log(SQLITE_IOERR_WRITE, "atomio: write to %s without its store", c->db->db_path);
-		return SQLITE_IOERR_WRITE;
-	}
+	rc = write_store(c, SQLITE_IOERR_WRITE);
+	if (rc != SQLITE_OK)
+		return rc;
 	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
@@ -1375,11 +1674,19 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
 	aconn *c = (aconn *)f;
-	int rc = nolock_claim(c);
+	int rc;
+	if (wal_mode(c->db)) {
+		rc = wal_direct(c, SQLITE_IOERR_TRUNCATE);
+		if (rc == SQLITE_OK && f_ftruncate(c->db->dfd, (off_t)size) < 0)
+			rc = SQLITE_IOERR_TRUNCATE;
+		return rc;
+	}
+	rc = nolock_claim(c);
 	if (rc != SQLITE_OK)
 		return rc;
-	if (!writer_store(c->db))
-		return SQLITE_IOERR_TRUNCATE;
+	rc = write_store(c, SQLITE_IOERR_TRUNCATE);
+	if (rc != SQLITE_OK)
+		return rc;
 	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
@@ -1393,6 +1700,9 @@ static int x_sync(sqlite3_file *f, int flags)
 	 * was committed already: a commit is durable when it returns, so there
 	 * is nothing left to sync.  Any other sync commits what is pending. */
 	aconn *c = (aconn *)f;
+	count_sync(flags); /* as the unix VFS counts each xSync (the group's log write is this sync) */
+	if (wal_mode(c->db) && !c->ready && !c->pend.active) /* a checkpoint's */
+		return c->db->dfd >= 0 && f_fdatasync(c->db->dfd) == 0 ? SQLITE_OK : SQLITE_IOERR_FSYNC;
 	return c->ready ? SQLITE_OK : commit_group(c, false);
 }
 
@@ -1414,30 +1724,26 @@ static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
 		*size = known;
 		return SQLITE_OK;
 	}
-	int rc = c->real->pMethods->xFileSize(c->real, size);
+	int64_t n = c->db->wfd >= 0 ? f_size(c->db->wfd) : -1;
+	int rc = n >= 0 ? SQLITE_OK : c->real->pMethods->xFileSize(c->real, size);
+	if (n >= 0)
+		*size = n;
 	if (rc == SQLITE_OK && writer)
 		__atomic_store_n(&c->db->size, (int64_t)*size, __ATOMIC_RELAXED);
 	return rc;
 }
 
-/* Taking SHARED as a reader: make sure no unrecovered commit is in the file. */
-static int check_recovered(aconn *c)
+/* A group marker (commit_set): a transaction over several databases may
+ * have died before its group was home everywhere.  Recover all of them
+ * under an exclusive lock before reading (recover_group); SHARED held, and
+ * held again on return. */
+static int recover_marked(aconn *c)
 {
-	struct adb *d = c->db;
-	int p = probe(d);
-	if (p < 0) {
-		unlock_all(c);
-		return SQLITE_IOERR_LOCK;
-	}
-	if (p != PROBE_DIRTY)
-		return SQLITE_OK;
-	/* No writer, and a store was opened since we last recovered (or we
-	 * never did): recover under an exclusive lock before reading. */
 	unlock_all(c);
 	int rc = grab_exclusive(c);
 	if (rc != SQLITE_OK)
 		return rc;
-	rc = recover_release(d);
+	rc = recover_release(c->db);
 	if (rc != SQLITE_OK) {
 		unlock_all(c);
 		return rc;
@@ -1446,90 +1752,89 @@ static int check_recovered(aconn *c)
 	return SQLITE_OK;
 }
 
-/* Become the writer, holding SHARED: only if no other process is, and no
- * other connection has been waiting for the store longer than we have.  The
- * exclusive lock (no reader at all) is needed only where opening the store
- * may replay something (a store was opened since our last recovery) or
- * create the log; else the store opens beside readers, as the unix VFS
- * grants RESERVED beside SHARED. */
-static int claim_writer(aconn *c, bool *held)
+/* SETTLE.  Called with SHARED just taken, before SQLite reads anything.
+ * Every process that writes the database commits through one shared store
+ * (THE STORE), under SQLite's EXCLUSIVE lock, and its commit returns only
+ * once its group is home, so a live writer's group is never half home while
+ * anyone holds SHARED.  A writer killed mid-commit is another matter: its
+ * batch may be logged and not home, or half home, and it is another
+ * process of the store that finishes it (adopts it: writes it home again
+ * whole, or gives it up if its record was not durable) or, if none is left,
+ * the next process to open the store that recovers the log.  Neither may
+ * happen while someone reads.  So here, before reading:
+ *  - a process without a store joins it whenever a log exists (the first
+ *    to open it recovers it, inside atomio_open, before anyone can read:
+ *    every reader joins before reading); with no log, nothing was ever
+ *    committed that could be half home;
+ *  - then atomio_settle: it returns once every group that any process of
+ *    the store queued or logged is home, adopting the batches of dead
+ *    processes itself (it notices them within SHM_REAP_NS, about 0.1 s)
+ *    and committing groups a dead process left queued.  Our SHARED lock
+ *    keeps every live writer out meanwhile, so what it waits for is a dead
+ *    writer's work only, and it costs the store's mutex when there is none.
+ * A store whose log is no longer the file at its path (another process
+ * switched the database to WAL and removed it, or grew it) is dropped
+ * first, so that no group of ours ever goes to a log nobody will recover.
+ * The size the writer knows (x_file_size) may be stale once any other
+ * process can have committed: forgotten here.  Returns with SHARED held, or
+ * unlocked and an error. */
+static int settle(aconn *c)
 {
 	struct adb *d = c->db;
-	int p = probe(d);
-	*held = p == PROBE_WRITER;
-	if (p < 0)
-		return SQLITE_IOERR_LOCK;
-	if (p == PROBE_WRITER)
-		return SQLITE_BUSY;
-	if (want_seen(c->lockfd)) {
-		/* Someone waits: not within a grace period after we gave the
-		 * store up for them (then we race them: the log's lock decides). */
-		int64_t now = now_ms();
-		pthread_mutex_lock(&g_mu);
-		bool grace = d->yielded_ms && now - d->yielded_ms < GRACE_MS;
-		if (!grace && p == PROBE_CLEAN && d->yielded_ms && d->ignore_ms < d->yielded_ms)
-			d->ignore_ms = now + IGNORE_MS; /* nobody took the store we gave up */
-		pthread_mutex_unlock(&g_mu);
-		if (grace)
-			return SQLITE_BUSY;
-	}
-	bool excl = p != PROBE_CLEAN;
-	if (excl) {
-		int rc = grab_exclusive(c);
+	if (wal_mode(d))
+		return SQLITE_OK; /* WAL: no store (WAL above) */
+	if (has_group_marker(d)) {
+		int rc = recover_marked(c);
 		if (rc != SQLITE_OK)
 			return rc;
 	}
 	pthread_mutex_lock(&g_mu);
-	int rc = writer_store(d) ? SQLITE_OK : open_store(d);
+	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
+	atomio *st = writer_store(d);
+	if (st && d->nres == 0 && f_ino(d->log_path) != d->log_ino) {
+		__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+		int r = atomio_close(st);
+		if (r < 0)
+			log_atomio(SQLITE_IOERR, d, "closing (its log was removed)", r, NULL);
+		st = NULL;
+	}
+	int rc = SQLITE_OK;
+	if (!st && f_exists(d->log_path) != -ENOENT) {
+		rc = open_store(d);
+		st = writer_store(d);
+	}
 	pthread_mutex_unlock(&g_mu);
-	if (excl)
-		to_shared(c);
+	if (rc == SQLITE_OK && st) {
+		int r = atomio_settle(st);
+		if (r < 0) {
+			log_atomio(SQLITE_IOERR, d, "settling", r, d->store_err);
+			rc = SQLITE_IOERR_LOCK;
+		}
+	}
+	if (rc != SQLITE_OK)
+		unlock_all(c);
 	return rc;
 }
 
-/* From SHARED into a write transaction: this process must hold the store,
- * and keeps it until the transaction ends (nres). */
-/* Another connection holds RESERVED or more. */
-static bool reserved_elsewhere(aconn *c)
-{
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = RESERVED_BYTE, .l_len = 1};
-	return fcntl(c->lockfd, F_OFD_GETLK, &fl) < 0 || fl.l_type != F_UNLCK;
-}
-
+/* From SHARED into a write transaction: this process joins the store if it
+ * has not (creating the log), and counts the transaction (nres).  SQLite's
+ * RESERVED and EXCLUSIVE locks decide who writes; the store is shared, so
+ * no process ever waits for another to give it up, and nothing is
+ * checkpointed at a change of writer. */
 static int enter_write(aconn *c)
 {
 	struct adb *d = c->db;
-	int64_t start = now_ms();
-	for (;;) {
-		pthread_mutex_lock(&g_mu);
-		if (writer_store(d)) {
-			d->nres++;
-			c->counted = true;
-			pthread_mutex_unlock(&g_mu);
-			want_set(c, false);
-			return SQLITE_OK;
-		}
-		pthread_mutex_unlock(&g_mu);
-		bool held;
-		int rc = claim_writer(c, &held);
-		if (rc == SQLITE_BUSY && held) {
-			want_set(c, true); /* the holder gives the store up for us */
-			/* A holder outside any write transaction (no RESERVED) gives
-			 * it up within WATCH_MS plus a checkpoint: wait for that here,
-			 * as the unix VFS would grant RESERVED at once, so that a
-			 * writer without a busy handler is not refused.  A holder in
-			 * a write transaction: SQLITE_BUSY, as with the unix VFS. */
-			if (!reserved_elsewhere(c) && now_ms() - start < HANDOFF_MS) {
-				usleep(1000);
-				continue;
-			}
-		}
-		if (rc != SQLITE_OK)
-			return rc;
+	pthread_mutex_lock(&g_mu);
+	int rc = writer_store(d) ? SQLITE_OK : open_store(d);
+	if (rc == SQLITE_OK && !c->counted) {
+		d->nres++;
+		c->counted = true;
 	}
+	pthread_mutex_unlock(&g_mu);
+	return rc;
 }
 
-/* The write transaction ended: let a waiting process have the store. */
+/* The write transaction ended. */
 static void leave_write(aconn *c)
 {
 	if (!c->counted)
@@ -1538,7 +1843,6 @@ static void leave_write(aconn *c)
 	pthread_mutex_lock(&g_mu);
 	d->nres--;
 	c->counted = false;
-	yield_store(d);
 	pthread_mutex_unlock(&g_mu);
 }
 
@@ -1559,9 +1863,9 @@ static int x_lock(sqlite3_file *f, int level)
 		if (r < 0)
 			return lock_rc(r, SQLITE_IOERR_RDLOCK);
 		c->elock = SQLITE_LOCK_SHARED;
-		return writer_store(c->db) ? SQLITE_OK : check_recovered(c);
+		return settle(c);
 	}
-	if (!c->counted && !c->nolock) {
+	if (!c->counted && !c->nolock && !wal_mode(c->db)) {
 		rc = enter_write(c);
 		if (rc != SQLITE_OK)
 			return rc;
@@ -1593,20 +1897,20 @@ static int x_unlock(sqlite3_file *f, int level)
 	aconn *c = (aconn *)f;
 	if (c->elock <= level)
 		return SQLITE_OK;
-	/* A group not committed by a sync is not part of the database: the
-	 * transaction was rolled back or failed.  Drop it; the file never saw it.
-	 * A synced one that phase two did not commit (a rollback played back
-	 * after phase one, or a sync outside a commit) is what SQLite means the
-	 * file to hold: commit it. */
-	if (c->ready)
-		commit_group(c, false);
+	/* A group not committed is not part of the database: the transaction
+	 * was rolled back or failed.  Drop it; the file never saw it.  Also a
+	 * synced one that phase two did not commit: SQLite failed the commit
+	 * after its phase one (under the unix VFS the journal, still hot, rolls
+	 * the file back), or synced a rollback's playback (the file's own
+	 * pages); a playback cut short by an error leaves the group half old,
+	 * half new, and committing it (as this once did) corrupted the
+	 * database (SQLite's pagerfault-5.1). */
+	ready_drop(c);
 	pend_clear(&c->pend);
 	if (level == SQLITE_LOCK_SHARED) {
 		to_shared(c);
 	} else {
 		unlock_all(c);
-		if (c->want && now_ms() - c->want_ms > WANT_HOLD_MS)
-			want_set(c, false);
 	}
 	leave_write(c);
 	return SQLITE_OK;
@@ -1629,11 +1933,6 @@ static int x_check_reserved(sqlite3_file *f, int *out)
 static int pragma(aconn *c, char **az)
 {
 	const char *name = az[1];
-	/* journal_mode=WAL is left to SQLite: without xShm* methods it keeps
-	 * the mode it had and returns it (its documented answer when a mode
-	 * cannot be set), except in locking_mode=EXCLUSIVE, where it runs WAL
-	 * with its index in heap memory; then WAL commits are SQLite's own and
-	 * each checkpoint's writes to the database are one group (CKPT_DONE). */
 	if (!sqlite3_stricmp(name, "atomio_stats")) {
 		atomio *st = writer_store(c->db);
 		struct atomio_stats s = {0};
@@ -1674,12 +1973,6 @@ static int x_file_control(sqlite3_file *f, int op, void *arg)
 		 * the group (or, for the other databases of the transaction,
 		 * folded into it from their page 1: fold_truncation). */
 		return commit_ready(c);
-	case SQLITE_FCNTL_CKPT_DONE:
-		/* A WAL checkpoint (locking_mode=EXCLUSIVE) wrote its pages: they
-		 * are in the WAL until SQLite resets it, which it may do without a
-		 * sync (synchronous=OFF), so commit them now.  The truncation
-		 * that follows is a group of its own, at xSync. */
-		return commit_group(c, false);
 	case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
 		/* The group is open from the first write anyway. */
 		return SQLITE_OK;
@@ -1694,10 +1987,18 @@ static int x_file_control(sqlite3_file *f, int op, void *arg)
 		return SQLITE_OK;
 	case SQLITE_FCNTL_SIZE_HINT:
 	case SQLITE_FCNTL_CHUNK_SIZE:
-		/* The file's size changes only inside a group. */
+		/* The file's size changes only inside a group (or by a WAL
+		 * checkpoint, which sets it by writing and truncating). */
 		return SQLITE_OK;
 	case SQLITE_FCNTL_PRAGMA:
 		return pragma(c, arg);
+	case SQLITE_FCNTL_HAS_MOVED:
+		/* As the unix VFS answers (the path no longer names this inode),
+		 * without its stat(): SQLite asks at every write transaction with
+		 * a rollback journal, and a stat that reads the file's times costs
+		 * a device write per commit (f_ino). */
+		*(int *)arg = f_ino(c->db->db_path) != c->db->ino;
+		return SQLITE_OK;
 	default:
 		return c->real->pMethods->xFileControl(c->real, op, arg);
 	}
@@ -1712,16 +2013,47 @@ static int x_sector_size(sqlite3_file *f)
 static int x_device_characteristics(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
-	/* Only for an SQLite that uses it: others ignore the flag, but their
-	 * test suites (and tools) read it as "no journal file". */
-	return c->real->pMethods->xDeviceCharacteristics(c->real) |
-	       (__atomic_load_n(&g_batch, __ATOMIC_RELAXED) ? SQLITE_IOCAP_BATCH_ATOMIC : 0);
+	/* The VFS makes the writes between SQLITE_FCNTL_BEGIN_ATOMIC_WRITE and
+	 * _COMMIT_ATOMIC_WRITE one group: an SQLite built with
+	 * SQLITE_ENABLE_BATCH_ATOMIC_WRITE commits through them.  Others ignore
+	 * the flag, but their test suite (and tools) read it as "no journal
+	 * file", which is so: the VFS keeps rollback journals in memory
+	 * (JOURNALS). */
+	return c->real->pMethods->xDeviceCharacteristics(c->real) | SQLITE_IOCAP_BATCH_ATOMIC;
 }
 
-/* Version 1: no xShm* (so no WAL, see pragma()) and no xFetch (no mmap: every
- * read goes through x_read and sees the pending group). */
+/* WAL's shared memory: the unix VFS's (WAL above). */
+static int x_shm_map(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp)
+{
+	aconn *c = (aconn *)f;
+	if (c->real->pMethods->iVersion < 2 || !c->real->pMethods->xShmMap)
+		return SQLITE_IOERR_SHMMAP;
+	return c->real->pMethods->xShmMap(c->real, pg, pgsz, extend, pp);
+}
+static int x_shm_lock(sqlite3_file *f, int off, int n, int flags)
+{
+	aconn *c = (aconn *)f;
+	return c->real->pMethods->xShmLock(c->real, off, n, flags);
+}
+static void x_shm_barrier(sqlite3_file *f)
+{
+	aconn *c = (aconn *)f;
+	c->real->pMethods->xShmBarrier(c->real);
+}
+static int x_shm_unmap(sqlite3_file *f, int del)
+{
+	aconn *c = (aconn *)f;
+	return c->real->pMethods->xShmUnmap(c->real, del);
+}
+
+/* Version 2: xShm* (WAL), but no xFetch (no mmap: every read goes through
+ * x_read and sees the pending group). */
 static const sqlite3_io_methods aio_methods = {
-	.iVersion = 1,
+	.iVersion = 2,
+	.xShmMap = x_shm_map,
+	.xShmLock = x_shm_lock,
+	.xShmBarrier = x_shm_barrier,
+	.xShmUnmap = x_shm_unmap,
 	.xClose = x_close,
 	.xRead = x_read,
 	.xWrite = x_write,
@@ -1767,10 +2099,10 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
 			d->refs = 1;
 			d->fid = -1;
 			d->size = -1;
+			d->dfd = -1;
 			char fdp[64];
 			snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", fd);
 			d->wfd = open(fdp, O_RDONLY | O_CLOEXEC);
-			pthread_cond_init(&d->cv, NULL);
 			d->log_size = log_size;
 			d->next = g_dbs;
 			g_dbs = d;
@@ -1781,16 +2113,13 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
 }
 
 /* FORK.  A child after fork() has a copy of g_dbs, whose stores are the
- * parent's (atomio refuses them in a child: -EPERM, docs/API.md "Fork") and
- * whose watcher threads it does not have.  So the child handler detaches
- * every database from the list: a connection the child opens makes a new
- * one, with its own descriptor for WANT_BYTE probes and, when it writes,
- * its own store (SQLITE_BUSY while the parent has the store open, until
- * the parent's watcher lets it go at the child's WANT_BYTE, as for any
- * other process).  The copies keep no store and no watcher; a connection
- * the child inherited must not be used (SQLite's rule for every VFS), and
- * closing it frees its copy without touching the store, nor the condition
- * variable a parent thread may have been waiting on (forked).  g_mu is
+ * parent's (atomio refuses them in a child: -EPERM, docs/API.md "Fork").
+ * So the child handler detaches every database from the list: a
+ * connection the child opens makes a new one, which joins the store with a
+ * handle of the child's own when it reads or writes (settle, enter_write),
+ * as any other process does.  The copies keep no store; a connection the
+ * child inherited must not be used (SQLite's rule for every VFS), and
+ * closing it frees its copy without touching the store (forked).  g_mu is
  * held across the fork so that the list is whole in the child. */
 static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
@@ -1798,7 +2127,6 @@ static void fork_child(void)
 {
 	for (struct adb *d = g_dbs; d; d = d->next) {
 		__atomic_store_n(&d->st, NULL, __ATOMIC_RELAXED);
-		d->watching = false;
 		d->forked = true;
 	}
 	g_dbs = NULL;
@@ -1819,17 +2147,11 @@ static void release_db(struct adb *d)
 			*pp = d->next;
 			break;
 		}
-	d->stop = true;
-	if (!d->forked)
-		pthread_cond_broadcast(&d->cv);
-	pthread_mutex_unlock(&g_mu);
-	if (d->watching)
-		pthread_join(d->watcher, NULL);
-	pthread_mutex_lock(&g_mu);
 	atomio *st = writer_store(d);
 	if (st) {
-		/* The last connection of the writer: checkpoint (sync the
-		 * database, free the log) and let another process write. */
+		/* The last connection of this process: leave the store (the last
+		 * process to leave checkpoints: the database synced, the log
+		 * emptied). */
 		int r = atomio_close(st);
 		if (r < 0)
 			log_atomio(SQLITE_IOERR, d, "closing", r, NULL);
@@ -1837,11 +2159,441 @@ static void release_db(struct adb *d)
 	pthread_mutex_unlock(&g_mu);
 	if (d->wfd >= 0)
 		close(d->wfd);
-	if (!d->forked)
-		pthread_cond_destroy(&d->cv);
 	free(d->db_path);
 	free(d->log_path);
 	free(d);
+}
+
+/* --- journals -------------------------------------------------------------------- */
+
+/* JOURNALS.  A rollback journal on disk adds nothing here: the database
+ * file changes only by whole atomio groups (a crash leaves it as before the
+ * transaction or, once the group is in the log, as after it), so SQLite's
+ * journal serves only what it does inside the process: ROLLBACK, statement
+ * and savepoint rollback, reading back pages it journaled.  So the main
+ * journal SQLite creates for a database of this VFS ("DB-journal", in
+ * DELETE, TRUNCATE or PERSIST mode, the default DELETE included) is a file
+ * in memory, as journal_mode=MEMORY's, and never reaches the disk: no
+ * journal writes, no journal syncs, no unlink.  Without a journal on disk
+ * every commit waits for phase two and the groups of all databases of a
+ * transaction commit as one (commit_ready, commit_set), as in MEMORY mode.
+ *
+ * A journal opened without SQLITE_OPEN_CREATE is one on disk: a hot journal
+ * SQLite rolls back (left by a process of another VFS, or of this one
+ * before it kept journals in memory); it stays the real file, and so does
+ * its deletion.
+ *
+ * The super-journal of a transaction over several databases in a rollback
+ * mode names their journals.  When every journal it names is one of these
+ * memory journals, nothing on disk refers to it and it stays in memory too
+ * (no sync, no unlink, nothing left behind by a crash); when one of them is
+ * on disk (a database ATTACHed through another VFS), the super-journal is
+ * written and synced to disk at its sync, as SQLite expects (mf_sync). */
+
+#define MJ_CHUNK (64 * 1024)
+
+struct mfile {
+	sqlite3_file base;
+	struct mfile *next;    /* g_journals: the open main journals */
+	bool super;            /* a super-journal (else a main journal) */
+	char *name;
+	unsigned char **chunk; /* MJ_CHUNK bytes each, NULL: zeros */
+	size_t nchunk;
+	int64_t size;
+	sqlite3_vfs *real;     /* a super-journal written to disk after all: */
+	int flags;
+	sqlite3_file *disk;    /* the file on disk */
+};
+
+/* Main journals in memory (for a super-journal's check) and the names of
+ * super-journals kept in memory and closed, which SQLite deletes next. */
+static struct mfile *g_journals;
+struct gone {
+	struct gone *next;
+	char name[];
+};
+static struct gone *g_supers;
+
+/* Is name "DB-journal" of a database opened through this VFS?  g_mu held. */
+static bool our_journal(const char *name)
+{
+	size_t n = strlen(name), k = strlen("-journal");
+	if (n <= k || strcmp(name + n - k, "-journal"))
+		return false;
+	for (struct adb *d = g_dbs; d; d = d->next)
+		if (strlen(d->db_path) == n - k && !memcmp(d->db_path, name, n - k))
+			return true;
+	return false;
+}
+
+static const sqlite3_io_methods mf_methods;
+_Static_assert(sizeof(struct mfile) <= sizeof(aconn), "a journal fits the VFS's szOsFile");
+
+static int mf_close(sqlite3_file *f)
+{
+	struct mfile *m = (struct mfile *)f;
+	int rc = SQLITE_OK;
+	pthread_mutex_lock(&g_mu);
+	for (struct mfile **pp = &g_journals; *pp; pp = &(*pp)->next)
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	if (m->super && !m->disk) {
+		/* SQLite deletes it by name next (v_delete). */
+		struct gone *g = malloc(sizeof(*g) + strlen(m->name) + 1);
+		if (g) {
+			strcpy(g->name, m->name);
+			g->next = g_supers;
+			g_supers = g;
+		}
+	}
+	pthread_mutex_unlock(&g_mu);
+	if (m->disk) {
+		rc = m->disk->pMethods->xClose(m->disk);
+		free(m->disk);
+	}
+	for (size_t i = 0; i < m->nchunk; i++)
+		free(m->chunk[i]);
+	free(m->chunk);
+	free(m->name);
+	m->base.pMethods = NULL;
+	return rc;
+}
+
+static int mf_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
+{
+	struct mfile *m = (struct mfile *)f;
+	if (m->disk)
+		return m->disk->pMethods->xRead(m->disk, buf, amt, off);
+	memset(buf, 0, (size_t)amt);
+	int64_t end = off + amt < m->size ? off + amt : m->size;
+	for (int64_t p = off; p < end;) {
+		size_t i = (size_t)(p / MJ_CHUNK), o = (size_t)(p % MJ_CHUNK);
+		size_t n = MJ_CHUNK - o < (size_t)(end - p) ? MJ_CHUNK - o : (size_t)(end - p);
+		if (m->chunk[i])
+			memcpy((char *)buf + (p - off), m->chunk[i] + o, n);
+		p += (int64_t)n;
+	}
+	return off + amt > m->size ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
+}
+
+static int mf_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
+{
+	struct mfile *m = (struct mfile *)f;
+	if (m->disk)
+		return m->disk->pMethods->xWrite(m->disk, buf, amt, off);
+	int64_t end = off + amt;
+	size_t need = (size_t)((end + MJ_CHUNK - 1) / MJ_CHUNK);
+	if (need > m->nchunk) {
+		size_t n = m->nchunk ? m->nchunk : 4;
+		while (n < need)
+			n *= 2;
+		unsigned char **c = realloc(m->chunk, n * sizeof(*c));
+		if (!c)
+			return SQLITE_IOERR_NOMEM;
+		memset(c + m->nchunk, 0, (n - m->nchunk) * sizeof(*c));
+		m->chunk = c;
+		m->nchunk = n;
+	}
+	for (int64_t p = off; p < end;) {
+		size_t i = (size_t)(p / MJ_CHUNK), o = (size_t)(p % MJ_CHUNK);
+		size_t n = MJ_CHUNK - o < (size_t)(end - p) ? MJ_CHUNK - o : (size_t)(end - p);
+		if (!m->chunk[i] && !(m->chunk[i] = calloc(1, MJ_CHUNK)))
+			return SQLITE_IOERR_NOMEM;
+		memcpy(m->chunk[i] + o, (const char *)buf + (p - off), n);
+		p += (int64_t)n;
+	}
+	if (end > m->size)
+		m->size = end;
+	return SQLITE_OK;
+}
+
+static int mf_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+	struct mfile *m = (struct mfile *)f;
+	if (m->disk)
+		return m->disk->pMethods->xTruncate(m->disk, size);
+	if (size < m->size) {
+		/* Whole chunks past the end go; the rest of the last one is
+		 * zeroed, so that the file reads zeros there if it grows again. */
+		size_t keep = (size_t)((size + MJ_CHUNK - 1) / MJ_CHUNK);
+		for (size_t i = keep; i < m->nchunk; i++) {
+			free(m->chunk[i]);
+			m->chunk[i] = NULL;
+		}
+		if (size % MJ_CHUNK && m->chunk[keep - 1])
+			memset(m->chunk[keep - 1] + size % MJ_CHUNK, 0, MJ_CHUNK - (size_t)(size % MJ_CHUNK));
+	}
+	m->size = size;
+	return SQLITE_OK;
+}
+
+/* Put a journal kept in memory on disk after all: its file is created
+ * (or a leftover one reused) at its name and given the bytes so far; from
+ * then on every call goes to that file.  Not synced: SQLite syncs it. */
+static int mf_to_disk(struct mfile *m)
+{
+	sqlite3_file *d = calloc(1, (size_t)m->real->szOsFile);
+	int rc = d ? m->real->xOpen(m->real, m->name, d, m->flags, NULL) : SQLITE_IOERR_NOMEM;
+	if (rc != SQLITE_OK) {
+		if (d && d->pMethods)
+			d->pMethods->xClose(d);
+		free(d);
+		return rc;
+	}
+	rc = d->pMethods->xTruncate(d, m->size);
+	for (size_t i = 0; rc == SQLITE_OK && i < m->nchunk && (int64_t)i * MJ_CHUNK < m->size; i++) {
+		int64_t n = m->size - (int64_t)i * MJ_CHUNK;
+		if (m->chunk[i])
+			rc = d->pMethods->xWrite(d, m->chunk[i], n < MJ_CHUNK ? (int)n : MJ_CHUNK,
+						 (int64_t)i * MJ_CHUNK);
+	}
+	if (rc != SQLITE_OK) {
+		d->pMethods->xClose(d);
+		free(d);
+		return rc;
+	}
+	for (size_t i = 0; i < m->nchunk; i++)
+		free(m->chunk[i]);
+	free(m->chunk);
+	m->chunk = NULL;
+	m->nchunk = 0;
+	m->disk = d;
+	return SQLITE_OK;
+}
+
+/* The super-journal is synced once it names every journal of the
+ * transaction, before any of them is committed.  Where each one is a
+ * journal of ours in memory it stays in memory.  Where one is on disk (a
+ * database through another VFS), that journal names it and SQLite reads it
+ * when it finds that journal hot after a crash: the super-journal goes to
+ * disk, and so do the journals of ours it names, so that the transaction
+ * commits as SQLite's rollback mode does (each database's group at its
+ * phase-one sync: journal_on_disk), all of it rolled back after a crash
+ * before the super-journal is deleted. */
+static int mf_sync(sqlite3_file *f, int flags)
+{
+	struct mfile *m = (struct mfile *)f;
+	if (m->disk)
+		return m->disk->pMethods->xSync(m->disk, flags);
+	if (!m->super)
+		return SQLITE_OK;
+	char *all = malloc((size_t)m->size + 1);
+	if (!all)
+		return SQLITE_IOERR_NOMEM;
+	mf_read(f, all, (int)m->size, 0);
+	all[m->size] = 0;
+	bool mem = true;
+	for (int pass = 0; pass < 2; pass++) {
+		for (char *p = all; p < all + m->size; p += strlen(p) + 1) {
+			/* The newest journal of that name: the transaction's own.
+			 * An older one is another connection's, finished (PERSIST
+			 * and TRUNCATE keep it open until their connection unlocks)
+			 * and opened before this one's: a connection opens a
+			 * journal under RESERVED, which one connection holds at a
+			 * time. */
+			pthread_mutex_lock(&g_mu);
+			struct mfile *j = g_journals;
+			while (j && (j->super || strcmp(j->name, p)))
+				j = j->next;
+			pthread_mutex_unlock(&g_mu);
+			if (pass == 0 && (!j || j->disk))
+				mem = false;
+			/* The journals belong to this connection's transaction:
+			 * nobody else uses them meanwhile. */
+			if (pass == 1 && j && !j->disk && mf_to_disk(j) != SQLITE_OK) {
+				free(all);
+				return SQLITE_IOERR_WRITE;
+			}
+		}
+		if (mem)
+			break;
+	}
+	int rc = SQLITE_OK;
+	if (!mem) {
+		rc = mf_to_disk(m);
+		if (rc == SQLITE_OK)
+			rc = m->disk->pMethods->xSync(m->disk, flags);
+	}
+	free(all);
+	return rc;
+}
+
+static int mf_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+	struct mfile *m = (struct mfile *)f;
+	if (m->disk)
+		return m->disk->pMethods->xFileSize(m->disk, size);
+	*size = m->size;
+	return SQLITE_OK;
+}
+
+static int mf_lock(sqlite3_file *f, int level) { return SQLITE_OK; }
+static int mf_check_reserved(sqlite3_file *f, int *out)
+{
+	*out = 0;
+	return SQLITE_OK;
+}
+static int mf_file_control(sqlite3_file *f, int op, void *arg) { return SQLITE_NOTFOUND; }
+static int mf_sector_size(sqlite3_file *f) { return 512; }
+static int mf_device_characteristics(sqlite3_file *f) { return 0; }
+
+static const sqlite3_io_methods mf_methods = {
+	.iVersion = 1,
+	.xClose = mf_close,
+	.xRead = mf_read,
+	.xWrite = mf_write,
+	.xTruncate = mf_truncate,
+	.xSync = mf_sync,
+	.xFileSize = mf_file_size,
+	.xLock = mf_lock,
+	.xUnlock = mf_lock,
+	.xCheckReservedLock = mf_check_reserved,
+	.xFileControl = mf_file_control,
+	.xSectorSize = mf_sector_size,
+	.xDeviceCharacteristics = mf_device_characteristics,
+};
+
+/* Open a journal in memory where JOURNALS above says so: SQLITE_NOTFOUND
+ * where not (the real VFS opens it). */
+static int mf_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int *out)
+{
+	bool super = flags & SQLITE_OPEN_SUPER_JOURNAL;
+	if (!name || !(flags & SQLITE_OPEN_CREATE) || !(flags & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_SUPER_JOURNAL)))
+		return SQLITE_NOTFOUND;
+	struct mfile *m = (struct mfile *)f;
+	memset(m, 0, sizeof(*m));
+	if (!(m->name = strdup(name)))
+		return SQLITE_NOMEM;
+	m->super = super;
+	m->real = real;
+	m->flags = flags;
+	pthread_mutex_lock(&g_mu);
+	bool ours = super || our_journal(name);
+	if (ours && !super) {
+		m->next = g_journals; /* newest first (mf_sync) */
+		g_journals = m;
+	}
+	pthread_mutex_unlock(&g_mu);
+	if (!ours) {
+		free(m->name);
+		return SQLITE_NOTFOUND;
+	}
+	m->base.pMethods = &mf_methods;
+	if (out)
+		*out = flags;
+	return SQLITE_OK;
+}
+
+/* Deleting a journal kept in memory: a super-journal's name is forgotten
+ * (nothing on disk); a main journal's unlink still runs, for a leftover
+ * file of earlier use (PERSIST, another VFS), and its absence is success.
+ * SQLITE_NOTFOUND: not one of ours. */
+static int mf_delete(sqlite3_vfs *real, const char *name, int sync)
+{
+	pthread_mutex_lock(&g_mu);
+	for (struct gone **pp = &g_supers; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->name, name)) {
+			struct gone *g = *pp;
+			*pp = g->next;
+			pthread_mutex_unlock(&g_mu);
+			free(g);
+			return SQLITE_OK;
+		}
+	bool ours = our_journal(name);
+	pthread_mutex_unlock(&g_mu);
+	if (!ours)
+		return SQLITE_NOTFOUND;
+	int rc = real->xDelete(real, name, sync);
+	return rc == SQLITE_IOERR_DELETE_NOENT ? SQLITE_OK : rc;
+}
+
+/* The database of name "DB" + suffix opened through this VFS, with a
+ * reference taken; NULL if none. */
+static struct adb *db_named(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), k = strlen(suffix);
+	if (n <= k || strcmp(name + n - k, suffix))
+		return NULL;
+	pthread_mutex_lock(&g_mu);
+	struct adb *d;
+	for (d = g_dbs; d; d = d->next)
+		if (strlen(d->db_path) == n - k && !memcmp(d->db_path, name, n - k)) {
+			d->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&g_mu);
+	return d;
+}
+
+_Static_assert(sizeof(wfile) <= sizeof(aconn), "a WAL file fits the VFS's szOsFile");
+
+/* The WAL file of a database of ours (WAL above), created with the
+ * database's permissions and owner as the unix VFS does.  SQLITE_NOTFOUND:
+ * not one. */
+static int w_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int *out)
+{
+	struct adb *d = name && (flags & SQLITE_OPEN_WAL) ? db_named(name, "-wal") : NULL;
+	if (!d)
+		return SQLITE_NOTFOUND;
+	wfile *w = (wfile *)f;
+	memset(w, 0, sizeof(*w));
+	struct stat db;
+	mode_t mode = fstat(d->wfd, &db) == 0 ? db.st_mode & 0777 : 0644;
+	int of = O_CLOEXEC | (flags & SQLITE_OPEN_CREATE ? O_CREAT : 0);
+	int fd = flags & SQLITE_OPEN_READONLY ? -EACCES : f_open(name, of | O_RDWR, mode);
+	if (fd < 0 && fd != -ENOENT && fd != -EISDIR) {
+		fd = f_open(name, O_RDONLY | O_CLOEXEC, 0);
+		flags = (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_READONLY;
+	}
+	if (fd < 0) {
+		release_db(d);
+		return SQLITE_CANTOPEN;
+	}
+	/* As the unix VFS: a new file gets the database's permissions whatever
+	 * the umask, and, where we are root, its owner (best effort). */
+	struct stat sb;
+	if (f_fstat(fd, &sb) == 0 && sb.st_size == 0 && (sb.st_mode & 0777) != mode && fchmod(fd, mode) < 0) {
+	}
+	if (geteuid() == 0 && f_fstat(fd, &sb) == 0 && (sb.st_uid != db.st_uid || sb.st_gid != db.st_gid) &&
+	    fchown(fd, db.st_uid, db.st_gid) < 0) {
+	}
+	w->d = d;
+	w->fd = fd;
+	w->name = name;
+	w->dirsync = flags & SQLITE_OPEN_CREATE;
+	if (out)
+		*out = flags;
+	pthread_mutex_lock(&g_mu);
+	if (__atomic_fetch_add(&d->nwal, 1, __ATOMIC_ACQ_REL) == 0 && d->dfd < 0 &&
+	    (d->dfd = f_open(d->db_path, O_RDWR | O_CLOEXEC, 0)) >= 0 &&
+	    (f_fstat(d->dfd, &sb) < 0 || sb.st_dev != d->dev || sb.st_ino != d->ino)) {
+		f_close(d->dfd); /* another file at the path now: no direct writes */
+		d->dfd = -1;
+	}
+	wal_drop_store(d);
+	pthread_mutex_unlock(&g_mu);
+	w->base.pMethods = &w_methods;
+	return SQLITE_OK;
+}
+
+/* Deleting the WAL file of a database of ours: through atomio's
+ * system-call table, as the unix VFS deletes.  SQLITE_NOTFOUND: not one. */
+static int w_delete(const char *name, int sync)
+{
+	struct adb *d = db_named(name, "-wal");
+	if (!d)
+		return SQLITE_NOTFOUND;
+	release_db(d);
+	int r = f_unlink(name);
+	if (r == -ENOENT)
+		return SQLITE_IOERR_DELETE_NOENT;
+	if (r < 0)
+		return SQLITE_IOERR_DELETE;
+	if (sync & 1)
+		sync_dir_of(name);
+	return SQLITE_OK;
 }
 
 /* --- vfs methods ------------------------------------------------------------------ */
@@ -1851,8 +2603,12 @@ static sqlite3_vfs *real_vfs(sqlite3_vfs *v) { return ((struct avfs *)v)->real; 
 static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
 {
 	sqlite3_vfs *rv = real_vfs(vfs);
-	if (!(flags & SQLITE_OPEN_MAIN_DB) || !name)
-		return rv->xOpen(rv, name, f, flags, out);
+	if (!(flags & SQLITE_OPEN_MAIN_DB) || !name) {
+		int rc = mf_open(rv, name, f, flags, out);
+		if (rc == SQLITE_NOTFOUND)
+			rc = w_open(rv, name, f, flags, out);
+		return rc != SQLITE_NOTFOUND ? rc : rv->xOpen(rv, name, f, flags, out);
+	}
 	aconn *c = (aconn *)f;
 	memset(c, 0, sizeof(*c));
 	c->lockfd = -1;
@@ -1901,7 +2657,10 @@ fail:
 
 static int v_delete(sqlite3_vfs *v, const char *name, int sync)
 {
-	return real_vfs(v)->xDelete(real_vfs(v), name, sync);
+	int rc = mf_delete(real_vfs(v), name, sync);
+	if (rc == SQLITE_NOTFOUND)
+		rc = w_delete(name, sync);
+	return rc != SQLITE_NOTFOUND ? rc : real_vfs(v)->xDelete(real_vfs(v), name, sync);
 }
 static int v_access(sqlite3_vfs *v, const char *name, int flags, int *out)
 {
@@ -1963,7 +2722,6 @@ int atomio_sqlite_register_impl(const char *name, int make_default)
 		pthread_mutex_unlock(&g_mu);
 		return rc;
 	}
-	g_batch = sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE");
 	sqlite3_vfs *real = sqlite3_vfs_find(NULL);
 	for (struct avfs *w = g_vfs; w && real; w = w->next)
 		if (real == &w->base)

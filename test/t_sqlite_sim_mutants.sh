@@ -1,15 +1,16 @@
 #!/bin/sh
 # Mutation test of t_sqlite_sim: each mutant is the SQLite VFS with one
-# defence of its transactions over several databases removed
-# (test/sqlite/mutate.sh: the one group itself, the markers, their
-# directory's sync, keeping them until the group is home everywhere, the
-# checkpoint that makes it so, and checkpointing the other databases' own
-# logs first).  Each must make t_sqlite_sim report a failure: a pair of
-# databases recovered from a power cut that is not as after one transaction,
-# a torn database, or an ATTACHed database that reads otherwise alone than
-# with its partner.  (Each run's trace is its own, so there is no replay of
-# the failing image on the real VFS for a control: that is t_sqlite_sim
-# itself, which must pass.)
+# defence removed (test/sqlite/mutate.sh): of its transactions over several
+# databases (the one group itself, the markers, their directory's sync,
+# keeping them until the group is home everywhere, the checkpoint that makes
+# it so, and checkpointing the other databases' own logs first), run in the
+# pair run; of WAL mode (a checkpoint's sync of the database, a new WAL's
+# directory sync), run in the WAL run.  Each must make t_sqlite_sim report a
+# failure: databases recovered from a power cut that are not as after one
+# transaction, a torn database, or an ATTACHed database that reads otherwise
+# alone than with its partner.  (Each run's trace is its own, so there is no
+# replay of the failing image on the real VFS for a control: that is
+# t_sqlite_sim itself, which must pass.)
 # Environment: ATOMIO_SEED (default 1), SQ_MUTANT_TX (transactions per
 # run, default 12: every mutant has failed within the first 6).
 cd "$(dirname "$0")/.." || exit 1
@@ -18,11 +19,12 @@ echo "sqlite mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
 tmp=$(mktemp -d /var/tmp/atomio-sqmut-XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for m in separate nomarker nodirsync earlyunmark nockpt nopreckpt; do
+for m in separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync; do
 	bin=build/mutants/t_sqlite_sim-$m
 	[ -x "$bin" ] || { echo "sqlite mutants: $bin missing (make test-bins)"; exit 1; }
+	case $m in wal*) only=wal ;; *) only=pair ;; esac
 	start=$(date +%s.%N)
-	out=$(ATOMIO_SEED=$seed ATOMIO_TEST_DIR=$tmp "$bin" --tx "${SQ_MUTANT_TX:-12}" 2>&1)
+	out=$(ATOMIO_SEED=$seed ATOMIO_TEST_DIR=$tmp "$bin" --tx "${SQ_MUTANT_TX:-12}" --only $only 2>&1)
 	rc=$?
 	t=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	if [ $rc -eq 1 ] && echo "$out" | grep -q 'SQLITE-SIM FAILED'; then

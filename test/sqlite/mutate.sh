@@ -1,7 +1,8 @@
 #!/bin/sh
-# Print a copy of sqlite/vfs.c with one defence of its transactions over
-# several databases removed (a "mutant"), for test/t_sqlite_sim_mutants.sh:
-# t_sqlite_sim (power cuts in the simulator) must catch every one.  Fails
+# Print a copy of sqlite/vfs.c with one of its defences removed (a
+# "mutant"), for test/t_sqlite_sim_mutants.sh (t_sqlite_sim, power cuts in
+# the simulator) and test/t_sqlite_vfs_mutants.sh (the kill and process
+# tests): the test named beside each mutant there must catch it.  Fails
 # loudly when vfs.c no longer has the code a mutant edits, so that a change
 # there cannot silently retire a mutant.
 #   test/sqlite/mutate.sh NAME      (NAME from the list below)
@@ -20,6 +21,28 @@ earlyunmark) expr='s/(\t\tcommitted = true;\n)(\t\tif \(r == 0\)\n\t\t\tr = atom
 nockpt)    expr='s/(\t\tif \(r == 0\)\n\t\t\tr = )atomio_checkpoint\(st\);/${1}0;/' ;;
 # the other databases' own logs not checkpointed first: an older group of one of them is replayed over this one
 nopreckpt) expr='s/if \(o && o != st && \(r = atomio_checkpoint\(o\)\) < 0\)/if (0 \&\& o \&\& o != st \&\& (r = atomio_checkpoint(o)) < 0)/' ;;
+# WAL: a checkpoint's sync of the database does nothing (the WAL is reset over frames not yet in the file)
+walnosync) expr='s/\t\treturn c->db->dfd >= 0 && f_fdatasync\(c->db->dfd\) == 0 \? SQLITE_OK : SQLITE_IOERR_FSYNC;/\t\treturn SQLITE_OK;/' ;;
+# WAL: a new WAL file's name not made durable (its directory not synced at its first sync)
+walnodirsync) expr='s/\t\tsync_dir_of\(w->name\);/\t\t(void)sync_dir_of;/' ;;
+# a journal opened without SQLITE_OPEN_CREATE (a hot one SQLite rolls back) kept in memory too
+hotmem)    expr='s/if \(!name \|\| !\(flags & SQLITE_OPEN_CREATE\) \|\| /if (!name || /' ;;
+# the super-journal always in memory, also where a journal of another VFS names it
+supermem)  expr='s/\t\t\tif \(pass == 0 && \(!j \|\| j->disk\)\)\n/\t\t\tif (0 \&\& pass == 0 \&\& (!j || j->disk))\n/' ;;
+# the super-journal on disk, but the journals of ours it names left in memory
+nomembers) expr='s/if \(pass == 1 && j && !j->disk && mf_to_disk\(j\) != SQLITE_OK\)/if (0 \&\& pass == 1 \&\& j \&\& !j->disk \&\& mf_to_disk(j) != SQLITE_OK)/' ;;
+# a group synced for a commit that then failed (no phase two) committed at the unlock, with whatever SQLite's rollback did to it since
+readycommit) expr='s/\tready_drop\(c\);\n\tpend_clear\(&c->pend\);\n\tif \(level == SQLITE_LOCK_SHARED\)/\tif (c->ready)\n\t\tcommit_group(c, false);\n\tpend_clear(\&c->pend);\n\tif (level == SQLITE_LOCK_SHARED)/' ;;
+# the group that switches a database to WAL leaves the store open and its log with live groups
+noswitchdrop) expr='s/\tif \(r == 0 && to_wal\) \{/\tif (0 \&\& r == 0 \&\& to_wal) {/' ;;
+# opening a WAL file leaves this process's store open (locking_mode=EXCLUSIVE: a log beside a WAL database)
+noopendrop) expr='s/\twal_drop_store\(d\);\n\tpthread_mutex_unlock\(&g_mu\);\n\tw->base.pMethods/\t(void)wal_drop_store;\n\tpthread_mutex_unlock(\&g_mu);\n\tw->base.pMethods/' ;;
+# journal_mode=WAL over several databases (one group over them) leaves their stores and logs
+nosetdrop) expr='s/\t\tif \(to_wal\[i\]\) \{/\t\tif (0 \&\& to_wal[i]) {/' ;;
+# recovery of a WAL database keeps its log (another process then needs the exclusive lock that WAL readers refuse)
+norecoverremove) expr='s/\t\t\tif \(r == 0 && header_wal\(d\)\)\n/\t\t\tif (0 \&\& r == 0 \&\& header_wal(d))\n/' ;;
+# a reader does not wait for the store to settle: it may read a group a killed writer left half home
+nosettle)  expr='s/\t\tint r = atomio_settle\(st\);/\t\tint r = 0 * (int)sizeof(atomio_settle);/' ;;
 *) echo "mutate.sh: unknown mutant '$name'" >&2; exit 2 ;;
 esac
 src=$(dirname "$0")/../../sqlite/vfs.c

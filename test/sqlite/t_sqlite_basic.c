@@ -6,10 +6,13 @@
  *    until COMMIT, and the connection reads its own spilled pages;
  *  - ROLLBACK after a spill (journal_mode=OFF too) leaves the file unchanged;
  *  - synchronous=OFF still commits (SQLITE_FCNTL_SYNC), data survives reopen;
- *  - journal_mode=WAL keeps the mode (SQLite's answer without shared memory);
- *    in locking_mode=EXCLUSIVE WAL runs and its checkpoints commit; DELETE
- *    works through the VFS;
- *  - SQLITE_IOCAP_BATCH_ATOMIC only where SQLite has batch-atomic writes; the
+ *  - journal_mode=WAL switches to WAL (more in t_sqlite_wal): the log goes,
+ *    back to DELETE it comes again; in locking_mode=EXCLUSIVE WAL runs with
+ *    its index in heap memory, its checkpoints written as SQLite writes them
+ *    (also with synchronous=OFF); DELETE works, its journal never on disk;
+ *  - SQLITE_IOCAP_BATCH_ATOMIC (also where SQLite does not use it: the
+ *    journals are in memory, there is no journal file, as SQLite's own
+ *    test suite reads the flag); the
  *    three *_ATOMIC_WRITE file controls;
  *  - nolock=1 URIs write and commit;
  *  - a stale log (the database deleted and created again) is removed; so is
@@ -141,22 +144,27 @@ static void check_journal_modes(const char *path)
 {
 	sqlite3 *db = sq_open(path, 2 << 20);
 	sq_ok(db, "CREATE TABLE j(x)");
-	char mode[32];
+	char mode[32], jp[4200], lp[4200], wp[4200];
+	snprintf(jp, sizeof(jp), "%s-journal", path);
+	snprintf(lp, sizeof(lp), "%s-atomio", path);
+	snprintf(wp, sizeof(wp), "%s-wal", path);
+	CHECK(access(lp, F_OK) == 0);
 	sq_text(db, "PRAGMA journal_mode=WAL", mode, sizeof(mode));
-	CHECK(!strcmp(mode, "memory"));
-	sq_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
-	CHECK(!strcmp(mode, "memory"));
-	/* A rollback journal passes through to the unix VFS and works. */
+	CHECK(!strcmp(mode, "wal"));
+	sq_ok(db, "INSERT INTO j VALUES(1)");
+	CHECK(access(wp, F_OK) == 0);
+	CHECK(access(lp, F_OK) != 0); /* a WAL database has no log */
+	/* Rollback journals: in memory, the commit one group. */
 	sq_text(db, "PRAGMA journal_mode=DELETE", mode, sizeof(mode));
 	CHECK(!strcmp(mode, "delete"));
 	for (int i = 0; i < 10; i++)
 		sq_ok(db, "INSERT INTO j VALUES(randomblob(5000))");
-	char jp[4200];
-	snprintf(jp, sizeof(jp), "%s-journal", path);
 	CHECK(access(jp, F_OK) != 0);
+	CHECK(access(wp, F_OK) != 0);
+	CHECK(access(lp, F_OK) == 0);
 	sqlite3_close(db);
 	db = sq_open_vfs(path, "atomio", 0);
-	CHECK_EQ(sq_int(db, "SELECT count(*) FROM j"), 10);
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM j"), 11);
 	sq_integrity(db);
 	sqlite3_close(db);
 }
@@ -168,8 +176,7 @@ static void check_batch_atomic(const char *path)
 	sqlite3_file *f = NULL;
 	SQ_CHECK(db, sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f));
 	CHECK(f && f->pMethods);
-	CHECK(!(f->pMethods->xDeviceCharacteristics(f) & SQLITE_IOCAP_BATCH_ATOMIC) ==
-	      !sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE"));
+	CHECK(f->pMethods->xDeviceCharacteristics(f) & SQLITE_IOCAP_BATCH_ATOMIC);
 	int psz = (int)sq_int(db, "PRAGMA page_size");
 	char *page = malloc((size_t)psz), *back = malloc((size_t)psz), *orig = malloc((size_t)psz);
 	size_t len0;
@@ -327,9 +334,10 @@ static void check_restored_copy(const char *path)
 	unlink(svl);
 }
 
-/* locking_mode=EXCLUSIVE: SQLite's WAL with its index in heap memory; the
- * checkpoint's writes are committed (also with synchronous=OFF, where no
- * xSync follows them). */
+/* locking_mode=EXCLUSIVE: SQLite's WAL with its index in heap memory (no
+ * xShm* calls); its checkpoints write the database as SQLite's WAL does
+ * (also with synchronous=OFF, where no xSync follows them), and no log is
+ * left beside it. */
 static void check_exclusive_wal(const char *path)
 {
 	sqlite3 *db = sq_open_vfs(path, "atomio", 0);
@@ -341,9 +349,11 @@ static void check_exclusive_wal(const char *path)
 	sq_ok(db, "PRAGMA wal_checkpoint(TRUNCATE)");
 	sq_ok(db, "INSERT INTO w VALUES(3)");
 	sqlite3_close(db); /* checkpoints and deletes the WAL */
-	char wp[4200];
+	char wp[4200], lp[4200];
 	snprintf(wp, sizeof(wp), "%s-wal", path);
+	snprintf(lp, sizeof(lp), "%s-atomio", path);
 	CHECK(access(wp, F_OK) != 0);
+	CHECK(access(lp, F_OK) != 0);
 	db = sq_open_vfs(path, "atomio", 0);
 	sq_ok(db, "PRAGMA locking_mode=EXCLUSIVE");
 	CHECK_EQ(sq_int(db, "SELECT count(*) FROM w"), 3);

@@ -6,10 +6,11 @@
  * transaction the writer saw committed (it reports each COMMIT that returned
  * on a pipe), plus at most the one in flight.
  *
- * The workload: journal_mode=MEMORY, synchronous=FULL, a 16-page cache so
- * that large transactions spill pages before commit, auto_vacuum=FULL so that
- * deletes shrink the file inside the transaction's group, and a VACUUM now and
- * then.  Transaction k adds k to 8 pseudo-random rows, inserts 150 rows of
+ * The workload: synchronous=FULL, journal_mode=MEMORY for half the
+ * writers and no pragma (SQLite's DELETE, whose journal the VFS keeps in
+ * memory) for the others, a 16-page cache so that large transactions spill
+ * pages before commit, auto_vacuum=FULL so that deletes shrink the file inside
+ * the transaction's group, and a VACUUM now and then.  Transaction k adds k to 8 pseudo-random rows, inserts 150 rows of
  * 1500 bytes when k % 5 == 0, deletes those of transaction k-12 when
  * k % 5 == 2, and sets meta.n = k.
  */
@@ -51,9 +52,25 @@ static void run(sqlite3 *db, sqlite3_stmt *s)
 	sqlite3_reset(s);
 }
 
-static void writer(const char *path, int fd)
+/* The writer of kill `it`: no pragma on every other pair of kills (unless
+ * $SQ_JOURNAL names a mode for all). */
+static sqlite3 *open_writer(const char *path, int it)
 {
-	sqlite3 *db = sq_open(path, 0);
+	if (getenv("SQ_JOURNAL") || it / 2 % 2 == 0)
+		return sq_open(path, 0);
+	sqlite3 *db = sq_open_vfs(path, "atomio", 0);
+	sqlite3_busy_timeout(db, 10000);
+	sq_ok(db, "PRAGMA synchronous=FULL");
+	char mode[32];
+	sq_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
+	if (strcmp(mode, "delete"))
+		_exit(8);
+	return db;
+}
+
+static void writer(const char *path, int fd, int it)
+{
+	sqlite3 *db = open_writer(path, it);
 	sq_ok(db, "PRAGMA cache_size=16");
 	sqlite3_stmt *up = prep(db, "UPDATE t SET v = v + ?1 WHERE id = ?2");
 	sqlite3_stmt *ins = prep(db, "INSERT INTO big(id, k, b) VALUES(?1, ?2, zeroblob(?3))");
@@ -181,12 +198,23 @@ int main(void)
 		CHECK(pid >= 0);
 		if (pid == 0) {
 			close(p[0]);
-			writer(path, p[1]);
+			writer(path, p[1], it);
 			_exit(0);
 		}
 		close(p[1]);
 		/* Random moments: in the writer's open and recovery, in its
-		 * transactions, in its commits' log writes and home writes. */
+		 * transactions, in its commits' log writes and home writes.  On
+		 * every other kill the moment counts from the writer's first
+		 * acknowledged commit, so that transactions are killed also
+		 * where starting a writer takes most of the span (a loaded
+		 * machine). */
+		long long last = m.n, k;
+		if (it % 2) {
+			CHECK_EQ(read(p[0], &k, sizeof(k)), (ssize_t)sizeof(k));
+			CHECK_EQ(k, last + 1);
+			last = k;
+			acked_total++;
+		}
 		uint64_t r = sq_mix((uint64_t)it * 7919 + seed);
 		long span = getenv("SQ_KILL_MS") ? atol(getenv("SQ_KILL_MS")) * 1000000L : KILL_SPAN_NS;
 		if (span < 1000000L || span > 999000000L)
@@ -200,7 +228,6 @@ int main(void)
 			fprintf(stderr, "writer exited with status %d\n", WEXITSTATUS(status));
 			return 1;
 		}
-		long long last = m.n, k;
 		while (read(p[0], &k, sizeof(k)) == sizeof(k)) {
 			CHECK_EQ(k, last + 1);
 			last = k;

@@ -1,15 +1,19 @@
 /* timeout: 900
  * (a fixed number of images, each recovered on the real filesystem: about
- * 15 s on an idle machine)
+ * 30 s on an idle machine)
  *
  * t_sqlite_sim: power cuts (the crash simulator, test/support/simfs.h) during
  * transactions over two ATTACHed databases, which the atomio VFS commits as
- * ONE group of the first database's store (README, "SQLite": markers
- * DB-atomio-group beside each database until the group is home and synced).
+ * ONE group of the first database's store (docs/SQLITE.md, "Transactions
+ * over ATTACHed databases": markers DB-atomio-group beside each database
+ * until the group is home and synced), and, in a second run, during
+ * transactions on one database that goes between the VFS's groups and WAL.
  *
- * 1. The run.  A child process creates a.db and b.db, opens a.db through the
- *    VFS and ATTACHes b.db (journal_mode=MEMORY, synchronous=FULL, 128 KiB
- *    logs), and runs transactions 0..N: transaction 0 creates the tables in
+ * 1. The pair run.  A child process creates a.db and b.db, opens a.db
+ *    through the VFS and ATTACHes b.db (synchronous=FULL, 128 KiB logs, the
+ *    journal mode of both MEMORY and SQLite's default DELETE, whose journals
+ *    and super-journal the VFS keeps in memory, in turn from one transaction
+ *    to the next), and runs transactions 0..N: transaction 0 creates the tables in
  *    both; transaction t writes t into the counter c.n of each database it
  *    writes and, when it writes both, into the shared counter s.n of both;
  *    it inserts a blob into each database it writes (0.2 to 3.2 KiB; every
@@ -23,6 +27,15 @@
  *    an atomio ops table that records it with its data (preload/trace.h's
  *    format), and after each COMMIT returns, a mark "transaction t
  *    acknowledged".
+ *    The WAL run (--only wal for it alone): a.db alone, with SQLite's
+ *    default journal mode for transactions 0 and 1, then WAL and the default
+ *    in turn, 5 transactions each, a WAL checkpoint every 8 pages (its writes
+ *    to a.db and their sync), so that the switches into WAL (a group, the
+ *    store closed, the log removed), the WAL's commits and checkpoints, and
+ *    the switches back (a new log) are all cut.  In WAL mode the VFS's calls
+ *    on the WAL file and its writes and syncs of a.db go through the same
+ *    ops table; the shared-memory index does not (it is rebuilt from the
+ *    WAL after a crash).
  * 2. The replay.  The trace is replayed into simfs; at every crash point
  *    whose pending state is new (an fsync's point, before its effect, has the
  *    pending state of the point before it), crash images are built: pending
@@ -34,7 +47,8 @@
  *    recorded their identity), and opened through the VFS, which recovers:
  *    on every second image a.db first with b.db ATTACHed, on the others
  *    b.db ALONE first (its marker, where there is one, must lead its
- *    recovery to a's log), then the pair.  Oracle: integrity_check ok in
+ *    recovery to a's log), then the pair (in the WAL run, b.db does not
+ *    exist: the oracle sees no tables in it).  Oracle: integrity_check ok in
  *    both; the PAIR is exactly as after transaction L or as after L + 1 (L:
  *    the last acknowledged before the crash point; before transaction 0:
  *    no table in either): both counters, the shared one in both, every blob
@@ -68,7 +82,12 @@
 #define KEEP_TX 6 /* a blob lives this many of its database's transactions */
 
 static uint64_t seed = 1;
-static int ntx = 24, nimages = 6, solo = 4;
+static int ntx = 24, nimages = 4, solo = 4; /* make check-sqlite-sim: more */
+/* The WAL run (--wal): a.db alone, its journal mode going between SQLite's
+ * default (the VFS's groups) and WAL every WAL_SPAN transactions, WAL
+ * checkpointing every few pages. */
+static bool wal_run;
+#define WAL_SPAN 5
 /* --dump P.I: write image I of crash point P into the run's directory,
  * unrecovered, and stop (to look at a failure). */
 static long long dump_point = -1, dump_image = -1;
@@ -81,6 +100,8 @@ static const char *const schema[2] = {"main", "b"}, *const name[2] = {"a.db", "b
 /* Does transaction t write database x (0: a, 1: b)? */
 static bool writes(int t, int x)
 {
+	if (wal_run)
+		return x == 0;
 	if (t == 0 || solo <= 0 || t % solo)
 		return true;
 	return (t / solo) % 2 ? x == 1 : x == 0;
@@ -96,8 +117,12 @@ static int last_write(int T, int x)
 	return T;
 }
 
+/* What s.n holds after transaction T: the last that wrote both, or, in the
+ * WAL run, every one of a.db's. */
 static int last_both(int T)
 {
+	if (wal_run)
+		return T;
 	while (T >= 0 && !writes_both(T))
 		T--;
 	return T;
@@ -259,6 +284,14 @@ static void trace_install(void)
 	trace_ops.uring_init = NULL;
 	trace_ops.uring_enter = NULL;
 	trace_ops.uring_exit = NULL;
+	/* No shared store: its state lives in a shared-memory file (/dev/shm)
+	 * that is no part of what a power cut leaves (recovery reads the log
+	 * only), and the simulator models no such file.  Without shm_map the
+	 * writer's stores are single-process ones (ATOMIO_EXCLUSIVE's code):
+	 * the same records, home writes and checkpoints, which are what this
+	 * test cuts; t_sqlite_writers kills processes of shared stores. */
+	trace_ops.shm_map = NULL;
+	trace_ops.shm_unmap = NULL;
 	atomio_sys_set(&trace_ops);
 }
 
@@ -284,6 +317,18 @@ static void put_blob(sqlite3 *db, int t, int x)
 static void tx(sqlite3 *db, int t)
 {
 	char sql[512];
+	/* The journal mode: over two databases SQLite's default (the VFS keeps
+	 * the journals, the super-journal too, in memory) and MEMORY in turn;
+	 * in the WAL run the default and WAL in turn, WAL_SPAN transactions
+	 * each, from transaction 2 on. */
+	const char *mode = wal_run ? (t >= 2 && (t - 2) / WAL_SPAN % 2 == 0 ? "WAL" : "DELETE")
+				   : t % 2 ? "DELETE" : "MEMORY";
+	char got[16];
+	for (int x = 0; x < (wal_run ? 1 : 2); x++) {
+		snprintf(sql, sizeof(sql), "PRAGMA %s.journal_mode=%s", schema[x], mode);
+		sq_text(db, sql, got, sizeof(got));
+		CHECK(!strcasecmp(got, mode));
+	}
 	sq_ok(db, "BEGIN");
 	for (int x = 0; x < 2; x++) {
 		if (!writes(t, x))
@@ -299,7 +344,7 @@ static void tx(sqlite3 *db, int t)
 				 schema[x], t, schema[x], t - KEEP_TX);
 		}
 		sq_ok(db, sql);
-		if (t > 0 && writes_both(t)) {
+		if (t > 0 && (wal_run || writes_both(t))) {
 			snprintf(sql, sizeof(sql), "UPDATE %s.s SET n = %d", schema[x], t);
 			sq_ok(db, sql);
 		}
@@ -315,23 +360,23 @@ static void writer(void)
 	trace_install();
 	/* The application creates the files (and syncs nothing): registering
 	 * a database with its store must make its name durable. */
-	for (int x = 0; x < 2; x++) {
+	for (int x = 0; x < (wal_run ? 1 : 2); x++) {
 		int fd = atomio_sys->open(db_path[x], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		CHECK(fd >= 0);
 		atomio_sys->close(fd);
 		CHECK_OK(link(db_path[x], keep_path[x])); /* its identity, for the images */
 	}
 	sqlite3 *db = sq_open_vfs(db_path[0], "atomio", LOG_SIZE);
-	char sql[PATH_MAX + 256], mode[32];
-	snprintf(sql, sizeof(sql),
-		 "PRAGMA main.synchronous=FULL; ATTACH 'file:%s?atomio_log_size=%d' AS b;"
-		 "PRAGMA b.synchronous=FULL; PRAGMA main.cache_size=10; PRAGMA b.cache_size=10",
-		 db_path[1], LOG_SIZE);
-	sq_ok(db, sql);
-	for (int x = 0; x < 2; x++) {
-		snprintf(sql, sizeof(sql), "PRAGMA %s.journal_mode=MEMORY", schema[x]);
-		sq_text(db, sql, mode, sizeof(mode));
-		CHECK(!strcmp(mode, "memory"));
+	char sql[PATH_MAX + 256];
+	if (wal_run)
+		/* a checkpoint (writes to a.db, its sync) every few commits */
+		sq_ok(db, "PRAGMA main.synchronous=FULL; PRAGMA main.cache_size=10; PRAGMA wal_autocheckpoint=8");
+	else {
+		snprintf(sql, sizeof(sql),
+			 "PRAGMA main.synchronous=FULL; ATTACH 'file:%s?atomio_log_size=%d' AS b;"
+			 "PRAGMA b.synchronous=FULL; PRAGMA main.cache_size=10; PRAGMA b.cache_size=10",
+			 db_path[1], LOG_SIZE);
+		sq_ok(db, sql);
 	}
 	for (int t = 0; t <= ntx; t++) {
 		tx(db, t);
@@ -432,10 +477,10 @@ static void fail(const char *fmt, ...)
 	printf("the check's writes:%s\n", ck_note);
 	printf("SQLITE-SIM FAILED at crash point %llu (op %d on %s), image %llu, pick %s:\n  %s\n"
 	       "  (transaction %d acknowledged last; the image, recovered, is in %s; reproduce: ATOMIO_SEED=%llu "
-	       "--tx %d --images %d --solo %d; --dump %llu.%llu to look at the image unrecovered)\n",
+	       "--tx %d --images %d --solo %d --only %s; --dump %llu.%llu to look at the image unrecovered)\n",
 	       cur_op ? (unsigned long long)cur_op->index : 0ull, cur_op ? (int)cur_op->kind : 0,
 	       cur_op && cur_op->path ? cur_op->path : "-", (unsigned long long)cur_idx, p ? p : "-", why,
-	       acked, dir, (unsigned long long)seed, ntx, nimages, solo,
+	       acked, dir, (unsigned long long)seed, ntx, nimages, solo, wal_run ? "wal" : "pair",
 	       cur_op ? (unsigned long long)cur_op->index : 0ull, (unsigned long long)cur_idx);
 	free(p);
 	fflush(stdout);
@@ -566,11 +611,11 @@ static void describe(const struct dbst *st, char *out, size_t n)
 /* Is database x exactly as after transaction T (-1: before any)? */
 static bool as_after(const struct dbst *st, int x, int T)
 {
-	if (T < 0)
+	int last = last_write(T, x);
+	if (T < 0 || last < 0)
 		return !st->present;
 	if (!st->present || st->bad[0])
 		return false;
-	int last = last_write(T, x);
 	if (st->c != last || st->s != last_both(T))
 		return false;
 	int n = 0;
@@ -762,37 +807,31 @@ static void replay(const uint8_t *t, size_t len)
 	       (unsigned long long)alone_first);
 }
 
-int main(int argc, char **argv)
+/* One run: the writer's, recorded, then replayed and checked. */
+static void run(bool wal)
 {
-	seed = t_seed(1);
-	ntx = T_SCALE(ntx);
-#ifdef ATOMIO_SAN
-	nimages = 4; /* each image costs several times more there */
-#endif
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--tx"))
-			ntx = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--images"))
-			nimages = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--solo"))
-			solo = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--dump"))
-			CHECK(sscanf(argv[i + 1], "%lld.%lld", &dump_point, &dump_image) == 2);
-	}
-	CHECK(ntx >= 1 && nimages >= 2);
+	wal_run = wal;
+	acked = -1;
+	closed = false;
+	points = new_points = images = with_markers = in_flight = alone_first = 0;
+	last_pver = UINT64_MAX;
+	last_acked = -2;
+	const char *name_ = wal ? "wal" : "pair";
 	int both = 0;
 	for (int t = 0; t <= ntx; t++)
 		both += writes_both(t);
-	printf("transactions 0..%d (%d over both databases, %d over one: --solo %d), up to %d images "
-	       "per crash point\n", ntx, both, ntx + 1 - both, solo, nimages);
+	if (wal)
+		printf("WAL run: transactions 0..%d on a.db alone, journal_mode DELETE and WAL in turn every "
+		       "%d from transaction 2, a WAL checkpoint every 8 pages, up to %d images per crash point\n",
+		       ntx, WAL_SPAN, nimages);
+	else
+		printf("pair run: transactions 0..%d (%d over both databases, %d over one: --solo %d), "
+		       "journal_mode MEMORY and DELETE in turn, up to %d images per crash point\n",
+		       ntx, both, ntx + 1 - both, solo, nimages);
 	fflush(stdout);
-
-	const char *td = t_dir();
-	CHECK(strlen(td) < sizeof(base) - 16);
-	memcpy(base, td, strlen(td) + 1);
-	snprintf(dir, sizeof(dir), "%s/run", base);
-	snprintf(keep, sizeof(keep), "%s/keep", base);
-	snprintf(trace_path, sizeof(trace_path), "%s/trace", base);
+	snprintf(dir, sizeof(dir), "%s/run-%s", base, name_);
+	snprintf(keep, sizeof(keep), "%s/keep-%s", base, name_);
+	snprintf(trace_path, sizeof(trace_path), "%s/trace-%s", base, name_);
 	CHECK_OK(mkdir(dir, 0755));
 	CHECK_OK(mkdir(keep, 0755));
 	char real[PATH_MAX];
@@ -814,6 +853,40 @@ int main(int argc, char **argv)
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
 		fail("the writer failed (status %#x)", st);
 
+	size_t len;
+	uint8_t *t = tr_slurp(trace_path, &len);
+	unlink(trace_path);
+	replay(t, len);
+	free(t);
+}
+
+int main(int argc, char **argv)
+{
+	seed = t_seed(1);
+	ntx = T_SCALE(ntx);
+#ifdef ATOMIO_SAN
+	nimages = 2; /* each image costs several times more there */
+#endif
+	const char *only = NULL;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--tx"))
+			ntx = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--images"))
+			nimages = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--solo"))
+			solo = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--only"))
+			only = argv[i + 1];
+		else if (!strcmp(argv[i], "--dump"))
+			CHECK(sscanf(argv[i + 1], "%lld.%lld", &dump_point, &dump_image) == 2);
+	}
+	CHECK(ntx >= 1 && nimages >= 2);
+	CHECK(!only || !strcmp(only, "pair") || !strcmp(only, "wal"));
+
+	const char *td = t_dir();
+	CHECK(strlen(td) < sizeof(base) - 16);
+	memcpy(base, td, strlen(td) + 1);
+
 	check_ops = atomio_sys_linux;
 	check_ops.name = "t_sqlite_sim check";
 	check_ops.pwritev = ck_pwritev;
@@ -822,13 +895,16 @@ int main(int argc, char **argv)
 	check_ops.ftruncate = ck_ftruncate;
 	check_ops.unlink = ck_unlink;
 	check_ops.fdatasync = ck_sync;
+	/* One process recovers each image: single-process stores (as the
+	 * writer's, trace_install), no shared-memory file per image. */
+	check_ops.shm_map = NULL;
+	check_ops.shm_unmap = NULL;
 	sq_register();
 
-	size_t len;
-	uint8_t *t = tr_slurp(trace_path, &len);
-	unlink(trace_path);
-	replay(t, len);
-	free(t);
+	if (!only || !strcmp(only, "pair"))
+		run(false);
+	if (!only || !strcmp(only, "wal"))
+		run(true);
 	printf("ok\n");
 	return 0;
 }

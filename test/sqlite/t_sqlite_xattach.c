@@ -1,7 +1,8 @@
 /*
  * t_sqlite_xattach: a transaction over two databases (main and an ATTACHed
  * one) commits both or neither, with journal_mode=MEMORY, where SQLite itself
- * commits each database on its own.
+ * commits each database on its own, and in DELETE mode, whose journals the
+ * VFS keeps in memory.
  *
  *  1. A writer process runs transactions that count in both databases
  *     (main.c.n and aux.c.n, always equal) and insert and delete blobs in
@@ -27,11 +28,26 @@
  *     replayed over the shared one: it was, and left a value neither
  *     transaction wrote, before the VFS checkpointed the other databases'
  *     stores ahead of a transaction over several).
- *  2. The same kills with journal_mode=DELETE on both databases, where
- *     SQLite's super-journal makes the set atomic and the VFS commits each
- *     database's group at its own sync: both or neither too.
+ *  2. The same kills with journal_mode=DELETE (SQLite's default) on both
+ *     databases: the VFS keeps their journals in memory, and the
+ *     super-journal naming them too, so the set commits as one group as in
+ *     MEMORY mode (markers left by some kills) and no super-journal is ever
+ *     left on disk.
+ *  2b. DELETE mode with the ATTACHed database opened through the unix VFS:
+ *     its journal is on disk and names the super-journal, so the super-journal
+ *     and main's journal go to disk too (the VFS commits main's group at its
+ *     sync, SQLite's super-journal makes the set atomic): both or neither,
+ *     no markers.
+ *  2c. The same pair (main through atomio, aux through unix, DELETE mode),
+ *     its writer dying exactly before, then exactly after SQLite deletes the
+ *     super-journal (the transaction's commit point), through a VFS stacked
+ *     on atomio that exits there: neither database has the transaction, then
+ *     both (fails where main's group waited for phase two, or the
+ *     super-journal stayed in memory).  `t_sqlite_xattach --super` runs 2c
+ *     alone.
  *  3. Cost: the same transaction over one database and over two, ms each.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -44,9 +60,9 @@
 #define KILL_SPAN_NS 60000000L
 #endif
 
-/* The journal mode of both databases: MEMORY (the VFS's cross-database
- * group) or DELETE (SQLite's super-journal). */
-static const char *g_mode = "MEMORY";
+/* The journal mode of both databases (MEMORY or DELETE), and the VFS of the
+ * ATTACHed one (atomio or unix). */
+static const char *g_mode = "MEMORY", *g_aux_vfs = "atomio";
 
 static sqlite3 *open_pair(const char *m, const char *a)
 {
@@ -54,9 +70,9 @@ static sqlite3 *open_pair(const char *m, const char *a)
 	char sql[9000];
 	snprintf(sql, sizeof(sql),
 		 "PRAGMA main.journal_mode=%s; "
-		 "ATTACH 'file:%s?vfs=atomio' AS aux; PRAGMA aux.journal_mode=%s; "
+		 "ATTACH 'file:%s?vfs=%s' AS aux; PRAGMA aux.journal_mode=%s; "
 		 "PRAGMA aux.synchronous=FULL; PRAGMA main.cache_size=20; PRAGMA aux.cache_size=20",
-		 g_mode, a, g_mode);
+		 g_mode, a, g_aux_vfs, g_mode);
 	sq_ok(db, sql);
 	return db;
 }
@@ -91,6 +107,34 @@ static bool exists(const char *path, const char *suffix)
 	char p[4400];
 	snprintf(p, sizeof(p), "%s%s", path, suffix);
 	return access(p, F_OK) == 0;
+}
+
+/* Files named DB-mj* (SQLite's super-journals) beside database db. */
+static int super_journals(const char *db)
+{
+	char dir[4200], pre[4200];
+	snprintf(dir, sizeof(dir), "%s", db);
+	char *sl = strrchr(dir, '/');
+	CHECK(sl);
+	*sl = 0;
+	snprintf(pre, sizeof(pre), "%s-mj", sl + 1);
+	DIR *d = opendir(dir);
+	CHECK(d);
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += !strncmp(e->d_name, pre, strlen(pre));
+	closedir(d);
+	return n;
+}
+
+/* The ATTACHed database alone, through its own VFS. */
+static sqlite3 *open_aux(const char *a)
+{
+	if (!strcmp(g_aux_vfs, "atomio"))
+		return sq_open(a, 0);
+	sqlite3 *x = sq_open_vfs(a, NULL, 0);
+	sqlite3_busy_timeout(x, 10000);
+	return x;
 }
 
 /* Kill a writer of transactions over both databases `iters` times (n
@@ -133,7 +177,7 @@ static long long run_kills(const char *m, const char *a, long long n, int iters,
 		*marked += had != 0;
 		/* the attached database alone first: its recovery finds the
 		 * shared group in main's log */
-		sqlite3 *x = sq_open(a, 0);
+		sqlite3 *x = open_aux(a);
 		long long na = sq_int(x, "SELECT n FROM c");
 		sq_integrity(x);
 		sqlite3_close(x);
@@ -155,13 +199,17 @@ static long long run_kills(const char *m, const char *a, long long n, int iters,
 		}
 		*inflight += nm == last + 1;
 		sq_integrity(x);
+		if (!strcmp(g_aux_vfs, "atomio") && super_journals(m)) {
+			fprintf(stderr, "kill %d: a super-journal left on disk beside %s\n", it, m);
+			exit(1);
+		}
 		CHECK_EQ(sq_int(x, "SELECT count(*) FROM main.b"), sq_int(x, "SELECT count(*) FROM aux.b"));
 		sqlite3_close(x);
 		n = nm;
 	}
-	printf("journal_mode=%s, %d kills: %lld transactions, %d kills inside a two-database "
-	       "commit (markers left), %d after its log write but before its acknowledgement\n",
-	       g_mode, iters, n, *marked, *inflight);
+	printf("journal_mode=%s, aux through %s, %d kills: %lld transactions, %d kills inside a "
+	       "two-database commit (markers left), %d after its log write but before its "
+	       "acknowledgement\n", g_mode, g_aux_vfs, iters, n, *marked, *inflight);
 	return n;
 }
 
@@ -215,8 +263,96 @@ static void stale_journal(const char *db)
 	close(fd);
 }
 
-int main(void)
+/* 2c: "xcrash", the atomio VFS with an xDelete that exits the process
+ * right before or right after deleting a super-journal. */
+static sqlite3_vfs g_xcrash, *g_atomio;
+static int g_crash_at; /* 1: before the super-journal's deletion, 2: after */
+
+static int xc_delete(sqlite3_vfs *v, const char *name, int sync)
 {
+	bool super = strstr(name, "-mj") != NULL;
+	if (super && g_crash_at == 1)
+		_exit(0);
+	int rc = g_atomio->xDelete(g_atomio, name, sync);
+	if (super && g_crash_at == 2)
+		_exit(0);
+	return rc;
+}
+static int xc_open(sqlite3_vfs *v, sqlite3_filename n, sqlite3_file *f, int fl, int *o)
+{
+	return g_atomio->xOpen(g_atomio, n, f, fl, o);
+}
+static int xc_access(sqlite3_vfs *v, const char *n, int fl, int *o) { return g_atomio->xAccess(g_atomio, n, fl, o); }
+static int xc_full(sqlite3_vfs *v, const char *n, int len, char *o)
+{
+	return g_atomio->xFullPathname(g_atomio, n, len, o);
+}
+static int xc_random(sqlite3_vfs *v, int n, char *o) { return g_atomio->xRandomness(g_atomio, n, o); }
+static int xc_sleep(sqlite3_vfs *v, int us) { return g_atomio->xSleep(g_atomio, us); }
+static int xc_time(sqlite3_vfs *v, double *t) { return g_atomio->xCurrentTime(g_atomio, t); }
+static int xc_time64(sqlite3_vfs *v, sqlite3_int64 *t) { return g_atomio->xCurrentTimeInt64(g_atomio, t); }
+static int xc_error(sqlite3_vfs *v, int n, char *o) { return g_atomio->xGetLastError(g_atomio, n, o); }
+
+static void crash_at_super(void)
+{
+	sq_register();
+	g_atomio = sqlite3_vfs_find("atomio");
+	CHECK(g_atomio);
+	g_xcrash = (sqlite3_vfs){.iVersion = 2, .szOsFile = g_atomio->szOsFile, .mxPathname = g_atomio->mxPathname,
+				 .zName = "xcrash", .xOpen = xc_open, .xDelete = xc_delete, .xAccess = xc_access,
+				 .xFullPathname = xc_full, .xRandomness = xc_random, .xSleep = xc_sleep,
+				 .xCurrentTime = xc_time, .xGetLastError = xc_error, .xCurrentTimeInt64 = xc_time64};
+	CHECK_EQ(sqlite3_vfs_register(&g_xcrash, 0), SQLITE_OK);
+	for (int at = 1; at <= 2; at++) {
+		char m[4200], a[4200], sql[9000];
+		snprintf(m, sizeof(m), "%s", t_path(at == 1 ? "cm1.db" : "cm2.db"));
+		snprintf(a, sizeof(a), "%s", t_path(at == 1 ? "ca1.db" : "ca2.db"));
+		snprintf(sql, sizeof(sql), "ATTACH 'file:%s?vfs=unix' AS aux; PRAGMA aux.synchronous=FULL; BEGIN;"
+			 "CREATE TABLE main.c(n); INSERT INTO main.c VALUES(0);"
+			 "CREATE TABLE aux.c(n); INSERT INTO aux.c VALUES(0); COMMIT", a);
+		sqlite3 *db = sq_open_vfs(m, "atomio", 0);
+		sq_ok(db, "PRAGMA synchronous=FULL");
+		sq_ok(db, sql);
+		sqlite3_close(db);
+		fflush(stdout);
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			db = sq_open_vfs(m, "xcrash", 0);
+			snprintf(sql, sizeof(sql), "PRAGMA synchronous=FULL; ATTACH 'file:%s?vfs=unix' AS aux;"
+				 "PRAGMA aux.synchronous=FULL", a);
+			sq_ok(db, sql);
+			g_crash_at = at;
+			sq_ok(db, "BEGIN; UPDATE main.c SET n = 1; UPDATE aux.c SET n = 1; COMMIT");
+			_exit(3); /* the crash did not happen */
+		}
+		int st;
+		CHECK_EQ(waitpid(pid, &st, 0), pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		sqlite3 *x = sq_open_vfs(a, NULL, 0);
+		long long na = sq_int(x, "SELECT n FROM c");
+		sq_integrity(x);
+		sqlite3_close(x);
+		x = sq_open_vfs(m, "atomio", 0);
+		long long nm = sq_int(x, "SELECT n FROM c");
+		sq_integrity(x);
+		sqlite3_close(x);
+		if (nm != na || nm != at - 1) {
+			fprintf(stderr, "2c. died %s the super-journal's deletion: main %lld, aux %lld (%d expected)\n",
+				at == 1 ? "before" : "after", nm, na, at - 1);
+			exit(1);
+		}
+	}
+	printf("2c. a writer of main (atomio) and aux (unix) dying right before, then right after the "
+	       "super-journal's deletion: neither, then both\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "--super")) {
+		crash_at_super();
+		return 0;
+	}
 	char m[4200], a[4200];
 	snprintf(m, sizeof(m), "%s", t_path("xm.db"));
 	snprintf(a, sizeof(a), "%s", t_path("xa.db"));
@@ -254,16 +390,33 @@ int main(void)
 	CHECK(inflight > 0);
 	CHECK(marked > 0);
 
-	/* 2. the same with SQLite's super-journal: no markers, both or neither */
+	/* 2. DELETE mode: journals and super-journal in memory, one group */
 	g_mode = "DELETE";
 	setenv("SQ_JOURNAL", g_mode, 1); /* sq_open's mode, the writers' too */
 	int iters2 = T_SCALE(20);
 	long long n2 = run_kills(m, a, n, iters2, &marked, &inflight);
 	CHECK(n2 >= n + iters2);
+	CHECK(marked > 0);
+	n = n2;
+
+	/* 2b. aux through the unix VFS: SQLite's super-journal on disk, and
+	 * main's journal with it; no markers, both or neither */
+	char m2[4200], a2[4200];
+	snprintf(m2, sizeof(m2), "%s", t_path("um.db"));
+	snprintf(a2, sizeof(a2), "%s", t_path("ua.db"));
+	g_aux_vfs = "unix";
+	db = open_pair(m2, a2);
+	sq_ok(db, "CREATE TABLE main.c(n INTEGER); INSERT INTO main.c VALUES(0);"
+		  "CREATE TABLE aux.c(n INTEGER); INSERT INTO aux.c VALUES(0);"
+		  "CREATE TABLE main.b(k INTEGER, v BLOB); CREATE TABLE aux.b(k INTEGER, v BLOB)");
+	sqlite3_close(db);
+	long long nu = run_kills(m2, a2, 0, iters2, &marked, &inflight);
+	CHECK(nu >= iters2);
 	CHECK_EQ(marked, 0);
+	g_aux_vfs = "atomio";
 	g_mode = "MEMORY";
 	setenv("SQ_JOURNAL", g_mode, 1);
-	n = n2;
+	crash_at_super();
 
 	/* 3. cost of the second database (killed DELETE-mode writers left
 	 * journals: they do not count, see 1b) */

@@ -1,0 +1,304 @@
+/*
+ * bench-sqlite-writers: many writer processes on one database, the atomio
+ * VFS's default mode against the unix VFS's WAL and DELETE (make
+ * bench-sqlite-writers; a benchmark, not part of check).
+ *
+ * P writer processes (P = 1, 2, 4, 8 by default), each with its own
+ * connection, commit 8-row update transactions (BEGIN IMMEDIATE, 8 UPDATEs
+ * of random rows, COMMIT; synchronous=FULL, a 10 s busy timeout) as fast as
+ * they can, on one database of ROWS rows of about 100 bytes.  Modes,
+ * interleaved (rotating their order each round), SECS seconds each, medians
+ * over the rounds:
+ *
+ *   atomio           vfs=atomio, no pragma (each commit one atomio group of
+ *                    the shared store, whichever process commits)
+ *   unix WAL         the default VFS, journal_mode=WAL
+ *   unix DELETE      the default VFS, no pragma
+ *
+ * Reported per mode and P: transactions per second (all processes), the
+ * ratio to WAL's, and fairness: the busiest process's transaction count
+ * over the least busy one's in the window (median over rounds; 1.0 is
+ * perfectly even).
+ *
+ * Usage: bench-sqlite-writers [-d DIR] [-p 1,2,4,8] [-s SECS] [-n ROUNDS]
+ *                             [-N ROWS] [-m MODES]   (MODES: e.g. 012)
+ */
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomio_sqlite.h"
+
+#define NMODES 3
+#define MAXP 32
+static const char *mode_name[NMODES] = {"atomio (no pragma)", "unix WAL", "unix DELETE"};
+static const char *mode_vfs[NMODES] = {"atomio", NULL, NULL};
+static const char *mode_journal[NMODES] = {NULL, "WAL", NULL};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(sqlite3 *db, const char *what)
+{
+	fprintf(stderr, "bench-sqlite-writers: %s: %s\n", what, db ? sqlite3_errmsg(db) : "");
+	exit(1);
+}
+
+static void exec(sqlite3 *db, const char *sql)
+{
+	char *err = NULL;
+	if (sqlite3_exec(db, sql, 0, 0, &err) != SQLITE_OK) {
+		fprintf(stderr, "bench-sqlite-writers: %s: %s\n", sql, err);
+		exit(1);
+	}
+}
+
+static sqlite3 *open_db(const char *path, int m)
+{
+	sqlite3 *db = NULL;
+	char uri[4400];
+	snprintf(uri, sizeof(uri), "file:%s", path);
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, mode_vfs[m]) !=
+	    SQLITE_OK)
+		die(db, path);
+	sqlite3_busy_timeout(db, 10000);
+	if (mode_journal[m]) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA journal_mode=%s", mode_journal[m]);
+		exec(db, sql);
+	}
+	exec(db, "PRAGMA synchronous=FULL");
+	return db;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s >> 33;
+}
+
+/* Counters in shared memory: per process, transactions done. */
+struct shared {
+	volatile int go, stop;
+	volatile long long n[MAXP], busy[MAXP];
+};
+
+static void writer_loop(const char *path, int m, int rows, struct shared *sh, int slot)
+{
+	sqlite3 *db = open_db(path, m);
+	sqlite3_stmt *up;
+	if (sqlite3_prepare_v2(db, "UPDATE t SET v = v + 1 WHERE id = ?", -1, &up, NULL) != SQLITE_OK)
+		die(db, "prepare");
+	uint64_t seed = 42 + (uint64_t)slot;
+	while (!sh->go)
+		usleep(100);
+	while (!sh->stop) {
+		int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0);
+		if (rc == SQLITE_BUSY) {
+			sh->busy[slot]++; /* the busy timeout ran out: try again */
+			continue;
+		}
+		if (rc != SQLITE_OK)
+			die(db, "begin");
+		for (int j = 0; j < 8; j++) {
+			sqlite3_bind_int(up, 1, (int)(rnd(&seed) % (uint64_t)rows) + 1);
+			if (sqlite3_step(up) != SQLITE_DONE)
+				die(db, "update");
+			sqlite3_reset(up);
+		}
+		rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
+		if (rc != SQLITE_OK)
+			die(db, "commit");
+		sh->n[slot]++;
+	}
+	sqlite3_finalize(up);
+	sqlite3_close(db);
+	_exit(0);
+}
+
+/* One window of `secs` with p writers: tx/s and busiest/least busy. */
+static void window(const char *path, int m, int rows, int p, double secs, double *tps, double *spread)
+{
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset((void *)sh, 0, sizeof(*sh));
+	pid_t pid[MAXP];
+	fflush(stdout);
+	for (int i = 0; i < p; i++) {
+		pid[i] = fork();
+		if (pid[i] < 0) {
+			perror("fork");
+			exit(1);
+		}
+		if (pid[i] == 0)
+			writer_loop(path, m, rows, sh, i);
+	}
+	usleep(300000); /* every process open */
+	long long n0[MAXP];
+	sh->go = 1;
+	usleep(200000);
+	for (int i = 0; i < p; i++)
+		n0[i] = sh->n[i];
+	double t0 = now();
+	usleep((useconds_t)(secs * 1e6));
+	double t1 = now();
+	long long tot = 0, lo = -1, hi = 0;
+	for (int i = 0; i < p; i++) {
+		long long d = sh->n[i] - n0[i];
+		tot += d;
+		lo = lo < 0 || d < lo ? d : lo;
+		hi = d > hi ? d : hi;
+	}
+	*tps = (double)tot / (t1 - t0);
+	*spread = lo > 0 ? (double)hi / (double)lo : hi > 0 ? 1e9 : 1;
+	sh->stop = 1;
+	for (int i = 0; i < p; i++) {
+		int st;
+		if (waitpid(pid[i], &st, 0) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "bench-sqlite-writers: a process failed\n");
+			exit(1);
+		}
+	}
+	munmap(sh, sizeof(*sh));
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+	double t[64];
+	memcpy(t, v, sizeof(double) * (size_t)n);
+	qsort(t, (size_t)n, sizeof(double), cmp_d);
+	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+static double load(void)
+{
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = "/var/tmp", *modes = "012", *plist = "1,2,4,8";
+	int rounds = 3, rows = 20000, opt;
+	double secs = 3;
+	while ((opt = getopt(argc, argv, "d:p:s:n:N:m:")) != -1) {
+		switch (opt) {
+		case 'd': dir = optarg; break;
+		case 'p': plist = optarg; break;
+		case 's': secs = atof(optarg); break;
+		case 'n': rounds = atoi(optarg); break;
+		case 'N': rows = atoi(optarg); break;
+		case 'm': modes = optarg; break;
+		default:
+			fprintf(stderr, "usage: %s [-d DIR] [-p 1,2,4,8] [-s SECS] [-n ROUNDS] [-N ROWS] [-m MODES]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	int ps[16], nps = 0;
+	for (const char *q = plist; *q && nps < 16;) {
+		ps[nps++] = atoi(q);
+		q = strchr(q, ',');
+		if (!q)
+			break;
+		q++;
+	}
+	for (int i = 0; i < nps; i++)
+		if (ps[i] < 1 || ps[i] > MAXP) {
+			fprintf(stderr, "bench-sqlite-writers: 1 to %d processes\n", MAXP);
+			return 2;
+		}
+	if (rounds < 1 || rounds > 64 || secs <= 0 || rows < 10) {
+		fprintf(stderr, "bench-sqlite-writers: bad arguments\n");
+		return 2;
+	}
+	if (atomio_sqlite_register(NULL, 0) != SQLITE_OK) {
+		fprintf(stderr, "bench-sqlite-writers: cannot register the atomio VFS\n");
+		return 1;
+	}
+	char wd[4200], path[NMODES][4300];
+	snprintf(wd, sizeof(wd), "%s/atomio-bench-writers-%d", dir, (int)getpid());
+	if (mkdir(wd, 0700) < 0) {
+		perror(wd);
+		return 1;
+	}
+	int use[NMODES], nuse = 0;
+	for (int m = 0; m < NMODES; m++)
+		if (strchr(modes, '0' + m))
+			use[nuse++] = m;
+	for (int k = 0; k < nuse; k++) {
+		int m = use[k];
+		snprintf(path[m], sizeof(path[m]), "%s/m%d.db", wd, m);
+		sqlite3 *db = open_db(path[m], m);
+		char sql[512];
+		exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER NOT NULL, pad BLOB)");
+		snprintf(sql, sizeof(sql),
+			 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<%d) "
+			 "INSERT INTO t SELECT i, 0, randomblob(100) FROM c",
+			 rows);
+		exec(db, sql);
+		sqlite3_close(db);
+	}
+	printf("bench-sqlite-writers: SQLite %s, %d rows, P writer processes of 8-row update transactions "
+	       "(BEGIN IMMEDIATE, synchronous=FULL, busy_timeout 10 s), %s, %d rounds x %.1f s per mode and P, "
+	       "modes interleaved, load %.2f\n",
+	       sqlite3_libversion(), rows, wd, rounds, secs, load());
+	static double t[16][NMODES][64], sp[16][NMODES][64];
+	for (int r = 0; r < rounds; r++)
+		for (int pi = 0; pi < nps; pi++)
+			for (int k = 0; k < nuse; k++) {
+				int m = use[(k + r + pi) % nuse];
+				window(path[m], m, rows, ps[pi], secs, &t[pi][m][r], &sp[pi][m][r]);
+				printf("  round %d P=%d %-20s %7.0f tx/s, busiest/least %.2f  (load %.2f)\n", r + 1,
+				       ps[pi], mode_name[m], t[pi][m][r], sp[pi][m][r], load());
+				fflush(stdout);
+			}
+	printf("\n| P | mode | tx/s | vs WAL | busiest/least busy process |\n|---|---|---|---|---|\n");
+	for (int pi = 0; pi < nps; pi++)
+		for (int k = 0; k < nuse; k++) {
+			int m = use[k];
+			double mt = median(t[pi][m], rounds), wal = strchr(modes, '1') ? median(t[pi][1], rounds) : 0;
+			char vs[32] = "-";
+			if (wal > 0)
+				snprintf(vs, sizeof(vs), "%.2fx", mt / wal);
+			printf("| %d | %s | %.0f | %s | %.2f |\n", ps[pi], mode_name[m], mt, vs, median(sp[pi][m], rounds));
+		}
+	printf("load average after the run: %.2f\n", load());
+	for (int k = 0; k < nuse; k++) {
+		int m = use[k];
+		const char *sfx[] = {"", "-atomio", "-wal", "-shm", "-journal"};
+		for (int i = 0; i < 5; i++) {
+			char p[4400];
+			snprintf(p, sizeof(p), "%s%s", path[m], sfx[i]);
+			unlink(p);
+		}
+	}
+	rmdir(wd);
+	return 0;
+}
