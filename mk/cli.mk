@@ -23,8 +23,8 @@ install-cli: $(BUILD)/atomio
 uninstall-cli:
 	rm -f $(DESTDIR)$(BINDIR)/atomio $(DESTDIR)$(MANDIR)/man1/atomio.1
 
-# The speed issue's targets in one table (README, "Speed at the defaults"):
-# `make bench-targets [BENCH_DIR=/var/tmp] [REPS=3] [SECS=60] [LOG_SIZE=1G]`, about 8 minutes.
+# The speed targets in one table (docs/PERFORMANCE.md, "Speed at the defaults"):
+# `make bench-targets [BENCH_DIR=/var/tmp] [REPS=3] [SECS=60] [LOG_SIZE=1G]`, about 10 minutes.
 .PHONY: bench-targets
 bench-targets: $(BUILD)/atomio
 	BENCH_DIR=$(BENCH_DIR) ATOMIO=$(BUILD)/atomio scripts/bench-targets.sh

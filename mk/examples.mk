@@ -28,8 +28,17 @@ ALL_EXTRA += $(BUILD)/breakdown
 $(BUILD)/breakdown: examples/breakdown.c $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
 
-# Where a one-thread commit's time goes, against pwrite + fdatasync (README,
+# Where a one-thread commit's time goes, against pwrite + fdatasync (docs/PERFORMANCE.md,
 # "Speed at the defaults"): `make breakdown [BENCH_DIR=/var/tmp] [BREAKDOWN_ARGS=-n 4000]`
 .PHONY: breakdown
 breakdown: $(BUILD)/breakdown
 	$(BUILD)/breakdown -d $(BENCH_DIR) $(BREAKDOWN_ARGS)
+
+# Where many writers' time goes, against unsafe from as many (docs/PERFORMANCE.md,
+# "Where the time goes at 8 writers"): `make pipeline [BENCH_DIR=/var/tmp] [PIPELINE_ARGS=-t 8 -P]`
+ALL_EXTRA += $(BUILD)/pipeline
+$(BUILD)/pipeline: examples/pipeline.c $(BUILD)/libatomio.a
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
+.PHONY: pipeline
+pipeline: $(BUILD)/pipeline
+	$(BUILD)/pipeline -d $(BENCH_DIR) $(PIPELINE_ARGS)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# make bench-fio: the README's headline comparisons run by fio itself, stock
+# make bench-fio: the comparisons of docs/PERFORMANCE.md, "fio", run by fio itself, stock
 # engines beside the atomio engine, in one fio run per repetition
 # (fio/perwrite.fio, fio/groups.fio, fio/jobs8.fio, fio/qd32.fio, serialized
 # by fio), each followed by `atomio bench` on the same workloads; one table of medians

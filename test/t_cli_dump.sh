@@ -9,6 +9,19 @@ wait_acks() {
 		sleep 0.05; n=$((n + 1))
 	done
 }
+# dump_killed A LOG OUT: dump --json of a log whose writer was just killed.
+# Exit 0, or 1 when valid records follow a tail of zeros: log writes of
+# later batches were in flight beside the one the kill stopped (io_uring
+# cancels what it has not started); none of them was acknowledged, and
+# recovery stops at the hole, as it must.
+dump_killed() {
+	set +e; $1 dump --json "$2" >"$3"; rc=$?; set -e
+	[ $rc -eq 0 ] && return 0
+	[ $rc -eq 1 ] || fail "dump of a crashed store exited $rc: $(cat "$3")"
+	jqv '.recovery.would_succeed and .recovery.records_beyond_tail > 0
+	     and (.tail.reason | test("zeros"))' "$3"
+	echo "note: $(jq .recovery.records_beyond_tail "$3") unacknowledged records beyond the tail (writes in flight at the kill)"
+}
 for A in $BINS; do
 	D="$T/d"; S="$T/state"; L="$D/atomio-verify.log"
 	rm -rf "$D" "$S"; mkdir "$D"
@@ -23,7 +36,7 @@ for A in $BINS; do
 	grep -q "open in another process" "$T/err" || fail "recover of a busy store: $(cat "$T/err")"
 	# crash it
 	kill -9 $pid; wait $pid 2>/dev/null || true
-	$A dump --json "$L" >"$T/d.json" || fail "dump of a crashed store: $(cat "$T/d.json")"
+	dump_killed $A "$L" "$T/d.json"
 	jqv '.in_use == false and .recovery.would_succeed and .recovery.groups > 0
 	     and .recovery.groups == (.records | length) and (.files | length) == 1
 	     and .files[0].state == "present" and ([.superblocks[] | select(.current)] | length) == 1
@@ -54,7 +67,7 @@ $A verify write "$D" --state "$S" --blocks 1024 -q &
 pid=$!
 wait_acks "$S" 100
 kill -9 $pid; wait $pid 2>/dev/null || true
-$A dump --json "$L" >"$T/d.json"
+dump_killed $A "$L" "$T/d.json"
 groups=$(jq .recovery.groups "$T/d.json")
 # a replaced data file: dump says so (exit 1), recover refuses, --force-paths replays
 cp "$D/atomio-verify.dat" "$D/copy" && mv "$D/copy" "$D/atomio-verify.dat"
@@ -94,7 +107,7 @@ $A verify write "$D" --state "$S" --blocks 1024 -q &
 pid=$!
 wait_acks "$S" 50
 kill -9 $pid; wait $pid 2>/dev/null || true
-$A dump --json "$L" >"$T/d.json"
+dump_killed $A "$L" "$T/d.json"
 area=$(jq '.superblocks[] | select(.current) | .area_offset' "$T/d.json")
 off3=$(jq '.records[2].offset' "$T/d.json")
 printf '\377' | dd of="$L" bs=1 seek=$((area + off3 + 200)) conv=notrunc status=none

@@ -48,7 +48,9 @@ struct bench_env {
 	uint64_t file_size;  /* bytes per data file, a multiple of page */
 	size_t page;         /* bytes per range */
 	unsigned ranges;     /* ranges per group */
-	unsigned threads;
+	unsigned threads;    /* writers: threads, or processes when procs */
+	bool procs;          /* writers are processes (--procs): setup's state is
+				shared with them (counters in shared memory) */
 	bool direct;         /* O_DIRECT data files (else buffered) */
 	uint64_t log_size;   /* atomio's log */
 	const char *fs_desc; /* "ext4 on vda", for skip reasons */
@@ -78,6 +80,8 @@ struct mode_counters {
 	uint64_t log_bytes, home_bytes, checkpoints;
 	uint64_t ckpt_bytes; /* distinct home bytes its checkpoints made durable */
 	uint64_t log_syncs;  /* of waits: the durable log writes of commits */
+	uint64_t batches;    /* log writes that carried groups (atomio_stats) */
+	uint64_t log_full_waits; /* commits that waited for log space (atomio_stats) */
 };
 
 #define BENCH_SKIP 1
@@ -89,19 +93,57 @@ struct bench_mode {
 	 * user), < 0 = -errno (why says what failed). */
 	int (*setup)(const struct bench_env *env, void **state, char *why, size_t whylen);
 	/* Write one group durably; called from many threads at once (thread
-	 * is 0..threads-1).  0 or -errno (why: what failed). */
+	 * is 0..threads-1), or, with --procs, from each writer process with
+	 * the state its attach made.  0 or -errno (why: what failed). */
 	int (*op)(void *state, unsigned thread, const struct bench_group *g, char *why, size_t whylen);
+	/* --procs: in a writer process, forked (for each slice) from the
+	 * process that ran setup, make the process's own state from setup's:
+	 * descriptors of its own, its own store handle (atomio_open of the
+	 * same log: it joins the store).  0 or -errno.  NULL: the mode cannot
+	 * run in processes (its setup skips it when env->procs). */
+	int (*attach)(const struct bench_env *env, void *state, void **own, char *why, size_t whylen);
+	/* The writer process's end: what it deferred done (asynchronous
+	 * groups reaped), what attach opened closed.  0 or -errno. */
+	int (*detach)(void *own, char *why, size_t whylen);
 	/* End of a time slice: make durable whatever the mode deferred (atomio's
 	 * checkpoint), so that the slice's device bytes are the whole cost.
-	 * NULL = nothing deferred. */
+	 * Called with setup's state, after every writer is done (and every
+	 * writer process has detached).  NULL = nothing deferred. */
 	int (*finish)(void *state, char *why, size_t whylen);
+	/* The counts of every writer, threads or processes (setup's state). */
 	void (*counters)(void *state, struct mode_counters *c);
 	void (*teardown)(void *state);
 	bool optional; /* run only when named in --modes */
+	/* Before each slice, before its counters and clock start (NULL: nothing).
+	 * A mode that has one measures a new store's first lap: its slice runs
+	 * until its log has been written once over (or 10 times its time), not
+	 * until min_ckpts checkpoints. */
+	int (*begin)(void *state, char *why, size_t whylen);
 };
 
 extern const struct bench_mode *const bench_modes[];
 extern const unsigned bench_nmodes;
+
+/* --- the device probe (bench_probe.c) -------------------------------------------- */
+
+/* Durable O_DIRECT writes as a commit's log write, one at a time, into a
+ * file of its own whose blocks were written first. */
+struct bench_probe {
+	int fd;
+	char path[4200];
+	void *buf;      /* span bytes, incompressible */
+	size_t span;    /* the file's size; writes wrap there */
+	uint64_t off;   /* the next write's offset */
+	bool no_dsync;  /* RWF_DSYNC refused: pwrite + fdatasync */
+};
+
+/* The probe's file in dir, span bytes (at least 1 MiB), written and synced. */
+int bench_probe_open(struct bench_probe *p, const char *dir, size_t span, char *why, size_t n);
+/* count writes of size bytes (a multiple of 4096), or fewer when secs pass;
+ * each one's latency added to lat. */
+int bench_probe_run(struct bench_probe *p, size_t size, unsigned count, double secs, struct hist *lat,
+		    char *why, size_t n);
+void bench_probe_close(struct bench_probe *p);
 
 /* --- plot ---------------------------------------------------------------------- */
 

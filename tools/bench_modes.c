@@ -8,10 +8,19 @@
  *   atomio       one atomio group (atomio_pwrite for one range); only the
  *                public API (atomio.h)
  *   atomio-raw   the same with ATOMIO_NO_COMPRESS (only when asked for)
+ *   atomio-excl  the same with ATOMIO_EXCLUSIVE: the one-process store, no
+ *                shared memory (only when asked for; not with --procs)
+ *   atomio-async atomio_tx_commit_async with 32 groups in flight per thread,
+ *                reaped with atomio_poll (only when asked for)
+ *   atomio-new   atomio on a store created just before each slice, the slice
+ *                running until its log is written once over: a new store's
+ *                first lap, against atomio's steady state (only when asked for)
  *   kernel       pwritev2(RWF_ATOMIC | RWF_DSYNC): one range, O_DIRECT, where
  *                the filesystem accepts it; skipped with the reason elsewhere
  *
- * To add a mode: write its five functions and list it in bench_modes[].
+ * To add a mode: write its functions (and a begin, if it needs one before
+ * each slice) and list it in bench_modes[]; attach and detach make it run
+ * in writer processes (--procs), each opening what it writes through itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -92,12 +102,20 @@ static int open_data(const struct bench_env *env, int *fds, char *why, size_t n)
 
 /* --- unsafe and doublewrite ------------------------------------------------ */
 
+/* What every writer of a plain mode counts, threads or processes: in shared
+ * memory, mapped by setup before any writer process is forked. */
+struct plain_shared {
+	_Atomic uint64_t waits;
+	uint64_t slot[]; /* doublewrite: each writer's next scratch slot (its own) */
+};
+
 struct plain {
 	const struct bench_env *env;
 	int fds[MAX_FILES_OPEN];
 	int scratch; /* doublewrite */
-	uint64_t *slot; /* per-thread next scratch slot */
-	_Atomic uint64_t waits;
+	struct plain_shared *sh;
+	size_t sh_size;
+	bool own; /* a writer process's (attach): sh is setup's */
 };
 
 /* Write the pages home, then fdatasync every file touched. */
@@ -117,13 +135,26 @@ static int home_and_sync(struct plain *p, const struct bench_group *g, char *why
 		if (!touched[f])
 			continue;
 		int e = datasync(p->fds[f]);
-		atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->sh->waits, 1, memory_order_relaxed);
 		if (e < 0) {
 			snprintf(why, n, "fdatasync: %s", strerror(-e));
 			return e;
 		}
 	}
 	return 0;
+}
+
+static void plain_teardown(void *state)
+{
+	struct plain *p = state;
+	for (unsigned i = 0; i < p->env->nfiles; i++)
+		if (p->fds[i] >= 0)
+			close(p->fds[i]);
+	if (p->scratch >= 0)
+		close(p->scratch);
+	if (!p->own && p->sh)
+		munmap(p->sh, p->sh_size);
+	free(p);
 }
 
 static int unsafe_setup(const struct bench_env *env, void **state, char *why, size_t n)
@@ -133,12 +164,57 @@ static int unsafe_setup(const struct bench_env *env, void **state, char *why, si
 		return -ENOMEM;
 	p->env = env;
 	p->scratch = -1;
+	p->sh_size = sizeof(struct plain_shared) + env->threads * sizeof(uint64_t);
+	p->sh = mmap(NULL, p->sh_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p->sh == MAP_FAILED) {
+		int e = -errno;
+		snprintf(why, n, "mmap: %s", strerror(-e));
+		free(p);
+		return e;
+	}
+	int r = open_data(env, p->fds, why, n);
+	if (r < 0) {
+		munmap(p->sh, p->sh_size);
+		free(p);
+		return r;
+	}
+	*state = p;
+	return 0;
+}
+
+/* A writer process's own descriptors of the same files (and scratch area). */
+static int plain_attach(const struct bench_env *env, void *state, void **own, char *why, size_t n)
+{
+	const struct plain *s = state;
+	struct plain *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	*p = (struct plain){.env = env, .scratch = -1, .sh = s->sh, .sh_size = s->sh_size, .own = true};
 	int r = open_data(env, p->fds, why, n);
 	if (r < 0) {
 		free(p);
 		return r;
 	}
-	*state = p;
+	if (s->scratch >= 0) {
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/doublewrite.scratch", env->dir);
+		p->scratch = open(path, O_RDWR | O_CLOEXEC | (env->direct ? O_DIRECT : 0));
+		if (p->scratch < 0) {
+			r = -errno;
+			snprintf(why, n, "opening %s: %s", path, strerror(-r));
+			plain_teardown(p);
+			return r;
+		}
+	}
+	*own = p;
+	return 0;
+}
+
+static int plain_detach(void *own, char *why, size_t n)
+{
+	(void)why;
+	(void)n;
+	plain_teardown(own);
 	return 0;
 }
 
@@ -151,18 +227,7 @@ static void plain_counters(void *state, struct mode_counters *c)
 {
 	struct plain *p = state;
 	memset(c, 0, sizeof(*c));
-	c->waits = atomic_load(&p->waits);
-}
-
-static void plain_teardown(void *state)
-{
-	struct plain *p = state;
-	for (unsigned i = 0; i < p->env->nfiles; i++)
-		close(p->fds[i]);
-	if (p->scratch >= 0)
-		close(p->scratch);
-	free(p->slot);
-	free(p);
+	c->waits = atomic_load(&p->sh->waits);
 }
 
 static int dw_setup(const struct bench_env *env, void **state, char *why, size_t n)
@@ -174,9 +239,8 @@ static int dw_setup(const struct bench_env *env, void **state, char *why, size_t
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/doublewrite.scratch", env->dir);
 	p->scratch = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (env->direct ? O_DIRECT : 0), 0600);
-	p->slot = calloc(env->threads, sizeof(uint64_t));
-	if (p->scratch < 0 || !p->slot) {
-		r = p->slot ? -errno : -ENOMEM;
+	if (p->scratch < 0) {
+		r = -errno;
 		snprintf(why, n, "creating %s: %s", path, strerror(-r));
 		plain_teardown(p);
 		return r;
@@ -211,7 +275,7 @@ static int dw_op(void *state, unsigned thread, const struct bench_group *g, char
 	/* 1. every page of the group to this thread's next scratch slot, in
 	 *    one sequential write, then one wait */
 	struct iovec iov[64];
-	uint64_t slot = p->slot[thread]++ % DW_SLOTS;
+	uint64_t slot = p->sh->slot[thread]++ % DW_SLOTS;
 	off_t off = (off_t)(((uint64_t)thread * DW_SLOTS + slot) * env->ranges * env->page);
 	for (unsigned i = 0; i < g->n;) {
 		int cnt = 0;
@@ -225,7 +289,7 @@ static int dw_op(void *state, unsigned thread, const struct bench_group *g, char
 		}
 	}
 	int e = datasync(p->scratch);
-	atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->sh->waits, 1, memory_order_relaxed);
 	if (e < 0) {
 		snprintf(why, n, "scratch fdatasync: %s", strerror(-e));
 		return e;
@@ -241,14 +305,18 @@ struct am {
 	int files[MAX_FILES_OPEN];
 	size_t page;
 	char err[512];
+	/* atomio-new: a new store for every slice */
+	const struct bench_env *env;
+	uint32_t flags;
+	struct mode_counters base; /* the closed stores' counts */
 };
 
-/* A log just created is written (zeroed) as its records first reach each
- * part of it (the library's lazy zeroing), once in its life: the first lap
- * costs those writes too.  The benchmark measures the steady state, so a
- * new log's first lap is written before any slice: groups of up to 64 pages
- * of the data files' own bytes, until the log has wrapped, then a
- * checkpoint. */
+/* The benchmark measures the steady state (atomio-new measures a new
+ * store), so a new log's first lap is written before any slice: groups of
+ * up to 64 pages of the data files' own bytes, until the log has wrapped,
+ * then a checkpoint.  (A log up to 1 GiB is zeroed when it is created; a
+ * larger one's rest as its first lap's records reach each part: that lap
+ * costs those writes too.) */
 static int am_warm(struct am *a, const struct bench_env *env, char *why, size_t n)
 {
 	struct atomio_caps caps;
@@ -291,22 +359,19 @@ static int am_warm(struct am *a, const struct bench_env *env, char *why, size_t 
 	return r;
 }
 
-static int am_open(const struct bench_env *env, void **state, char *why, size_t n, uint32_t flags)
+/* Open (creating) the mode's store and register its data files: 0, or a
+ * negative code with why set and nothing left open. */
+static int am_store(struct am *a, const struct bench_env *env, char *why, size_t n, bool *fresh)
 {
-	struct am *a = calloc(1, sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	a->page = env->page;
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/atomio.log", env->dir);
-	bool fresh = access(path, F_OK) != 0;
-	struct atomio_options o = {.log_size = env->log_size, .flags = ATOMIO_CREATE | flags,
+	*fresh = access(path, F_OK) != 0;
+	struct atomio_options o = {.log_size = env->log_size, .flags = ATOMIO_CREATE | a->flags,
 				   .ckpt_percent = env->ckpt_percent,
 				   .errbuf = a->err, .errbuf_size = sizeof(a->err)};
 	int r = atomio_open(path, &o, &a->st);
 	if (r < 0) {
 		snprintf(why, n, "atomio_open %s: %s", path, a->err[0] ? a->err : atomio_strerror(r));
-		free(a);
 		return r;
 	}
 	for (unsigned i = 0; i < env->nfiles; i++) {
@@ -315,13 +380,26 @@ static int am_open(const struct bench_env *env, void **state, char *why, size_t 
 			snprintf(why, n, "atomio_file_open %s: %s", env->paths[i],
 				 a->err[0] ? a->err : atomio_strerror(r));
 			atomio_close(a->st);
-			free(a);
 			return r;
 		}
 		a->files[i] = r;
 	}
-	if (fresh && (r = am_warm(a, env, why, n)) < 0) {
+	return 0;
+}
+
+static int am_open(const struct bench_env *env, void **state, char *why, size_t n, uint32_t flags)
+{
+	struct am *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->page = env->page;
+	a->env = env;
+	a->flags = flags;
+	bool fresh;
+	int r = am_store(a, env, why, n, &fresh);
+	if (r == 0 && fresh && (r = am_warm(a, env, why, n)) < 0)
 		atomio_close(a->st);
+	if (r < 0) {
 		free(a);
 		return r;
 	}
@@ -337,6 +415,43 @@ static int am_setup(const struct bench_env *env, void **state, char *why, size_t
 static int am_raw_setup(const struct bench_env *env, void **state, char *why, size_t n)
 {
 	return am_open(env, state, why, n, ATOMIO_NO_COMPRESS);
+}
+
+/* The one-process store of before the shared one: with --procs, skipped
+ * (a second process's atomio_open gets -EBUSY). */
+static int am_excl_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	if (env->procs) {
+		snprintf(why, n, "ATOMIO_EXCLUSIVE admits one process at a time (drop --procs)");
+		return BENCH_SKIP;
+	}
+	return am_open(env, state, why, n, ATOMIO_EXCLUSIVE);
+}
+
+/* A writer process opens the log itself: it joins the store setup made
+ * (and warmed). */
+static int am_attach(const struct bench_env *env, void *state, void **own, char *why, size_t n)
+{
+	(void)state;
+	return am_open(env, own, why, n, 0);
+}
+
+static int am_raw_attach(const struct bench_env *env, void *state, void **own, char *why, size_t n)
+{
+	(void)state;
+	return am_open(env, own, why, n, ATOMIO_NO_COMPRESS);
+}
+
+/* The writer process leaves the store (the last to leave is setup's
+ * process: it checkpoints at teardown). */
+static int am_detach(void *own, char *why, size_t n)
+{
+	struct am *a = own;
+	int r = atomio_close(a->st);
+	if (r < 0)
+		snprintf(why, n, "atomio_close: %.400s", a->err[0] ? a->err : atomio_strerror(r));
+	free(a);
+	return r;
 }
 
 static int am_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
@@ -378,12 +493,64 @@ static void am_counters(void *state, struct mode_counters *c)
 	struct am *a = state;
 	struct atomio_stats s;
 	atomio_stats(a->st, &s);
-	c->waits = s.log_syncs + s.data_syncs;
-	c->log_bytes = s.bytes_logged;
-	c->home_bytes = s.bytes_home;
-	c->checkpoints = s.checkpoints;
-	c->ckpt_bytes = s.bytes_checkpointed;
-	c->log_syncs = s.log_syncs;
+	c->waits = a->base.waits + s.log_syncs + s.data_syncs;
+	c->log_bytes = a->base.log_bytes + s.bytes_logged;
+	c->home_bytes = a->base.home_bytes + s.bytes_home;
+	c->checkpoints = a->base.checkpoints + s.checkpoints;
+	c->ckpt_bytes = a->base.ckpt_bytes + s.bytes_checkpointed;
+	c->log_syncs = a->base.log_syncs + s.log_syncs;
+	c->batches = a->base.batches + s.batches;
+	c->log_full_waits = a->base.log_full_waits + s.log_full_waits;
+}
+
+/* --- atomio on a new store: its first lap ------------------------------------------ */
+
+/* The same groups as atomio, but every slice starts on a log created just
+ * before it (never warmed) and runs until that log has been written once
+ * over (bench.c): what a new store's first lap costs, against atomio's
+ * steady state. */
+static void am_teardown(void *state);
+
+static int am_new_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	struct am *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->page = env->page;
+	a->env = env;
+	*state = a;
+	return 0;
+}
+
+static int am_new_begin(void *state, char *why, size_t n)
+{
+	struct am *a = state;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/atomio.log", a->env->dir);
+	if (a->st) {
+		am_counters(a, &a->base);
+		int r = atomio_close(a->st);
+		a->st = NULL;
+		if (r < 0) {
+			snprintf(why, n, "atomio_close: %s", atomio_strerror(r));
+			return r;
+		}
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		snprintf(why, n, "removing %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	bool fresh;
+	return am_store(a, a->env, why, n, &fresh);
+}
+
+static void am_new_teardown(void *state)
+{
+	struct am *a = state;
+	if (a->st)
+		am_teardown(a);
+	else
+		free(a);
 }
 
 static void am_teardown(void *state)
@@ -503,6 +670,28 @@ static void am_async_counters(void *state, struct mode_counters *c)
 	am_counters(((struct am_async *)state)->a, c);
 }
 
+static int am_async_attach(const struct bench_env *env, void *state, void **own, char *why, size_t n)
+{
+	(void)state;
+	return am_async_setup(env, own, why, n);
+}
+
+static int am_async_detach(void *own, char *why, size_t n)
+{
+	struct am_async *x = own;
+	int r = 0;
+	for (unsigned t = 0; t < ASYNC_MAX_THREADS && r == 0; t++)
+		r = reap(x, t, 0, why, n);
+	char cwhy[512];
+	int c = am_detach(x->a, cwhy, sizeof(cwhy));
+	if (r == 0 && c < 0) {
+		snprintf(why, n, "%s", cwhy);
+		r = c;
+	}
+	free(x);
+	return r;
+}
+
 static void am_async_teardown(void *state)
 {
 	struct am_async *x = state;
@@ -569,7 +758,7 @@ static int kernel_op(void *state, unsigned thread, const struct bench_group *g, 
 	 * no short-write retry, a partial atomic write would be a kernel bug. */
 	struct iovec iov = {(void *)r->buf, p->env->page};
 	ssize_t w = pwritev2(p->fds[r->file], &iov, 1, (off_t)r->off, RWF_ATOMIC | RWF_DSYNC);
-	atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->sh->waits, 1, memory_order_relaxed);
 	if (w != (ssize_t)p->env->page) {
 		int e = w < 0 ? -errno : -EIO;
 		snprintf(why, n, "pwritev2(RWF_ATOMIC): %s", w < 0 ? strerror(-e) : "short write");
@@ -581,32 +770,52 @@ static int kernel_op(void *state, unsigned thread, const struct bench_group *g, 
 /* --- the table ------------------------------------------------------------------ */
 
 static const struct bench_mode m_unsafe = {
-	"unsafe", "pwrite + fdatasync per file: durable, no torn-page protection",
-	unsafe_setup, unsafe_op, NULL, plain_counters, plain_teardown, false,
+	.name = "unsafe", .what = "pwrite + fdatasync per file: durable, no torn-page protection",
+	.setup = unsafe_setup, .op = unsafe_op, .attach = plain_attach, .detach = plain_detach,
+	.counters = plain_counters, .teardown = plain_teardown,
 };
 static const struct bench_mode m_doublewrite = {
-	"doublewrite", "InnoDB-style: pages to a scratch area + fdatasync, then home + fdatasync",
-	dw_setup, dw_op, NULL, plain_counters, plain_teardown, false,
+	.name = "doublewrite", .what = "InnoDB-style: pages to a scratch area + fdatasync, then home + fdatasync",
+	.setup = dw_setup, .op = dw_op, .attach = plain_attach, .detach = plain_detach,
+	.counters = plain_counters, .teardown = plain_teardown,
 };
 static const struct bench_mode m_atomio = {
-	"atomio", "one atomio group per op (atomio_pwrite for one range)",
-	am_setup, am_op, am_finish, am_counters, am_teardown, false,
+	.name = "atomio", .what = "one atomio group per op (atomio_pwrite for one range)",
+	.setup = am_setup, .op = am_op, .attach = am_attach, .detach = am_detach, .finish = am_finish,
+	.counters = am_counters, .teardown = am_teardown,
 };
 static const struct bench_mode m_kernel = {
-	"kernel", "pwritev2(RWF_ATOMIC|RWF_DSYNC), one range, O_DIRECT, where the fs accepts it",
-	kernel_setup, kernel_op, NULL, plain_counters, plain_teardown, false,
+	.name = "kernel", .what = "pwritev2(RWF_ATOMIC|RWF_DSYNC), one range, O_DIRECT, where the fs accepts it",
+	.setup = kernel_setup, .op = kernel_op, .attach = plain_attach, .detach = plain_detach,
+	.counters = plain_counters, .teardown = plain_teardown,
 };
 
 static const struct bench_mode m_atomio_raw = {
-	"atomio-raw", "atomio with ATOMIO_NO_COMPRESS: records never compressed",
-	am_raw_setup, am_op, am_finish, am_counters, am_teardown, true,
+	.name = "atomio-raw", .what = "atomio with ATOMIO_NO_COMPRESS: records never compressed",
+	.setup = am_raw_setup, .op = am_op, .attach = am_raw_attach, .detach = am_detach, .finish = am_finish,
+	.counters = am_counters, .teardown = am_teardown, .optional = true,
+};
+
+static const struct bench_mode m_atomio_excl = {
+	.name = "atomio-excl", .what = "atomio with ATOMIO_EXCLUSIVE: the one-process store",
+	.setup = am_excl_setup, .op = am_op, .finish = am_finish, .counters = am_counters,
+	.teardown = am_teardown, .optional = true,
 };
 
 static const struct bench_mode m_atomio_async = {
-	"atomio-async", "atomio_tx_commit_async, 32 groups in flight per thread (latency: to queue)",
-	am_async_setup, am_async_op, am_async_finish, am_async_counters, am_async_teardown, true,
+	.name = "atomio-async", .what = "atomio_tx_commit_async, 32 groups in flight per thread (latency: to queue)",
+	.setup = am_async_setup, .op = am_async_op, .attach = am_async_attach, .detach = am_async_detach,
+	.finish = am_async_finish, .counters = am_async_counters, .teardown = am_async_teardown,
+	.optional = true,
+};
+
+static const struct bench_mode m_atomio_new = {
+	.name = "atomio-new", .what = "atomio on a new store each slice, until its log is written once over (its first lap)",
+	.setup = am_new_setup, .op = am_op, .finish = am_finish, .counters = am_counters,
+	.teardown = am_new_teardown, .optional = true, .begin = am_new_begin,
 };
 
 const struct bench_mode *const bench_modes[] = {&m_unsafe, &m_doublewrite, &m_atomio, &m_kernel,
-						&m_atomio_raw, &m_atomio_async};
+						&m_atomio_raw, &m_atomio_excl, &m_atomio_async,
+						&m_atomio_new};
 const unsigned bench_nmodes = sizeof(bench_modes) / sizeof(bench_modes[0]);

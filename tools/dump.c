@@ -208,8 +208,8 @@ static int read_rec(struct dlog *d, uint64_t pos, uint64_t seq, struct drec *r, 
 	}
 	struct rec_at at = {d, sb->area_off + pos};
 	uint64_t sum;
-	k = codec_csum_read(d->store_id, h.rec_len, offsetof(struct rec_hdr_disk, csum), rec_rd, &at,
-			    d->buf, CHUNK, &sum);
+	k = codec_csum_read(d->store_id, codec_rec_sum_len(&h), offsetof(struct rec_hdr_disk, csum), rec_rd,
+			    &at, d->buf, CHUNK, &sum);
 	if (k == ENDS_EARLY) {
 		snprintf(why, wn, "the file ends inside record seq %llu", (unsigned long long)seq);
 		return 0;
@@ -223,6 +223,13 @@ static int read_rec(struct dlog *d, uint64_t pos, uint64_t seq, struct drec *r, 
 		return 0;
 	}
 	r->lz4_bad = false;
+	if (h.type == REC_TYPE_PAD) {
+		/* space a process that died had reserved: nothing in it is read */
+		r->segs = NULL;
+		r->pos = pos;
+		r->h = h;
+		return 1;
+	}
 	if (h.flags & REC_F_LZ4) {
 		/* As recovery: the whole record is in buf (rec_len <= COMP_MAX
 		 * <= CHUNK), and must decompress to exactly raw_len bytes. */
@@ -315,7 +322,8 @@ struct dump {
 	uint32_t nf;           /* files registered */
 	struct fent *fe;
 	uint8_t *touched;      /* bitmap by file id: named by a live record */
-	uint64_t n, seq, data; /* live records, the seq after them, their data bytes */
+	uint64_t n, seq, data; /* live group records, the seq after them, their data bytes */
+	uint64_t pads, steps;   /* pad records among them; records walked */
 	char endwhy[600];      /* why the valid tail ends there */
 	uint64_t end_pos;
 	const char *bad_rec;   /* a checksummed record recovery refuses */
@@ -379,12 +387,28 @@ static void dump_open(struct dump *x)
 	}
 }
 
-/* Both superblock slots, and which is current.  false: none is (the dump ends). */
-static bool dump_superblocks(struct dump *x)
+/* Recovery would refuse the log (x->fatal says why): say so; the dump ends. */
+static bool dump_refused(struct dump *x)
 {
-	/* superblocks */
-	struct sb_disk s[2];
-	memset(s, 0, sizeof(s));
+	if (x->o.json) {
+		json_obj(&x->j, "recovery");
+		json_bool(&x->j, "would_succeed", false);
+		json_str(&x->j, "problem", x->fatal);
+		json_end_obj(&x->j);
+		json_end_obj(&x->j);
+		json_finish(&x->j);
+	} else {
+		printf("recovery    would fail: %s\n", x->fatal);
+	}
+	x->rc = EX_FOUND;
+	return false;
+}
+
+/* Both slots as read (zeros where the file is too short); dies unless one
+ * has the magic. */
+static void sb_read(struct dump *x, struct sb_disk s[2])
+{
+	memset(s, 0, 2 * sizeof(s[0]));
 	for (int i = 0; i < 2; i++) {
 		char slot[SB_SLOT];
 		int k = rd(&x->d, (uint64_t)i * SB_SLOT, slot, SB_SLOT);
@@ -393,117 +417,117 @@ static bool dump_superblocks(struct dump *x)
 		if (k)
 			memcpy(&s[i], slot, sizeof(s[i]));
 	}
-	const char *why[2] = {sb_problem(&s[0], x->d.size), sb_problem(&s[1], x->d.size)};
-	int cur = codec_sb_current(&s[0], !why[0], &s[1], !why[1]);
-	if (cur == -1 && memcmp(s[0].magic, SB_MAGIC, 8) && memcmp(s[1].magic, SB_MAGIC, 8))
-		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", cli_esc(x->d.path));
+}
+
+static void sb_print(struct dump *x, const struct sb_disk s[2], const char *const why[2], int cur)
+{
 	if (x->o.json)
 		json_arr(&x->j, "superblocks");
 	for (int i = 0; i < 2; i++) {
 		const struct sb_disk *b = &s[i];
-		char t[64];
-		put_time(t, sizeof(t), b->ctime_ns);
-		if (x->o.json) {
-			json_obj(&x->j, NULL);
-			json_uint(&x->j, "slot", (unsigned)i);
-			json_bool(&x->j, "valid", !why[i]);
-			json_bool(&x->j, "current", cur == i);
-			json_str(&x->j, "problem", why[i]);
-			if (!why[i]) {
-				char id[32];
-				snprintf(id, sizeof(id), "%016llx", (unsigned long long)b->store_id);
-				json_str(&x->j, "store_id", id);
-				json_uint(&x->j, "version", b->version);
-				json_uint(&x->j, "generation", b->generation);
-				json_uint(&x->j, "epoch", b->epoch);
-				json_uint(&x->j, "head_offset", b->head_off);
-				json_uint(&x->j, "head_seq", b->head_seq);
-				json_uint(&x->j, "area_offset", b->area_off);
-				json_uint(&x->j, "area_size", b->area_size);
-				json_uint(&x->j, "block", b->block);
-				json_uint(&x->j, "catalog_offset", b->cat_off);
-				json_uint(&x->j, "catalog_size", b->cat_size);
-				json_str(&x->j, "created", t);
-			}
-			json_end_obj(&x->j);
-		} else if (why[i]) {
-			printf("superblock  slot %d: invalid: %s\n", i, why[i]);
-		} else {
-			printf("superblock  slot %d: valid%s, generation %llu, epoch %llu, head %llu (seq %llu)\n",
-			       i, cur == i ? " (current)" : "", (unsigned long long)b->generation,
-			       (unsigned long long)b->epoch, (unsigned long long)b->head_off,
-			       (unsigned long long)b->head_seq);
+		if (!x->o.json) {
+			if (why[i])
+				printf("superblock  slot %d: invalid: %s\n", i, why[i]);
+			else
+				printf("superblock  slot %d: valid%s, generation %llu, epoch %llu, head %llu "
+				       "(seq %llu)\n", i, cur == i ? " (current)" : "",
+				       (unsigned long long)b->generation, (unsigned long long)b->epoch,
+				       (unsigned long long)b->head_off, (unsigned long long)b->head_seq);
+			continue;
 		}
+		json_obj(&x->j, NULL);
+		json_uint(&x->j, "slot", (unsigned)i);
+		json_bool(&x->j, "valid", !why[i]);
+		json_bool(&x->j, "current", cur == i);
+		json_str(&x->j, "problem", why[i]);
+		if (!why[i]) {
+			char id[32], t[64];
+			snprintf(id, sizeof(id), "%016llx", (unsigned long long)b->store_id);
+			put_time(t, sizeof(t), b->ctime_ns);
+			json_str(&x->j, "store_id", id);
+			json_uint(&x->j, "version", b->version);
+			json_uint(&x->j, "generation", b->generation);
+			json_uint(&x->j, "epoch", b->epoch);
+			json_uint(&x->j, "head_offset", b->head_off);
+			json_uint(&x->j, "head_seq", b->head_seq);
+			json_uint(&x->j, "area_offset", b->area_off);
+			json_uint(&x->j, "area_size", b->area_size);
+			json_uint(&x->j, "block", b->block);
+			json_uint(&x->j, "catalog_offset", b->cat_off);
+			json_uint(&x->j, "catalog_size", b->cat_size);
+			json_str(&x->j, "created", t);
+		}
+		json_end_obj(&x->j);
 	}
 	if (x->o.json)
 		json_end_arr(&x->j);
-	x->rc = EX_OK;
+}
+
+/* Why no slot can be used (cur < 0), in recovery's words. */
+static const char *sb_none(struct dump *x, const struct sb_disk s[2], const char *const why[2], int cur)
+{
 	if (cur == -2)
-		x->fatal = "both superblock slots are valid but belong to two different stores";
-	else if (cur < 0 && (why[0] == codec_sb_short || why[1] == codec_sb_short)) {
+		return "both superblock slots are valid but belong to two different stores";
+	if (why[0] != codec_sb_short && why[1] != codec_sb_short)
+		return "no valid superblock: the log cannot be recovered";
+	static char m[256];
+	const struct sb_disk *b = &s[why[0] == codec_sb_short ? 0 : 1];
+	snprintf(m, sizeof(m), "the file is %llu bytes, shorter than its geometry says (%llu "
+			       "bytes): truncated or cut short",
+		 (unsigned long long)x->d.size, (unsigned long long)(b->area_off + b->area_size));
+	return m;
+}
+
+/* One slot is damaged: as recovery, the records say whether it was the
+ * newer one (codec_sb_fallback).  false: recovery refuses the log. */
+static bool sb_damage(struct dump *x, int cur)
+{
+	x->sb_damaged = 2 - cur;
+	scan_area(x);
+	uint64_t ep, hs;
+	int k = codec_sb_fallback(&x->d.sb, x->found, x->nfound, &ep, &hs);
+	if (k < 0) {
 		static char m[256];
-		const struct sb_disk *b = &s[why[0] == codec_sb_short ? 0 : 1];
-		snprintf(m, sizeof(m), "the file is %llu bytes, shorter than its geometry says (%llu "
-				       "bytes): truncated or cut short",
-			 (unsigned long long)x->d.size, (unsigned long long)(b->area_off + b->area_size));
+		snprintf(m, sizeof(m), "superblock slot %d is damaged, and slot %d cannot reach newer "
+				       "records in the log: recovery refuses (ATOMIO_ECORRUPT)",
+			 1 - cur, cur);
 		x->fatal = m;
-	} else if (cur < 0)
-		x->fatal = "no valid superblock: the log cannot be recovered";
-	if (x->fatal) {
-		if (x->o.json) {
-			json_obj(&x->j, "recovery");
-			json_bool(&x->j, "would_succeed", false);
-			json_str(&x->j, "problem", x->fatal);
-			json_end_obj(&x->j);
-			json_end_obj(&x->j);
-			json_finish(&x->j);
-		} else {
-			printf("recovery    would fail: %s\n", x->fatal);
-		}
-		x->rc = EX_FOUND;
-		return false;
+		return dump_refused(x);
+	}
+	if (k == 1) {
+		x->d.sb.epoch = ep;
+		x->d.sb.head_off = 0;
+		x->d.sb.head_seq = hs;
+	}
+	if (!x->o.json)
+		printf("damage      superblock slot %d is damaged; %s\n", 1 - cur,
+		       k == 1 ? "records of a later epoch show it was the newer one: recovery "
+				"replays them from area offset 0"
+			      : "the records show it was the older one");
+	x->rc = EX_FOUND;
+	return true;
+}
+
+/* Both superblock slots, and which is current.  false: none is (the dump ends). */
+static bool dump_superblocks(struct dump *x)
+{
+	struct sb_disk s[2];
+	sb_read(x, s);
+	const char *const why[2] = {sb_problem(&s[0], x->d.size), sb_problem(&s[1], x->d.size)};
+	int cur = codec_sb_current(&s[0], !why[0], &s[1], !why[1]);
+	if (cur == -1 && memcmp(s[0].magic, SB_MAGIC, 8) && memcmp(s[1].magic, SB_MAGIC, 8))
+		cli_die(EX_ERROR, "%s: not an atomio log (no superblock magic)", cli_esc(x->d.path));
+	sb_print(x, s, why, cur);
+	x->rc = EX_OK;
+	if (cur < 0) {
+		x->fatal = sb_none(x, s, why, cur);
+		return dump_refused(x);
 	}
 	x->d.sb = s[cur];
 	x->d.sb_ok = true;
 	x->d.store_id = x->d.sb.store_id;
-	if (codec_sb_damaged(&s[0], !why[0], &s[1], !why[1]) >= 0) {
-		/* As recovery: the records say whether the damaged slot was
-		 * the newer one (codec_sb_fallback). */
-		x->sb_damaged = 2 - cur;
-		scan_area(x);
-		uint64_t ep, hs;
-		int k = codec_sb_fallback(&x->d.sb, x->found, x->nfound, &ep, &hs);
-		if (k < 0) {
-			static char m[256];
-			snprintf(m, sizeof(m), "superblock slot %d is damaged, and slot %d cannot reach newer "
-					       "records in the log: recovery refuses (ATOMIO_ECORRUPT)",
-				 1 - cur, cur);
-			x->fatal = m;
-			if (x->o.json) {
-				json_obj(&x->j, "recovery");
-				json_bool(&x->j, "would_succeed", false);
-				json_str(&x->j, "problem", x->fatal);
-				json_end_obj(&x->j);
-				json_end_obj(&x->j);
-				json_finish(&x->j);
-			} else {
-				printf("recovery    would fail: %s\n", x->fatal);
-			}
-			x->rc = EX_FOUND;
-			return false;
-		}
-		if (k == 1) {
-			x->d.sb.epoch = ep;
-			x->d.sb.head_off = 0;
-			x->d.sb.head_seq = hs;
-		}
-		if (!x->o.json)
-			printf("damage      superblock slot %d is damaged; %s\n", 1 - cur,
-			       k == 1 ? "records of a later epoch show it was the newer one: recovery "
-					"replays them from area offset 0"
-				      : "the records show it was the older one");
-		x->rc = EX_FOUND;
-	}
+	if (codec_sb_damaged(&s[0], !why[0], &s[1], !why[1]) >= 0 && !sb_damage(x, cur))
+		return false;
 	if (!x->o.json) {
 		char t[64];
 		put_time(t, sizeof(t), x->d.sb.ctime_ns);
@@ -519,7 +543,6 @@ static bool dump_superblocks(struct dump *x)
 /* Both catalog copies, and which is current. */
 static void dump_catalogs(struct dump *x)
 {
-	/* catalogs */
 	x->cat[0] = calloc(1, x->d.sb.cat_size);
 	x->cat[1] = calloc(1, x->d.sb.cat_size);
 	const char *cwhy[2] = {NULL, NULL};
@@ -568,10 +591,81 @@ static void dump_catalogs(struct dump *x)
 	}
 }
 
+/* As recovery's catalog load: each id once, each path by the path rules
+ * (codec.c), or the whole log is refused.  The first problem is kept. */
+static void cat_entry_rules(struct dump *x, const struct cat_entry_disk *e, const char *rp, const char *rec)
+{
+	if (x->fatal)
+		return;
+	const char *pw = codec_path_problem(rp, e->path_len, e->flags);
+	if (x->d.known[e->id / 8] & (1u << (e->id % 8))) {
+		static char m[128];
+		snprintf(m, sizeof(m), "file catalog entry is malformed: file id %u appears twice: "
+				       "recovery refuses the log (ATOMIO_ECORRUPT)", e->id);
+		x->fatal = m;
+		x->rc = EX_FOUND;
+	} else if (pw) {
+		static char m[2 * PATH_MAX + 128];
+		snprintf(m, sizeof(m), "catalog path '%s' %s, against the path rules: recovery "
+				       "refuses the log (ATOMIO_EBADPATH)", cli_esc(rec), pw);
+		x->fatal = m;
+		x->rc = EX_FOUND;
+	}
+}
+
+/* What is at a registered file's path now, by recovery's identity rule
+ * (codec_fid_same): same inode, same device or filesystem id, same birth
+ * time where both are known. */
+static const char *file_state(const char *path, const struct cat_entry_disk *e)
+{
+	struct stat fs;
+	if (lstat(path, &fs) < 0)
+		return errno == ENOENT ? "missing" : "cannot be examined";
+	if (S_ISLNK(fs.st_mode))
+		return "now a symbolic link";
+	if (!S_ISREG(fs.st_mode))
+		return "not a regular file";
+	struct fid now = {.dev = fs.st_dev, .ino = fs.st_ino};
+	struct statfs sfs;
+	if (statfs(path, &sfs) == 0) {
+		uint32_t v[2];
+		memcpy(v, &sfs.f_fsid, sizeof(v));
+		now.fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
+	}
+	struct statx stx;
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &stx) == 0 &&
+	    (stx.stx_mask & STATX_BTIME) && stx.stx_btime.tv_sec >= 0) {
+		now.btime_ns = (uint64_t)stx.stx_btime.tv_sec * 1000000000ull + stx.stx_btime.tv_nsec;
+		now.flags |= CAT_ID_BTIME;
+	}
+	const struct fid rec_id = codec_cat_entry_fid(e);
+	if (codec_fid_same(&rec_id, &now))
+		return "present";
+	if (now.ino == e->ino)
+		return "replaced (the same inode number, another file born later)";
+	return "replaced (another inode at this path)";
+}
+
+static void print_file(struct dump *x, const struct cat_entry_disk *e, const char *rec, const struct fent *f)
+{
+	if (x->o.json) {
+		json_obj(&x->j, NULL);
+		json_uint(&x->j, "id", e->id);
+		json_str(&x->j, "recorded_path", rec);
+		json_bool(&x->j, "relative", e->flags & CAT_F_RELATIVE);
+		json_str(&x->j, "path", f->path);
+		json_uint(&x->j, "inode", e->ino);
+		json_str(&x->j, "state", f->state);
+		json_end_obj(&x->j);
+	} else {
+		printf("  f%-4u %s%s  [%s]\n", e->id, cli_esc(rec),
+		       e->flags & CAT_F_RELATIVE ? " (relative to the log's directory)" : "", f->state);
+	}
+}
+
 /* The registered files, and whether recovery could use each. */
 static void dump_files(struct dump *x)
 {
-	/* files */
 	x->nf = x->ccur >= 0 ? x->ch[x->ccur].count : 0;
 	x->fe = calloc(x->nf ? x->nf : 1, sizeof(*x->fe));
 	if (!x->fe)
@@ -600,205 +694,132 @@ static void dump_files(struct dump *x)
 		char rec[PATH_MAX];
 		memcpy(rec, rp, e.path_len);
 		rec[e.path_len] = 0;
-		/* As recovery's catalog load: each id once, each path by the
-		 * path rules (codec.c), or the whole log is refused. */
-		const char *pw = codec_path_problem(rp, e.path_len, e.flags);
-		if (!x->fatal && (x->d.known[e.id / 8] & (1u << (e.id % 8)))) {
-			static char m[128];
-			snprintf(m, sizeof(m), "file catalog entry is malformed: file id %u appears twice: "
-					       "recovery refuses the log (ATOMIO_ECORRUPT)", e.id);
-			x->fatal = m;
-			x->rc = EX_FOUND;
-		} else if (!x->fatal && pw) {
-			static char m[2 * PATH_MAX + 128];
-			snprintf(m, sizeof(m), "catalog path '%s' %s, against the path rules: recovery "
-					       "refuses the log (ATOMIO_EBADPATH)", cli_esc(rec), pw);
-			x->fatal = m;
-			x->rc = EX_FOUND;
-		}
+		cat_entry_rules(x, &e, rp, rec);
 		x->d.known[e.id / 8] |= (uint8_t)(1u << (e.id % 8));
-		x->fe[i].id = e.id;
+		struct fent *f = &x->fe[i];
+		f->id = e.id;
 		if (e.flags & CAT_F_RELATIVE)
-			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s%s%s", x->d.dir, strcmp(x->d.dir, "/") ? "/" : "", rec);
+			snprintf(f->path, sizeof(f->path), "%s%s%s", x->d.dir, strcmp(x->d.dir, "/") ? "/" : "", rec);
 		else
-			snprintf(x->fe[i].path, sizeof(x->fe[i].path), "%s", rec);
-		/* Recovery's identity rule (codec_fid_same): same inode, same
-		 * device or filesystem id, same birth time where both are known. */
-		struct stat fs;
-		const char *state;
-		if (lstat(x->fe[i].path, &fs) < 0)
-			state = errno == ENOENT ? "missing" : "cannot be examined";
-		else if (S_ISLNK(fs.st_mode))
-			state = "now a symbolic link";
-		else if (!S_ISREG(fs.st_mode))
-			state = "not a regular file";
-		else {
-			struct fid now = {.dev = fs.st_dev, .ino = fs.st_ino};
-			struct statfs sfs;
-			if (statfs(x->fe[i].path, &sfs) == 0) {
-				uint32_t v[2];
-				memcpy(v, &sfs.f_fsid, sizeof(v));
-				now.fsid = (uint64_t)v[0] | (uint64_t)v[1] << 32;
-			}
-			struct statx stx;
-			if (statx(AT_FDCWD, x->fe[i].path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &stx) == 0 &&
-			    (stx.stx_mask & STATX_BTIME) && stx.stx_btime.tv_sec >= 0) {
-				now.btime_ns = (uint64_t)stx.stx_btime.tv_sec * 1000000000ull + stx.stx_btime.tv_nsec;
-				now.flags |= CAT_ID_BTIME;
-			}
-			const struct fid rec_id = codec_cat_entry_fid(&e);
-			if (codec_fid_same(&rec_id, &now))
-				state = "present";
-			else if (now.ino == e.ino)
-				state = "replaced (the same inode number, another file born later)";
-			else
-				state = "replaced (another inode at this path)";
-		}
-		x->fe[i].state = state;
-		if (x->o.json) {
-			json_obj(&x->j, NULL);
-			json_uint(&x->j, "id", e.id);
-			json_str(&x->j, "recorded_path", rec);
-			json_bool(&x->j, "relative", e.flags & CAT_F_RELATIVE);
-			json_str(&x->j, "path", x->fe[i].path);
-			json_uint(&x->j, "inode", e.ino);
-			json_str(&x->j, "state", state);
-			json_end_obj(&x->j);
-		} else {
-			printf("  f%-4u %s%s  [%s]\n", e.id, cli_esc(rec),
-			       e.flags & CAT_F_RELATIVE ? " (relative to the log's directory)" : "", state);
-		}
+			snprintf(f->path, sizeof(f->path), "%s", rec);
+		f->state = file_state(f->path, &e);
+		print_file(x, &e, rec, f);
 	}
 	if (x->o.json)
 		json_end_arr(&x->j);
 }
 
-/* Every live record, by recovery's rules, and where and why the valid tail ends. */
-static void dump_records(struct dump *x)
+/* The record at p with sequence number x->seq, as recovery reads it: where
+ * none is and p is a block boundary, the writer may have wrapped to offset 0.
+ * 1 = a record, 0 = the valid tail ends (x->endwhy says why). */
+static int next_rec(struct dump *x, uint64_t p, struct drec *r)
 {
-	/* records */
-	uint64_t p = x->d.sb.head_off;
-	x->seq = x->d.sb.head_seq;
-	x->n = 0;
-	x->data = 0;
-	x->endwhy[0] = 0;
-	x->end_pos = p;
-	x->touched = calloc(MAX_FILES / 8, 1);
-	if (!x->touched)
-		cli_die(EX_ERROR, "out of memory");
-	if (x->o.json)
-		json_arr(&x->j, "records");
-	else
-		printf("records     from area offset %llu, seq %llu\n", (unsigned long long)p,
-		       (unsigned long long)x->seq);
-	x->bad_rec = NULL;
-	uint32_t bad_seg = 0;
-	while (x->ccur >= 0) {
-		struct drec r;
-		char w[256];
-		int k = read_rec(&x->d, p, x->seq, &r, w, sizeof(w));
-		if (k == 0 && p % x->d.sb.block == 0 && p != 0) {
-			/* recovery also looks at offset 0: the writer wraps */
-			char w0[256];
-			k = read_rec(&x->d, 0, x->seq, &r, w0, sizeof(w0));
-			if (k == 0)
-				snprintf(x->endwhy, sizeof(x->endwhy), "%s (and at offset 0: %s)", w, w0);
-		} else if (k == 0) {
-			snprintf(x->endwhy, sizeof(x->endwhy), "%s", w);
-		}
-		if (k < 0)
-			cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
-		if (k == 0) {
-			x->end_pos = p;
-			break;
-		}
-		x->bad_rec = seg_problem(&x->d, &r, &bad_seg);
-		uint32_t bad_file = x->bad_rec ? r.segs[bad_seg].file : 0;
-		if (r.lz4_bad) {
-			x->bad_rec = "holds LZ4 data that does not decompress to its raw length";
-			bad_seg = 0;
-		}
-		if (x->n < x->o.limit || x->bad_rec) {
-			if (x->o.json) {
-				json_obj(&x->j, NULL);
-				json_uint(&x->j, "seq", r.h.seq);
-				json_uint(&x->j, "offset", r.pos);
-				json_uint(&x->j, "length", r.h.rec_len);
-				json_uint(&x->j, "data_length", r.h.data_len);
-				json_bool(&x->j, "compressed", r.h.flags & REC_F_LZ4);
-				json_uint(&x->j, "raw_data_length", r.h.raw_len);
-				json_uint(&x->j, "ranges", r.h.nsegs);
-				json_bool(&x->j, "last_in_write", r.h.flags & REC_F_LAST);
-				json_bool(&x->j, "checksum_ok", true);
-				if (x->bad_rec)
-					json_str(&x->j, "problem", x->bad_rec);
-				json_arr(&x->j, "range_list");
-				for (uint32_t i = 0; i < r.h.nsegs && (x->o.all_ranges || i < 64); i++) {
-					const struct seg_disk *sg = &r.segs[i];
-					json_obj(&x->j, NULL);
-					json_uint(&x->j, "file", sg->file);
-					json_str(&x->j, "kind", sg->kind == SEG_WRITE ? "write" : sg->kind == SEG_SETSIZE ? "set_size" : "unknown");
-					json_uint(&x->j, sg->kind == SEG_SETSIZE ? "size" : "offset", sg->off);
-					if (sg->kind == SEG_WRITE)
-						json_uint(&x->j, "length", sg->len);
-					json_end_obj(&x->j);
-				}
-				json_end_arr(&x->j);
-				json_end_obj(&x->j);
-			} else {
-				char lz[64] = "";
-				if (r.h.flags & REC_F_LZ4)
-					snprintf(lz, sizeof(lz), " (LZ4, %llu raw)", (unsigned long long)r.h.raw_len);
-				printf("  seq %-8llu @%-10llu %7llu bytes, %u range%s, %llu data%s%s, checksum ok\n",
-				       (unsigned long long)r.h.seq, (unsigned long long)r.pos,
-				       (unsigned long long)r.h.rec_len, r.h.nsegs, r.h.nsegs == 1 ? "" : "s",
-				       (unsigned long long)r.h.data_len, lz,
-				       r.h.flags & REC_F_LAST ? ", ends a log write" : "");
-				print_ranges(&r, x->o.all_ranges);
-			}
-		}
-		for (uint32_t i = 0; i < r.h.nsegs; i++)
-			if (r.segs[i].file < MAX_FILES)
-				x->touched[r.segs[i].file / 8] |= (uint8_t)(1u << (r.segs[i].file % 8));
-		p = codec_rec_next(&r.h, r.pos, x->d.sb.block);
-		free(r.segs);
-		x->n++;
-		x->seq++;
-		x->data += r.h.raw_len; /* = data_len unless LZ4: the bytes replayed */
-		if (x->bad_rec) {
-			snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu range %u %s: recovery refuses the "
-							 "whole log (ATOMIO_ECORRUPT), replaying nothing",
-				 (unsigned long long)r.h.seq, bad_seg, x->bad_rec);
-			if (x->cat_damaged >= 0 && !strcmp(x->bad_rec, "names a file the store never registered"))
-				snprintf(x->endwhy, sizeof(x->endwhy), "catalog copy %d fails its checksum "
-								 "(damaged, or torn), and the other copy lacks "
-								 "file id %u that record seq %llu names: recovery "
-								 "refuses the whole log (ATOMIO_ECORRUPT)",
-					 x->cat_damaged, bad_file, (unsigned long long)r.h.seq);
-			if (r.lz4_bad)
-				snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu %s: recovery refuses the "
-								 "whole log (ATOMIO_ECORRUPT), replaying nothing",
-					 (unsigned long long)r.h.seq, x->bad_rec);
-			x->fatal = x->endwhy;
-			x->rc = EX_FOUND;
-			x->end_pos = r.pos;
-			break;
-		}
-		if (x->n > x->d.sb.area_size / (REC_HDR + REC_DESC)) {
-			x->fatal = "records loop: the log is corrupt";
-			x->rc = EX_FOUND;
-			break;
-		}
+	char w[256];
+	int k = read_rec(&x->d, p, x->seq, r, w, sizeof(w));
+	if (k == 0 && p % x->d.sb.block == 0 && p != 0) {
+		char w0[256];
+		k = read_rec(&x->d, 0, x->seq, r, w0, sizeof(w0));
+		if (k == 0)
+			snprintf(x->endwhy, sizeof(x->endwhy), "%s (and at offset 0: %s)", w, w0);
+	} else if (k == 0) {
+		snprintf(x->endwhy, sizeof(x->endwhy), "%s", w);
 	}
-	if (x->o.json)
-		json_end_arr(&x->j);
-	/* As recovery: valid records of this epoch after the tail (a torn
-	 * write in flight, or damage)? */
-	if (x->fatal || x->bad_rec)
+	if (k < 0)
+		cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-k));
+	return k;
+}
+
+static void json_rec(struct dump *x, const struct drec *r)
+{
+	struct json *j = &x->j;
+	json_obj(j, NULL);
+	json_uint(j, "seq", r->h.seq);
+	if (r->h.type == REC_TYPE_PAD) {
+		json_str(j, "type", "pad");
+		json_uint(j, "offset", r->pos);
+		json_uint(j, "length", r->h.rec_len);
+		json_uint(j, "seqs", codec_rec_seqs(&r->h));
+		json_bool(j, "checksum_ok", true);
+		json_end_obj(j);
 		return;
+	}
+	json_uint(j, "offset", r->pos);
+	json_uint(j, "length", r->h.rec_len);
+	json_uint(j, "data_length", r->h.data_len);
+	json_bool(j, "compressed", r->h.flags & REC_F_LZ4);
+	json_uint(j, "raw_data_length", r->h.raw_len);
+	json_uint(j, "ranges", r->h.nsegs);
+	json_bool(j, "last_in_write", r->h.flags & REC_F_LAST);
+	json_bool(j, "checksum_ok", true);
+	if (x->bad_rec)
+		json_str(j, "problem", x->bad_rec);
+	json_arr(j, "range_list");
+	for (uint32_t i = 0; i < r->h.nsegs && (x->o.all_ranges || i < 64); i++) {
+		const struct seg_disk *sg = &r->segs[i];
+		json_obj(j, NULL);
+		json_uint(j, "file", sg->file);
+		json_str(j, "kind", sg->kind == SEG_WRITE ? "write" : sg->kind == SEG_SETSIZE ? "set_size" : "unknown");
+		json_uint(j, sg->kind == SEG_SETSIZE ? "size" : "offset", sg->off);
+		if (sg->kind == SEG_WRITE)
+			json_uint(j, "length", sg->len);
+		json_end_obj(j);
+	}
+	json_end_arr(j);
+	json_end_obj(j);
+}
+
+static void print_rec(struct dump *x, const struct drec *r)
+{
+	if (x->o.json) {
+		json_rec(x, r);
+		return;
+	}
+	if (r->h.type == REC_TYPE_PAD) {
+		printf("  seq %-8llu @%-10llu %7llu bytes, pad: %llu seq%s a process that died had "
+		       "reserved, nothing replayed, checksum ok\n",
+		       (unsigned long long)r->h.seq, (unsigned long long)r->pos, (unsigned long long)r->h.rec_len,
+		       (unsigned long long)codec_rec_seqs(&r->h), codec_rec_seqs(&r->h) == 1 ? "" : "s");
+		return;
+	}
+	char lz[64] = "";
+	if (r->h.flags & REC_F_LZ4)
+		snprintf(lz, sizeof(lz), " (LZ4, %llu raw)", (unsigned long long)r->h.raw_len);
+	printf("  seq %-8llu @%-10llu %7llu bytes, %u range%s, %llu data%s%s, checksum ok\n",
+	       (unsigned long long)r->h.seq, (unsigned long long)r->pos, (unsigned long long)r->h.rec_len,
+	       r->h.nsegs, r->h.nsegs == 1 ? "" : "s", (unsigned long long)r->h.data_len, lz,
+	       r->h.flags & REC_F_LAST ? ", ends a log write" : "");
+	print_ranges(r, x->o.all_ranges);
+}
+
+/* A checksummed record recovery refuses (x->bad_rec): the log ends there,
+ * and recovery replays nothing. */
+static void rec_refused(struct dump *x, const struct drec *r, uint32_t bad_seg, uint32_t bad_file)
+{
+	unsigned long long seq = r->h.seq;
+	if (r->lz4_bad)
+		snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu %s: recovery refuses the whole log "
+						 "(ATOMIO_ECORRUPT), replaying nothing", seq, x->bad_rec);
+	else if (x->cat_damaged >= 0 && !strcmp(x->bad_rec, "names a file the store never registered"))
+		snprintf(x->endwhy, sizeof(x->endwhy), "catalog copy %d fails its checksum (damaged, or "
+						 "torn), and the other copy lacks file id %u that record seq "
+						 "%llu names: recovery refuses the whole log (ATOMIO_ECORRUPT)",
+			 x->cat_damaged, bad_file, seq);
+	else
+		snprintf(x->endwhy, sizeof(x->endwhy), "record seq %llu range %u %s: recovery refuses the "
+						 "whole log (ATOMIO_ECORRUPT), replaying nothing",
+			 seq, bad_seg, x->bad_rec);
+	x->fatal = x->endwhy;
+	x->rc = EX_FOUND;
+	x->end_pos = r->pos;
+}
+
+/* As recovery: valid records of this epoch after the tail (a torn write in
+ * flight, or damage)? */
+static void check_beyond(struct dump *x)
+{
 	int suspect = x->scanned ? 1
-				 : codec_stop_suspect(area_rd, &x->d, x->d.sb.area_size, x->d.sb.block, x->d.sb.epoch,
-						      x->end_pos, x->seq);
+				 : codec_stop_suspect(area_rd, &x->d, x->d.sb.area_size, x->d.sb.block,
+						      x->d.sb.epoch, x->end_pos, x->seq);
 	if (suspect < 0)
 		cli_die(EX_ERROR, "reading %s: %s", cli_esc(x->d.path), strerror(-suspect));
 	if (!suspect)
@@ -814,6 +835,61 @@ static void dump_records(struct dump *x)
 	}
 	if (x->beyond)
 		x->rc = EX_FOUND;
+}
+
+/* Every live record, by recovery's rules, and where and why the valid tail ends. */
+static void dump_records(struct dump *x)
+{
+	uint64_t p = x->d.sb.head_off;
+	x->seq = x->d.sb.head_seq;
+	x->end_pos = p;
+	x->touched = calloc(MAX_FILES / 8, 1);
+	if (!x->touched)
+		cli_die(EX_ERROR, "out of memory");
+	if (x->o.json)
+		json_arr(&x->j, "records");
+	else
+		printf("records     from area offset %llu, seq %llu\n", (unsigned long long)p,
+		       (unsigned long long)x->seq);
+	while (x->ccur >= 0) {
+		struct drec r;
+		if (!next_rec(x, p, &r)) {
+			x->end_pos = p;
+			break;
+		}
+		uint32_t bad_seg = 0;
+		x->bad_rec = seg_problem(&x->d, &r, &bad_seg);
+		uint32_t bad_file = x->bad_rec ? r.segs[bad_seg].file : 0;
+		if (r.lz4_bad) {
+			x->bad_rec = "holds LZ4 data that does not decompress to its raw length";
+			bad_seg = 0;
+		}
+		if (x->n < x->o.limit || x->bad_rec)
+			print_rec(x, &r);
+		for (uint32_t i = 0; i < r.h.nsegs; i++)
+			if (r.segs[i].file < MAX_FILES)
+				x->touched[r.segs[i].file / 8] |= (uint8_t)(1u << (r.segs[i].file % 8));
+		p = codec_rec_next(&r.h, r.pos, x->d.sb.block);
+		free(r.segs);
+		x->steps++;
+		x->n += r.h.type == REC_TYPE_GROUP; /* groups; pads only move on */
+		x->pads += r.h.type == REC_TYPE_PAD;
+		x->seq += codec_rec_seqs(&r.h);
+		x->data += r.h.raw_len; /* = data_len unless LZ4: the bytes replayed */
+		if (x->bad_rec) {
+			rec_refused(x, &r, bad_seg, bad_file);
+			break;
+		}
+		if (x->steps > x->d.sb.area_size / REC_HDR) {
+			x->fatal = "records loop: the log is corrupt";
+			x->rc = EX_FOUND;
+			break;
+		}
+	}
+	if (x->o.json)
+		json_end_arr(&x->j);
+	if (!x->fatal && !x->bad_rec)
+		check_beyond(x);
 }
 
 /* Would recovery succeed?  Then free what the dump held. */
@@ -869,6 +945,10 @@ static void dump_verdict(struct dump *x)
 			printf("recovery    would fail: %s\n", x->fatal);
 		else if (needs)
 			printf("recovery    would fail: %s\n", needs);
+		else if (x->pads)
+			printf("recovery    would replay %llu group%s (%llu data bytes), going past %llu pad "
+			       "record%s\n", (unsigned long long)x->n, x->n == 1 ? "" : "s",
+			       (unsigned long long)x->data, (unsigned long long)x->pads, x->pads == 1 ? "" : "s");
 		else
 			printf("recovery    would replay %llu group%s (%llu data bytes)\n", (unsigned long long)x->n,
 			       x->n == 1 ? "" : "s", (unsigned long long)x->data);

@@ -99,7 +99,8 @@ int cmd_recover(int argc, char **argv)
 	json_out = json;
 	log_arg = log;
 	char err[1024] = "";
-	struct atomio_options o = {.flags = flags, .errbuf = err, .errbuf_size = sizeof(err)};
+	/* Alone: recovery with another process in the store would only join it. */
+	struct atomio_options o = {.flags = flags | ATOMIO_EXCLUSIVE, .errbuf = err, .errbuf_size = sizeof(err)};
 	atomio *st;
 	int r = atomio_open(log, &o, &st);
 	if (r == -EBUSY)

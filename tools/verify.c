@@ -542,7 +542,7 @@ int v_write(const struct vopts *o)
 
 /* --- check ---------------------------------------------------------------------------- */
 
-enum { ST_OK = 0, ST_TORN, ST_LOST, ST_CORRUPT, ST_FUTURE };
+enum { ST_OK = 0, ST_TORN, ST_LOST, ST_CORRUPT };
 
 static void add_example(struct vresult *r, uint64_t block, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -609,15 +609,23 @@ static int torn_desc(const struct vstate_hdr *h, const char *b, uint64_t idx, ch
 	return known;
 }
 
-int v_check(const struct vopts *o, struct vresult *res)
+/* One check: the state file's facts and what the blocks are found to be. */
+struct vcheck {
+	const struct vstate_hdr *h;
+	struct vresult *res;
+	const char *data;     /* the data file's path */
+	uint64_t N, A;        /* blocks; the last acknowledged group */
+	uint64_t *last;       /* by block: the last acknowledged group that wrote it (0: none) */
+	uint8_t *status;      /* by block: ST_* */
+	uint64_t *tmp;        /* one group's blocks, scratch */
+	uint64_t *infl;       /* the blocks of group A + 1, which may have been in flight */
+	char *buf;            /* chunk bytes of the data file */
+	size_t chunk;
+};
+
+/* The data file must be the one the state file describes (same inode). */
+static int check_data_file(const struct vstate_hdr *h, const char *data)
 {
-	memset(res, 0, sizeof(*res));
-	int rc = state_load(o->state, &res->hdr, &res->acked);
-	if (rc)
-		return rc;
-	const struct vstate_hdr *h = &res->hdr;
-	char data[PATH_MAX + 64], logp[PATH_MAX + 64];
-	data_paths(o, data, logp, sizeof(data));
 	struct stat fs;
 	if (lstat(data, &fs) < 0) {
 		cli_warn("%s: %s", data, strerror(errno));
@@ -628,152 +636,199 @@ int v_check(const struct vopts *o, struct vresult *res)
 			 data, (unsigned long long)fs.st_ino, (unsigned long long)h->data_ino);
 		return EX_ERROR;
 	}
-	if (h->mode == VM_ATOMIO) {
-		/* What the application would see: recover first (replays every
-		 * committed group whole), then read the file. */
-		char err[512] = "";
-		struct atomio_options ao = {.flags = o->force_paths ? ATOMIO_FORCE_PATHS : 0,
-					    .errbuf = err, .errbuf_size = sizeof(err)};
-		atomio *st;
-		int r = atomio_open(logp, &ao, &st);
-		if (r == -EBUSY) {
-			cli_warn("the store %s is in use: stop the writer first", logp);
-			return EX_ERROR;
-		}
-		if (r < 0) {
-			cli_warn("recovering the store %s: %s", logp, err[0] ? err : atomio_strerror(r));
-			return EX_ERROR;
-		}
-		struct atomio_stats s;
-		atomio_stats(st, &s);
-		res->recovered = s.groups_recovered;
-		r = atomio_close(st);
-		if (r < 0) {
-			cli_warn("closing the store %s: %s", logp, atomio_strerror(r));
-			return EX_ERROR;
-		}
-	}
-	int fd = open(data, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		cli_warn("%s: %s", data, strerror(errno));
-		return EX_ERROR;
-	}
-	uint64_t N = h->nblocks, A = res->acked;
-	uint64_t *last = calloc(N, sizeof(uint64_t));
-	uint8_t *status = calloc(N, 1);
-	uint64_t *tmp = calloc(h->ranges, sizeof(uint64_t));
-	uint64_t *infl = calloc(h->ranges, sizeof(uint64_t));
-	size_t chunk = ((4u << 20) / h->bsize ? (4u << 20) / h->bsize : 1) * (size_t)h->bsize;
-	char *buf = malloc(chunk);
-	if (!last || !status || !tmp || !infl || !buf) {
-		cli_warn("out of memory for %llu blocks", (unsigned long long)N);
-		close(fd);
-		return EX_ERROR;
-	}
-	for (uint64_t g = 1; g <= A; g++) {
-		v_group_blocks(h, g, tmp);
-		for (uint32_t i = 0; i < h->ranges; i++)
-			last[tmp[i]] = g;
-	}
-	v_group_blocks(h, A + 1, infl);
-	res->inflight_size = h->ranges;
+	return EX_OK;
+}
 
-	uint64_t done_bytes = 0, total = N * h->bsize;
-	for (uint64_t b = 0; b < N;) {
-		size_t want = total - done_bytes < chunk ? (size_t)(total - done_bytes) : chunk;
-		int r = read_full(fd, buf, want, (off_t)done_bytes);
-		if (r < 0) {
-			cli_warn("reading %s: %s", data, strerror(-r));
+/* What the application would see: recover first (replays every committed
+ * group whole), then read the file. */
+static int check_recover(const struct vopts *o, const char *logp, struct vresult *res)
+{
+	char err[512] = "";
+	struct atomio_options ao = {.flags = o->force_paths ? ATOMIO_FORCE_PATHS : 0,
+				    .errbuf = err, .errbuf_size = sizeof(err)};
+	atomio *st;
+	int r = atomio_open(logp, &ao, &st);
+	if (r == -EBUSY) {
+		cli_warn("the store %s is in use: stop the writer first", logp);
+		return EX_ERROR;
+	}
+	if (r < 0) {
+		cli_warn("recovering the store %s: %s", logp, err[0] ? err : atomio_strerror(r));
+		return EX_ERROR;
+	}
+	struct atomio_stats s;
+	atomio_stats(st, &s);
+	res->recovered = s.groups_recovered;
+	r = atomio_close(st);
+	if (r < 0) {
+		cli_warn("closing the store %s: %s", logp, atomio_strerror(r));
+		return EX_ERROR;
+	}
+	return EX_OK;
+}
+
+static void check_free(struct vcheck *c)
+{
+	free(c->last);
+	free(c->status);
+	free(c->tmp);
+	free(c->infl);
+	free(c->buf);
+}
+
+/* Each block's expected version, from the generator replayed over the
+ * acknowledged groups, and the blocks of the group that may have been in flight. */
+static int check_expect(struct vcheck *c)
+{
+	const struct vstate_hdr *h = c->h;
+	c->last = calloc(c->N, sizeof(uint64_t));
+	c->status = calloc(c->N, 1);
+	c->tmp = calloc(h->ranges, sizeof(uint64_t));
+	c->infl = calloc(h->ranges, sizeof(uint64_t));
+	c->chunk = ((4u << 20) / h->bsize ? (4u << 20) / h->bsize : 1) * (size_t)h->bsize;
+	c->buf = malloc(c->chunk);
+	if (!c->last || !c->status || !c->tmp || !c->infl || !c->buf) {
+		cli_warn("out of memory for %llu blocks", (unsigned long long)c->N);
+		return EX_ERROR;
+	}
+	for (uint64_t g = 1; g <= c->A; g++) {
+		v_group_blocks(h, g, c->tmp);
+		for (uint32_t i = 0; i < h->ranges; i++)
+			c->last[c->tmp[i]] = g;
+	}
+	v_group_blocks(h, c->A + 1, c->infl);
+	c->res->inflight_size = h->ranges;
+	return EX_OK;
+}
+
+/* A block whose checksum fails: torn if some sectors are recognised, else corrupt. */
+static void judge_bad_checksum(struct vcheck *c, const char *blk, uint64_t b)
+{
+	struct vresult *res = c->res;
+	char d[160];
+	int known = torn_desc(c->h, blk, b, d, sizeof(d));
+	if (known) {
+		c->status[b] = ST_TORN;
+		res->torn++;
+		add_example(res, b, "torn: %s", d);
+		return;
+	}
+	c->status[b] = ST_CORRUPT;
+	res->corrupt++;
+	bool zero = true;
+	for (uint32_t k = 0; k < c->h->bsize && zero; k++)
+		zero = blk[k] == 0;
+	add_example(res, b, "corrupt: %s", zero ? "all zeros" : "not a block of this run");
+}
+
+/* A whole block of this run: is its version the expected one, an older one
+ * an acknowledged group overwrote (lost), or none this block could hold? */
+static void judge_version(struct vcheck *c, uint64_t b, uint64_t v, bool in_flight)
+{
+	struct vresult *res = c->res;
+	uint64_t A = c->A;
+	if (v == c->last[b] || (in_flight && v == A + 1)) {
+		c->status[b] = ST_OK;
+		res->ok++;
+		if (in_flight && v == A + 1)
+			res->inflight_new++;
+		else if (in_flight)
+			res->inflight_old++;
+	} else if (v < c->last[b] && group_wrote(c->h, v, b, c->tmp)) {
+		c->status[b] = ST_LOST;
+		res->lost++;
+		if (in_flight)
+			res->inflight_old++;
+		add_example(res, b, "lost: shows group %llu, but acknowledged group %llu wrote it",
+			    (unsigned long long)v, (unsigned long long)c->last[b]);
+	} else {
+		c->status[b] = ST_CORRUPT;
+		res->corrupt++;
+		add_example(res, b, "corrupt: shows group %llu, which %s", (unsigned long long)v,
+			    v > A + 1 ? "was never started (state file behind?)" : "never wrote this block");
+	}
+}
+
+/* One block read from the data file. */
+static void judge_block(struct vcheck *c, const char *blk, uint64_t b)
+{
+	const struct vstate_hdr *h = c->h;
+	bool in_flight = false;
+	for (uint32_t i = 0; i < h->ranges; i++)
+		in_flight |= c->infl[i] == b;
+	uint64_t sum;
+	memcpy(&sum, blk + h->bsize - 8, 8);
+	if (sum != XXH3_64bits_withSeed(blk, h->bsize - 8, h->run_id)) {
+		judge_bad_checksum(c, blk, b);
+		return;
+	}
+	struct sect_hdr sh;
+	memcpy(&sh, blk, sizeof(sh));
+	if (sh.magic != V_MAGIC || sh.run != h->run_id || sh.block != b) {
+		c->status[b] = ST_CORRUPT;
+		c->res->corrupt++;
+		if (sh.magic == V_MAGIC && sh.run == h->run_id)
+			add_example(c->res, b, "corrupt: holds block %llu's data (group %llu): a misdirected write",
+				    (unsigned long long)sh.block, (unsigned long long)sh.group);
+		else
+			add_example(c->res, b, "corrupt: a valid block of another run");
+		return;
+	}
+	judge_version(c, b, sh.group, in_flight);
+}
+
+/* Read the data file a chunk at a time and judge every block. */
+static int check_blocks(struct vcheck *c)
+{
+	int fd = open(c->data, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		cli_warn("%s: %s", c->data, strerror(errno));
+		return EX_ERROR;
+	}
+	uint32_t bsize = c->h->bsize;
+	uint64_t done_bytes = 0, total = c->N * bsize;
+	for (uint64_t b = 0; b < c->N;) {
+		size_t want = total - done_bytes < c->chunk ? (size_t)(total - done_bytes) : c->chunk;
+		int r = read_full(fd, c->buf, want, (off_t)done_bytes);
+		if (r <= 0) {
+			if (r < 0)
+				cli_warn("reading %s: %s", c->data, strerror(-r));
+			else
+				cli_warn("%s is shorter than the %llu blocks the state file describes",
+					 c->data, (unsigned long long)c->N);
 			close(fd);
 			return EX_ERROR;
 		}
-		if (r == 0) {
-			cli_warn("%s is shorter than the %llu blocks the state file describes", data,
-				 (unsigned long long)N);
-			close(fd);
-			return EX_ERROR;
-		}
-		for (size_t off = 0; off < want; off += h->bsize, b++) {
-			const char *blk = buf + off;
-			bool in_flight = false;
-			for (uint32_t i = 0; i < h->ranges; i++)
-				in_flight |= infl[i] == b;
-			uint64_t c;
-			memcpy(&c, blk + h->bsize - 8, 8);
-			struct sect_hdr sh;
-			memcpy(&sh, blk, sizeof(sh));
-			if (c != XXH3_64bits_withSeed(blk, h->bsize - 8, h->run_id)) {
-				char d[160];
-				int known = torn_desc(h, blk, b, d, sizeof(d));
-				if (known) {
-					status[b] = ST_TORN;
-					res->torn++;
-					add_example(res, b, "torn: %s", d);
-				} else {
-					status[b] = ST_CORRUPT;
-					res->corrupt++;
-					bool zero = true;
-					for (uint32_t k = 0; k < h->bsize && zero; k++)
-						zero = blk[k] == 0;
-					add_example(res, b, "corrupt: %s", zero ? "all zeros" : "not a block of this run");
-				}
-				continue;
-			}
-			if (sh.magic != V_MAGIC || sh.run != h->run_id || sh.block != b) {
-				status[b] = ST_CORRUPT;
-				res->corrupt++;
-				if (sh.magic == V_MAGIC && sh.run == h->run_id)
-					add_example(res, b, "corrupt: holds block %llu's data (group %llu): a "
-							    "misdirected write",
-						    (unsigned long long)sh.block, (unsigned long long)sh.group);
-				else
-					add_example(res, b, "corrupt: a valid block of another run");
-				continue;
-			}
-			uint64_t v = sh.group;
-			if (v == last[b] || (in_flight && v == A + 1)) {
-				status[b] = ST_OK;
-				res->ok++;
-				if (in_flight && v == A + 1)
-					res->inflight_new++;
-				else if (in_flight)
-					res->inflight_old++;
-			} else if (v < last[b] && group_wrote(h, v, b, tmp)) {
-				status[b] = ST_LOST;
-				res->lost++;
-				if (in_flight)
-					res->inflight_old++;
-				add_example(res, b, "lost: shows group %llu, but acknowledged group %llu wrote it",
-					    (unsigned long long)v, (unsigned long long)last[b]);
-			} else {
-				status[b] = ST_CORRUPT;
-				res->corrupt++;
-				add_example(res, b, "corrupt: shows group %llu, which %s", (unsigned long long)v,
-					    v > A + 1 ? "was never started (state file behind?)"
-						      : "never wrote this block");
-			}
-		}
+		for (size_t off = 0; off < want; off += bsize, b++)
+			judge_block(c, c->buf + off, b);
 		done_bytes += want;
 	}
 	close(fd);
+	return EX_OK;
+}
 
-	/* Half-applied acknowledged groups: a lost block next to a block of
-	 * the same group that made it (each group counted once). */
+/* Half-applied groups: an acknowledged one with a lost block next to a
+ * block of the same group that made it (each group counted once), and the
+ * one in flight if some of its blocks are new and some old. */
+static void check_half_applied(struct vcheck *c)
+{
+	const struct vstate_hdr *h = c->h;
+	struct vresult *res = c->res;
 	uint64_t *counted = NULL;
 	size_t ncounted = 0, capc = 0;
-	for (uint64_t b = 0; b < N; b++) {
-		if (status[b] != ST_LOST)
+	for (uint64_t b = 0; b < c->N; b++) {
+		if (c->status[b] != ST_LOST)
 			continue;
-		uint64_t g = last[b];
+		uint64_t g = c->last[b];
 		bool seen = false;
 		for (size_t k = 0; k < ncounted && !seen; k++)
 			seen = counted[k] == g;
 		if (seen)
 			continue;
-		v_group_blocks(h, g, tmp);
+		v_group_blocks(h, g, c->tmp);
 		bool some_ok = false;
 		for (uint32_t i = 0; i < h->ranges; i++)
-			some_ok |= last[tmp[i]] == g && status[tmp[i]] == ST_OK;
+			some_ok |= c->last[c->tmp[i]] == g && c->status[c->tmp[i]] == ST_OK;
 		if (ncounted == capc) {
 			capc = capc ? 2 * capc : 16;
 			uint64_t *nc = realloc(counted, capc * sizeof(uint64_t));
@@ -791,15 +846,33 @@ int v_check(const struct vopts *o, struct vresult *res)
 	free(counted);
 	if (res->inflight_new && res->inflight_old) {
 		res->half++;
-		add_example(res, infl[0], "group %llu (in flight at the crash) is half-applied: %llu of "
-					  "%u blocks new", (unsigned long long)(A + 1),
+		add_example(res, c->infl[0], "group %llu (in flight at the crash) is half-applied: %llu of "
+					     "%u blocks new", (unsigned long long)(c->A + 1),
 			    (unsigned long long)res->inflight_new, h->ranges);
 	}
-	free(last);
-	free(status);
-	free(tmp);
-	free(infl);
-	free(buf);
+}
+
+int v_check(const struct vopts *o, struct vresult *res)
+{
+	memset(res, 0, sizeof(*res));
+	int rc = state_load(o->state, &res->hdr, &res->acked);
+	if (rc)
+		return rc;
+	char data[PATH_MAX + 64], logp[PATH_MAX + 64];
+	data_paths(o, data, logp, sizeof(data));
+	struct vcheck c = {.h = &res->hdr, .res = res, .data = data, .N = res->hdr.nblocks, .A = res->acked};
+	rc = check_data_file(c.h, data);
+	if (rc == EX_OK && c.h->mode == VM_ATOMIO)
+		rc = check_recover(o, logp, res);
+	if (rc == EX_OK)
+		rc = check_expect(&c);
+	if (rc == EX_OK)
+		rc = check_blocks(&c);
+	if (rc == EX_OK)
+		check_half_applied(&c);
+	check_free(&c);
+	if (rc != EX_OK)
+		return rc;
 	return res->torn || res->lost || res->corrupt || res->half ? EX_FOUND : EX_OK;
 }
 

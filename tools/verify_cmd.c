@@ -6,6 +6,7 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -52,6 +53,81 @@ static void help(void)
 	       "3 error; 4 not supported here (--kernel without RWF_ATOMIC).\n");
 }
 
+/* The options of `verify write` (wr) or `verify check`, and DIR; *json
+ * for check's --json, *ranges_set when --ranges was given. */
+static void verify_args(int argc, char **argv, bool wr, struct vopts *o, bool *json, bool *ranges_set)
+{
+	enum { O_STATE = 256, O_RAW, O_KERNEL, O_BS, O_BLOCKS, O_RANGES, O_DUR, O_GROUPS, O_BUF,
+	       O_LOG, O_SEED, O_JSON, O_FORCE };
+	static const struct option lo[] = {
+		{"state", required_argument, 0, O_STATE},   {"raw", no_argument, 0, O_RAW},
+		{"kernel", no_argument, 0, O_KERNEL},       {"block-size", required_argument, 0, O_BS},
+		{"blocks", required_argument, 0, O_BLOCKS}, {"ranges", required_argument, 0, O_RANGES},
+		{"duration", required_argument, 0, O_DUR},  {"groups", required_argument, 0, O_GROUPS},
+		{"buffered", no_argument, 0, O_BUF},        {"log-size", required_argument, 0, O_LOG},
+		{"seed", required_argument, 0, O_SEED},     {"json", no_argument, 0, O_JSON},
+		{"force-paths", no_argument, 0, O_FORCE},   {"quiet", no_argument, 0, 'q'},
+		{"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+	};
+	int c;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
+		bool wopt = c == O_RAW || c == O_KERNEL || c == O_BS || c == O_BLOCKS || c == O_RANGES ||
+			    c == O_DUR || c == O_GROUPS || c == O_BUF || c == O_LOG || c == O_SEED;
+		if (!wr && wopt)
+			cli_usage("'%s' is an option of 'verify write'", argv[optind - 1]);
+		if (wr && (c == O_JSON || c == O_FORCE))
+			cli_usage("'%s' is an option of 'verify check'", argv[optind - 1]);
+		switch (c) {
+		case O_STATE: o->state = optarg; break;
+		case O_RAW:
+			if (o->mode == VM_KERNEL)
+				cli_usage("--raw or --kernel, not both");
+			o->mode = VM_RAW;
+			break;
+		case O_KERNEL:
+			if (o->mode == VM_RAW)
+				cli_usage("--raw or --kernel, not both");
+			o->mode = VM_KERNEL;
+			break;
+		case O_BS: o->bsize = (uint32_t)cli_size("--block-size", optarg); break;
+		case O_BLOCKS: o->nblocks = cli_uint("--blocks", optarg, 16, 1ull << 36); break;
+		case O_RANGES: o->ranges = (unsigned)cli_uint("--ranges", optarg, 1, V_MAX_RANGES); *ranges_set = true; break;
+		case O_DUR: o->duration = cli_seconds("--duration", optarg); break;
+		case O_GROUPS: o->groups = cli_uint("--groups", optarg, 1, UINT64_MAX); break;
+		case O_BUF: o->direct = false; break;
+		case O_LOG: o->log_size = cli_size("--log-size", optarg); break;
+		case O_SEED: o->seed = cli_uint("--seed", optarg, 0, UINT64_MAX); break;
+		case O_JSON: *json = true; break;
+		case O_FORCE: o->force_paths = true; break;
+		case 'q': o->quiet = true; break;
+		case 'h': help(); exit(EX_OK);
+		default: cli_bad_option(argv, c);
+		}
+	}
+	if (optind != argc - 1)
+		cli_usage(optind >= argc ? "which DIR?" : "one DIR only");
+	o->dir = argv[optind];
+	if (!o->state)
+		cli_usage("--state FILE is required (put it on another device)");
+}
+
+/* The write run's options that must agree with each other. */
+static void check_write_opts(struct vopts *o, bool ranges_set)
+{
+	if (o->bsize < V_SECTOR || o->bsize % V_SECTOR || o->bsize > (64u << 20))
+		cli_usage("--block-size must be a multiple of 512, at most 64M");
+	if (o->mode == VM_KERNEL && !ranges_set)
+		o->ranges = 1;
+	if (o->mode == VM_KERNEL && (o->ranges & (o->ranges - 1)))
+		cli_usage("--kernel: --ranges must be a power of two (one aligned RWF_ATOMIC write)");
+	if (o->nblocks < 4ull * o->ranges)
+		cli_usage("--blocks must be at least 4 x --ranges");
+	if (o->log_size < 65536)
+		cli_usage("--log-size must be at least 64k");
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	if (argc < 2)
@@ -66,76 +142,12 @@ int cmd_verify(int argc, char **argv)
 	bool wr = !strcmp(sub, "write"), ck = !strcmp(sub, "check");
 	if (!wr && !ck)
 		cli_usage("no 'verify %s' (write, check or selftest)", sub);
-	enum { O_STATE = 256, O_RAW, O_KERNEL, O_BS, O_BLOCKS, O_RANGES, O_DUR, O_GROUPS, O_BUF,
-	       O_LOG, O_SEED, O_JSON, O_FORCE };
-	static const struct option lo[] = {
-		{"state", required_argument, 0, O_STATE},   {"raw", no_argument, 0, O_RAW},
-		{"kernel", no_argument, 0, O_KERNEL},       {"block-size", required_argument, 0, O_BS},
-		{"blocks", required_argument, 0, O_BLOCKS}, {"ranges", required_argument, 0, O_RANGES},
-		{"duration", required_argument, 0, O_DUR},  {"groups", required_argument, 0, O_GROUPS},
-		{"buffered", no_argument, 0, O_BUF},        {"log-size", required_argument, 0, O_LOG},
-		{"seed", required_argument, 0, O_SEED},     {"json", no_argument, 0, O_JSON},
-		{"force-paths", no_argument, 0, O_FORCE},   {"quiet", no_argument, 0, 'q'},
-		{"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
-	};
 	struct vopts o = {.mode = VM_ATOMIO, .bsize = 4096, .ranges = 4, .nblocks = 16384,
 			  .direct = true, .log_size = 64ull << 20, .seed = 1};
 	bool json = false, ranges_set = false;
-	int c;
-	opterr = 0;
-	optind = 1;
-	argc--;
-	argv++;
-	while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
-		bool wopt = c == O_RAW || c == O_KERNEL || c == O_BS || c == O_BLOCKS || c == O_RANGES ||
-			    c == O_DUR || c == O_GROUPS || c == O_BUF || c == O_LOG || c == O_SEED;
-		if (ck && wopt)
-			cli_usage("'%s' is an option of 'verify write'", argv[optind - 1]);
-		if (wr && (c == O_JSON || c == O_FORCE))
-			cli_usage("'%s' is an option of 'verify check'", argv[optind - 1]);
-		switch (c) {
-		case O_STATE: o.state = optarg; break;
-		case O_RAW:
-			if (o.mode == VM_KERNEL)
-				cli_usage("--raw or --kernel, not both");
-			o.mode = VM_RAW;
-			break;
-		case O_KERNEL:
-			if (o.mode == VM_RAW)
-				cli_usage("--raw or --kernel, not both");
-			o.mode = VM_KERNEL;
-			break;
-		case O_BS: o.bsize = (uint32_t)cli_size("--block-size", optarg); break;
-		case O_BLOCKS: o.nblocks = cli_uint("--blocks", optarg, 16, 1ull << 36); break;
-		case O_RANGES: o.ranges = (unsigned)cli_uint("--ranges", optarg, 1, V_MAX_RANGES); ranges_set = true; break;
-		case O_DUR: o.duration = cli_seconds("--duration", optarg); break;
-		case O_GROUPS: o.groups = cli_uint("--groups", optarg, 1, UINT64_MAX); break;
-		case O_BUF: o.direct = false; break;
-		case O_LOG: o.log_size = cli_size("--log-size", optarg); break;
-		case O_SEED: o.seed = cli_uint("--seed", optarg, 0, UINT64_MAX); break;
-		case O_JSON: json = true; break;
-		case O_FORCE: o.force_paths = true; break;
-		case 'q': o.quiet = true; break;
-		case 'h': help(); return EX_OK;
-		default: cli_bad_option(argv, c);
-		}
-	}
-	if (optind != argc - 1)
-		cli_usage(optind >= argc ? "which DIR?" : "one DIR only");
-	o.dir = argv[optind];
-	if (!o.state)
-		cli_usage("--state FILE is required (put it on another device)");
+	verify_args(argc - 1, argv + 1, wr, &o, &json, &ranges_set);
 	if (wr) {
-		if (o.bsize < V_SECTOR || o.bsize % V_SECTOR || o.bsize > (64u << 20))
-			cli_usage("--block-size must be a multiple of 512, at most 64M");
-		if (o.mode == VM_KERNEL && !ranges_set)
-			o.ranges = 1;
-		if (o.mode == VM_KERNEL && (o.ranges & (o.ranges - 1)))
-			cli_usage("--kernel: --ranges must be a power of two (one aligned RWF_ATOMIC write)");
-		if (o.nblocks < 4ull * o.ranges)
-			cli_usage("--blocks must be at least 4 x --ranges");
-		if (o.log_size < 65536)
-			cli_usage("--log-size must be at least 64k");
+		check_write_opts(&o, ranges_set);
 		return v_write(&o);
 	}
 	struct vresult r;

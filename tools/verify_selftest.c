@@ -233,108 +233,160 @@ static void check_expect(const struct vopts *o, const struct expect *e, uint64_t
 	       (unsigned long long)e->corrupt, (unsigned long long)e->half);
 }
 
-static void edits(const char *base)
-{
+/* The hand-made damage: a clean --raw run of G groups, its data file as
+ * written (pristine), and the blocks the scenarios damage. */
+struct edit_run {
+	struct vopts o;
 	char dir[PATH_MAX], state[PATH_MAX + 16], data[PATH_MAX + 64];
-	snprintf(dir, sizeof(dir), "%.4000s/edit", base);
-	snprintf(state, sizeof(state), "%s.state", dir);
-	snprintf(data, sizeof(data), "%s/%s", dir, V_DATA_NAME);
-	mkdir(dir, 0700);
-	const uint64_t G = 100;
-	struct vopts o = {.dir = dir, .state = state, .mode = VM_RAW, .bsize = 4096, .ranges = 4,
-			  .nblocks = 256, .groups = G, .direct = false, .log_size = 1 << 20, .seed = 3,
-			  .quiet = true};
-	if (v_write(&o) != EX_OK) {
-		report(false, "clean --raw run for the edits", "the write run failed");
-		return;
-	}
+	uint64_t G;
+	const struct vstate_hdr *h;
 	struct vresult r0;
-	int rc;
-	quiet_check(&o, &r0, &rc);
-	const struct vstate_hdr *h = &r0.hdr;
-	size_t B = h->bsize, size = h->nblocks * B;
-	char *pristine = malloc(size), *blk = malloc(B), *blk2 = malloc(B);
-	uint64_t gA[V_MAX_RANGES], gN[V_MAX_RANGES], tmp[V_MAX_RANGES];
-	int fd = open(data, O_RDWR | O_CLOEXEC);
-	if (!pristine || !blk || !blk2 || fd < 0 || pread(fd, pristine, size, 0) != (ssize_t)size) {
-		report(false, "edits", "cannot read %s", data);
-		goto out;
+	size_t B, size;
+	char *pristine, *blk, *blk2;
+	int fd;                   /* the data file, read-write */
+	uint64_t gN[V_MAX_RANGES]; /* the blocks of group G + 1 (in flight) */
+	uint64_t X, prev;         /* a block of group G, and the last group before G that wrote it */
+};
+
+static void restore(const struct edit_run *e) { (void)!pwrite(e->fd, e->pristine, e->size, 0); }
+
+static void put(const struct edit_run *e, uint64_t idx, const char *buf)
+{
+	(void)!pwrite(e->fd, buf, e->B, (off_t)(idx * e->B));
+}
+
+/* The clean run, and what the scenarios need of it.  false: reported. */
+static bool edit_setup(struct edit_run *e, const char *base)
+{
+	snprintf(e->dir, sizeof(e->dir), "%.4000s/edit", base);
+	snprintf(e->state, sizeof(e->state), "%s.state", e->dir);
+	snprintf(e->data, sizeof(e->data), "%s/%s", e->dir, V_DATA_NAME);
+	mkdir(e->dir, 0700);
+	e->G = 100;
+	e->o = (struct vopts){.dir = e->dir, .state = e->state, .mode = VM_RAW, .bsize = 4096, .ranges = 4,
+			      .nblocks = 256, .groups = e->G, .direct = false, .log_size = 1 << 20,
+			      .seed = 3, .quiet = true};
+	e->fd = -1;
+	if (v_write(&e->o) != EX_OK) {
+		report(false, "clean --raw run for the edits", "the write run failed");
+		return false;
 	}
-	v_group_blocks(h, G, gA);
-	v_group_blocks(h, G + 1, gN);
-	uint64_t X = gA[0], prev = 0;
-	for (uint64_t g = G - 1; g >= 1 && !prev; g--) {
+	int rc;
+	quiet_check(&e->o, &e->r0, &rc);
+	const struct vstate_hdr *h = e->h = &e->r0.hdr;
+	e->B = h->bsize;
+	e->size = h->nblocks * e->B;
+	e->pristine = malloc(e->size);
+	e->blk = malloc(e->B);
+	e->blk2 = malloc(e->B);
+	e->fd = open(e->data, O_RDWR | O_CLOEXEC);
+	if (!e->pristine || !e->blk || !e->blk2 || e->fd < 0 ||
+	    pread(e->fd, e->pristine, e->size, 0) != (ssize_t)e->size) {
+		report(false, "edits", "cannot read %s", e->data);
+		return false;
+	}
+	uint64_t gA[V_MAX_RANGES], tmp[V_MAX_RANGES];
+	v_group_blocks(h, e->G, gA);
+	v_group_blocks(h, e->G + 1, e->gN);
+	e->X = gA[0];
+	e->prev = 0;
+	for (uint64_t g = e->G - 1; g >= 1 && !e->prev; g--) {
 		v_group_blocks(h, g, tmp);
 		for (unsigned i = 0; i < h->ranges; i++)
-			if (tmp[i] == X)
-				prev = g;
+			if (tmp[i] == e->X)
+				e->prev = g;
 	}
-#define RESTORE() (void)!pwrite(fd, pristine, size, 0)
-#define PUT(idx, buf) (void)!pwrite(fd, buf, B, (off_t)((idx) * B))
+	return true;
+}
 
-	struct expect e = {"no damage", EX_OK, 0, 0, 0, 0, UINT64_MAX};
-	RESTORE();
-	check_expect(&o, &e, G);
+/* Block X of the last acknowledged group: torn, reverted (lost). */
+static void edit_torn_lost(struct edit_run *e)
+{
+	const uint32_t B = (uint32_t)e->B;
+	restore(e);
+	v_stamp(e->blk, B, e->h->run_id, e->X, e->G);
+	v_stamp(e->blk2, B, e->h->run_id, e->X, e->prev);
+	memcpy(e->blk + B / 2, e->blk2 + B / 2, B / 2);
+	put(e, e->X, e->blk);
+	struct expect x = {"torn block (first half new, second half old)", EX_FOUND, 1, 0, 0, 0, UINT64_MAX};
+	check_expect(&e->o, &x, e->G);
 
-	RESTORE();
-	v_stamp(blk, (uint32_t)B, h->run_id, X, G);
-	v_stamp(blk2, (uint32_t)B, h->run_id, X, prev);
-	memcpy(blk + B / 2, blk2 + B / 2, B / 2);
-	PUT(X, blk);
-	e = (struct expect){"torn block (first half new, second half old)", EX_FOUND, 1, 0, 0, 0, UINT64_MAX};
-	check_expect(&o, &e, G);
+	restore(e);
+	v_stamp(e->blk, B, e->h->run_id, e->X, e->prev);
+	put(e, e->X, e->blk);
+	x = (struct expect){"lost acknowledged write (block reverted)", EX_FOUND, 0, 1, 0, 1, UINT64_MAX};
+	check_expect(&e->o, &x, e->G);
+}
 
-	RESTORE();
-	v_stamp(blk, (uint32_t)B, h->run_id, X, prev);
-	PUT(X, blk);
-	e = (struct expect){"lost acknowledged write (block reverted)", EX_FOUND, 0, 1, 0, 1, UINT64_MAX};
-	check_expect(&o, &e, G);
-
-	RESTORE();
-	for (unsigned i = 0; i < h->ranges; i++) {
-		v_stamp(blk, (uint32_t)B, h->run_id, gN[i], G + 1);
-		PUT(gN[i], blk);
+/* The group in flight (G + 1) applied whole, then in part. */
+static void edit_inflight(struct edit_run *e)
+{
+	const uint32_t B = (uint32_t)e->B;
+	restore(e);
+	for (unsigned i = 0; i < e->h->ranges; i++) {
+		v_stamp(e->blk, B, e->h->run_id, e->gN[i], e->G + 1);
+		put(e, e->gN[i], e->blk);
 	}
-	e = (struct expect){"in-flight group applied whole", EX_OK, 0, 0, 0, 0, h->ranges};
-	check_expect(&o, &e, G);
+	struct expect x = {"in-flight group applied whole", EX_OK, 0, 0, 0, 0, e->h->ranges};
+	check_expect(&e->o, &x, e->G);
 
-	RESTORE();
-	v_stamp(blk, (uint32_t)B, h->run_id, gN[0], G + 1);
-	PUT(gN[0], blk);
-	e = (struct expect){"in-flight group half-applied", EX_FOUND, 0, 0, 0, 1, 1};
-	check_expect(&o, &e, G);
+	restore(e);
+	v_stamp(e->blk, B, e->h->run_id, e->gN[0], e->G + 1);
+	put(e, e->gN[0], e->blk);
+	x = (struct expect){"in-flight group half-applied", EX_FOUND, 0, 0, 0, 1, 1};
+	check_expect(&e->o, &x, e->G);
+}
 
-	RESTORE();
-	uint64_t Y = (X + 1) % h->nblocks;
-	PUT(X, pristine + Y * B);
-	e = (struct expect){"misdirected write (another block's data)", EX_FOUND, 0, 0, 1, 0, UINT64_MAX};
-	check_expect(&o, &e, G);
+/* Block X holding another block's data, then zeros. */
+static void edit_corrupt(struct edit_run *e)
+{
+	restore(e);
+	uint64_t Y = (e->X + 1) % e->h->nblocks;
+	put(e, e->X, e->pristine + Y * e->B);
+	struct expect x = {"misdirected write (another block's data)", EX_FOUND, 0, 0, 1, 0, UINT64_MAX};
+	check_expect(&e->o, &x, e->G);
 
-	RESTORE();
-	memset(blk, 0, B);
-	PUT(X, blk);
-	e = (struct expect){"zeroed block", EX_FOUND, 0, 0, 1, 0, UINT64_MAX};
-	check_expect(&o, &e, G);
+	restore(e);
+	memset(e->blk, 0, e->B);
+	put(e, e->X, e->blk);
+	x = (struct expect){"zeroed block", EX_FOUND, 0, 0, 1, 0, UINT64_MAX};
+	check_expect(&e->o, &x, e->G);
+}
 
-	RESTORE();
-	int sfd = open(state, O_WRONLY | O_APPEND | O_CLOEXEC);
-	off_t ssz = file_size(state);
+/* Half a record appended to the state file: ignored, as a torn tail. */
+static void edit_state_tail(struct edit_run *e)
+{
+	restore(e);
+	int sfd = open(e->state, O_WRONLY | O_APPEND | O_CLOEXEC);
+	off_t ssz = file_size(e->state);
 	if (sfd >= 0) {
 		(void)!write(sfd, "\x65\x00\x00\x00\x00\x00\x00\x00\x42", 9); /* half of record 101 */
 		close(sfd);
 	}
-	e = (struct expect){"torn last record of the state file", EX_OK, 0, 0, 0, 0, UINT64_MAX};
-	check_expect(&o, &e, G);
+	struct expect x = {"torn last record of the state file", EX_OK, 0, 0, 0, 0, UINT64_MAX};
+	check_expect(&e->o, &x, e->G);
 	if (ssz >= 0)
-		(void)!truncate(state, ssz);
-#undef RESTORE
-#undef PUT
-out:
-	if (fd >= 0)
-		close(fd);
-	free(pristine);
-	free(blk);
-	free(blk2);
+		(void)!truncate(e->state, ssz);
+}
+
+static void edits(const char *base)
+{
+	static struct edit_run run;
+	struct edit_run *e = &run;
+	if (edit_setup(e, base)) {
+		struct expect x = {"no damage", EX_OK, 0, 0, 0, 0, UINT64_MAX};
+		restore(e);
+		check_expect(&e->o, &x, e->G);
+		edit_torn_lost(e);
+		edit_inflight(e);
+		edit_corrupt(e);
+		edit_state_tail(e);
+	}
+	if (e->fd >= 0)
+		close(e->fd);
+	free(e->pristine);
+	free(e->blk);
+	free(e->blk2);
 }
 
 int v_selftest(int argc, char **argv)
