@@ -13,7 +13,7 @@ DEMO="gcc make libc6-dev libxxhash-dev liblz4-dev liburing-dev"
 CHECK="$DEMO"
 # the atomio command's tests: jq reads its JSON; xfsprogs makes the XFS loop image
 CHECK="$CHECK jq xfsprogs"
-# the SQLite VFS and its tests (sqlite3: the shell the README's line uses)
+# the SQLite VFS and its tests (sqlite3: the shell docs/SQLITE.md's first command uses)
 CHECK="$CHECK sqlite3 libsqlite3-dev"
 # make bench-compress (built by `make`): zstd, to compare
 CHECK="$CHECK libzstd-dev"
