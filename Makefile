@@ -39,6 +39,8 @@ TEST_NAMES := $(patsubst test/%.c,%,$(TEST_SRCS))
 TEST_BINS := $(addprefix $(BUILD)/test/,$(TEST_NAMES))
 SAN_TEST_BINS := $(addprefix $(BUILD)/san/test/,$(TEST_NAMES))
 TEST_SUPPORT := $(wildcard test/support/*.c)
+TEST_SUPPORT_LIB := $(BUILD)/test/libsupport.a
+SAN_TEST_SUPPORT_LIB := $(BUILD)/san/test/libsupport.a
 TEST_HDRS := $(wildcard test/*.h test/support/*.h)
 
 TEST_SCRIPTS := $(wildcard test/t_*.sh)
@@ -97,10 +99,24 @@ PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 $(BUILD) $(BUILD)/obj $(BUILD)/san/obj $(BUILD)/test $(BUILD)/san/test:
 	mkdir -p $@
 
-$(BUILD)/test/%: test/%.c $(TEST_SUPPORT) $(TEST_HDRS) $(BUILD)/libatomio.a | $(BUILD)/test
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT) $(BUILD)/libatomio.a $(LIBS)
-$(BUILD)/san/test/%: test/%.c $(TEST_SUPPORT) $(TEST_HDRS) $(BUILD)/san/libatomio.a | $(BUILD)/san/test
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/san/libatomio.a $(LIBS)
+# The tests' support code (test/support: the crash simulator, the fault
+# backend, ...) is compiled once per build into an archive, not into every
+# test program.
+$(BUILD)/test/support $(BUILD)/san/test/support:
+	mkdir -p $@
+$(BUILD)/test/support/%.o: test/support/%.c $(TEST_HDRS) $(wildcard src/*.h) include/atomio.h | $(BUILD)/test/support
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) -DATOMIO_DEBUG -c -o $@ $<
+$(BUILD)/san/test/support/%.o: test/support/%.c $(TEST_HDRS) $(wildcard src/*.h) include/atomio.h | $(BUILD)/san/test/support
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(SAN_FLAGS) -c -o $@ $<
+$(TEST_SUPPORT_LIB): $(patsubst test/support/%.c,$(BUILD)/test/support/%.o,$(TEST_SUPPORT))
+	rm -f $@ && ar rcs $@ $^
+$(SAN_TEST_SUPPORT_LIB): $(patsubst test/support/%.c,$(BUILD)/san/test/support/%.o,$(TEST_SUPPORT))
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/test/%: test/%.c $(TEST_SUPPORT_LIB) $(TEST_HDRS) $(BUILD)/libatomio.a | $(BUILD)/test
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT_LIB) $(BUILD)/libatomio.a $(LIBS)
+$(BUILD)/san/test/%: test/%.c $(SAN_TEST_SUPPORT_LIB) $(TEST_HDRS) $(BUILD)/san/libatomio.a | $(BUILD)/san/test
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(SAN_TEST_SUPPORT_LIB) $(BUILD)/san/libatomio.a $(LIBS)
 
 $(BUILD)/demo: examples/demo.c $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
