@@ -1,12 +1,21 @@
-#!/bin/sh
-# Run each test program with a timeout; print one line per test and, last,
-# "N passed, N failed" (skips are counted apart).  Exit 1 if any failed.
-# Environment: TEST_TIMEOUT (seconds, default 300; a "timeout: N" comment
-# line at the top of a test's script or source raises it for that test),
+#!/bin/bash
+# Run each test program with a timeout; print one line per test as it ends
+# and, last, "N passed, N failed" (skips are counted apart).  Exit 1 if any
+# failed.
+# Environment: TEST_JOBS (tests run at once, default 2: the suite is mostly
+# one CPU-bound process per test, and the machines it runs on have two
+# cores), TEST_TIMEOUT (seconds, default 300; a "timeout: N" comment line at
+# the top of a test's script or source raises it for that test),
 # TEST_LOGDIR (default build/test-logs), ATOMIO_SEED (the seed of every
 # randomized test; each one's default is 1): printed first and next to last,
 # so that a run's output says which cases it ran.
+# Tests that ask for more time start first, longest first, so that the
+# longest do not end the run alone; the rest keep their order.  Every test
+# makes its own temporary directory, so two may run side by side (the
+# tests' time bounds are liveness bounds of many seconds, not speed goals).
+set -u
 timeout_s=${TEST_TIMEOUT:-300}
+jobs=${TEST_JOBS:-2}
 logdir=${TEST_LOGDIR:-build/test-logs}
 mkdir -p "$logdir"
 if [ -n "${ATOMIO_SEED:-}" ]; then
@@ -15,35 +24,82 @@ else
 	seed="seed 1 (the default; ATOMIO_SEED=N for another; each randomized test prints it)"
 fi
 echo "$seed"
-pass=0; fail=0; skip=0; failed=""
-for t in "$@"; do
-	name=$(echo "$t" | sed 's|^build/||; s|/|-|g')
-	log="$logdir/$name.log"
-	# A test may ask for more time with a "timeout: N" comment line in the
-	# first lines of its script or C source (test/t_x.c, test/sqlite/t_x.c
-	# for build/.../t_x): one that does a fixed amount of work, which a
-	# loaded machine does slowly.
-	t_s=$timeout_s
+
+# A test may ask for more time with a "timeout: N" comment line in the
+# first lines of its script or C source (test/t_x.c, test/sqlite/t_x.c,
+# test/procs/t_x.c for build/.../t_x): one that does a fixed amount of work,
+# which a loaded machine does slowly.
+test_timeout() {
+	local t=$1 t_s=$timeout_s srcs f n b
 	case $t in
 	*.sh) srcs=$t ;;
-	*) b=$(basename "$t"); srcs="test/$b.c test/sqlite/$b.c" ;;
+	*) b=$(basename "$t"); srcs="test/$b.c test/sqlite/$b.c test/procs/$b.c" ;;
 	esac
 	for f in $srcs; do
 		[ -f "$f" ] || continue
-		n=$(head -n 30 "$f" | sed -n 's/^[#/ *]*timeout: \([0-9][0-9]*\)$/\1/p' | head -n 1)
+		n=$(head -n 30 "$f" | sed -n 's/^[#/ *]*timeout: \([0-9][0-9]*\)\( \*\/\)\{0,1\}$/\1/p' | head -n 1)
 		[ -n "$n" ] && [ "$n" -gt "$t_s" ] && t_s=$n
 	done
+	echo "$t_s"
+}
+
+# One test: its report (a line, and the log's tail if it failed) printed in
+# one write, its verdict left in $res/N for the summary.
+res=$(mktemp -d "${TMPDIR:-/tmp}/atomio-run.XXXXXX")
+trap 'rm -rf "$res"' EXIT
+run_one() {
+	local i=$1 t=$2 t_s=$3 name log start rc secs out verdict
+	name=$(echo "$t" | sed 's|^build/||; s|/|-|g')
+	log="$logdir/$name.log"
 	start=$(date +%s.%N)
 	timeout -k 10 "$t_s" "$t" >"$log" 2>&1
 	rc=$?
 	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	case $rc in
-	0) pass=$((pass + 1)); printf 'PASS %-40s %6ss\n' "$t" "$secs" ;;
-	77) skip=$((skip + 1)); printf 'SKIP %-40s %6ss  %s\n' "$t" "$secs" "$(grep -m1 SKIP "$log")" ;;
-	124|137) fail=$((fail + 1)); failed="$failed $t"; printf 'FAIL %-40s %6ss  (timeout after %ss)\n' "$t" "$secs" "$t_s"; tail -n 20 "$log" | sed 's/^/    /' ;;
-	*) fail=$((fail + 1)); failed="$failed $t"; printf 'FAIL %-40s %6ss  (exit %s)\n' "$t" "$secs" "$rc"; tail -n 20 "$log" | sed 's/^/    /' ;;
+	0) verdict=pass; out=$(printf 'PASS %-40s %6ss' "$t" "$secs") ;;
+	77) verdict=skip; out=$(printf 'SKIP %-40s %6ss  %s' "$t" "$secs" "$(grep -m1 SKIP "$log")") ;;
+	124|137) verdict=fail; out=$(printf 'FAIL %-40s %6ss  (timeout after %ss)\n%s' "$t" "$secs" "$t_s" \
+		"$(tail -n 20 "$log" | sed 's/^/    /')") ;;
+	*) verdict=fail; out=$(printf 'FAIL %-40s %6ss  (exit %s)\n%s' "$t" "$secs" "$rc" \
+		"$(tail -n 20 "$log" | sed 's/^/    /')") ;;
+	esac
+	printf '%s\n' "$out"
+	printf '%s %s\n' "$verdict" "$t" >"$res/$i"
+}
+
+# The order: tests with a timeout above the default first, longest first.
+i=0
+list=$(for t in "$@"; do
+	i=$((i + 1))
+	t_s=$(test_timeout "$t")
+	k=0; [ "$t_s" -gt "$timeout_s" ] && k=$t_s
+	printf '%s %s %s %s\n' "$k" "$i" "$t_s" "$t"
+done | sort -k1,1nr -k2,2n)
+
+running=0
+while read -r _ i t_s t; do
+	if [ "$running" -ge "$jobs" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+	run_one "$i" "$t" "$t_s" </dev/null &
+	running=$((running + 1))
+done <<EOF
+$list
+EOF
+wait
+
+pass=0; fail=0; skip=0; failed=""
+for f in "$res"/*; do
+	[ -f "$f" ] || continue
+	read -r verdict t <"$f"
+	case $verdict in
+	pass) pass=$((pass + 1)) ;;
+	skip) skip=$((skip + 1)) ;;
+	*) fail=$((fail + 1)); failed="$failed $t" ;;
 	esac
 done
+[ $((pass + skip + fail)) -eq $# ] || { fail=$((fail + $# - pass - skip - fail)); failed="$failed (tests that left no verdict)"; }
 [ -n "$failed" ] && echo "failed:$failed"
 [ "$skip" -gt 0 ] && echo "$skip skipped"
 echo "$seed"
