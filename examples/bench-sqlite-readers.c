@@ -35,57 +35,12 @@
 #include <unistd.h>
 
 #include "atomio_sqlite.h"
+#include "bench_sqlite.h"
 
 #define NMODES 4
 static const char *mode_name[NMODES] = {"atomio (no pragma)", "atomio + WAL", "unix WAL", "unix default"};
 static const char *mode_vfs[NMODES] = {"atomio", "atomio", NULL, NULL};
 static const char *mode_journal[NMODES] = {NULL, "WAL", "WAL", NULL};
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void die(sqlite3 *db, const char *what)
-{
-	fprintf(stderr, "bench-sqlite-readers: %s: %s\n", what, db ? sqlite3_errmsg(db) : "");
-	exit(1);
-}
-
-static void exec(sqlite3 *db, const char *sql)
-{
-	char *err = NULL;
-	if (sqlite3_exec(db, sql, 0, 0, &err) != SQLITE_OK) {
-		fprintf(stderr, "bench-sqlite-readers: %s: %s\n", sql, err);
-		exit(1);
-	}
-}
-
-static sqlite3 *open_db(const char *path, int m)
-{
-	sqlite3 *db = NULL;
-	char uri[4400];
-	snprintf(uri, sizeof(uri), "file:%s", path);
-	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, mode_vfs[m]) !=
-	    SQLITE_OK)
-		die(db, path);
-	sqlite3_busy_timeout(db, 5000);
-	if (mode_journal[m]) {
-		char sql[64];
-		snprintf(sql, sizeof(sql), "PRAGMA journal_mode=%s", mode_journal[m]);
-		exec(db, sql);
-	}
-	exec(db, "PRAGMA synchronous=FULL");
-	return db;
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return *s >> 33;
-}
 
 /* Counters in shared memory: per process, transactions done. */
 struct shared {
@@ -95,10 +50,8 @@ struct shared {
 
 static void writer_loop(const char *path, int m, int rows, struct shared *sh, int slot)
 {
-	sqlite3 *db = open_db(path, m);
-	sqlite3_stmt *up;
-	if (sqlite3_prepare_v2(db, "UPDATE t SET v = v + 1 WHERE id = ?", -1, &up, NULL) != SQLITE_OK)
-		die(db, "prepare");
+	sqlite3 *db = open_db(path, mode_vfs[m], mode_journal[m], 5000);
+	sqlite3_stmt *up = prepare(db, "UPDATE t SET v = v + 1 WHERE id = ?");
 	uint64_t seed = 42 + (uint64_t)slot;
 	while (!sh->go)
 		usleep(100);
@@ -120,10 +73,8 @@ static void writer_loop(const char *path, int m, int rows, struct shared *sh, in
 
 static void reader_loop(const char *path, int m, int rows, struct shared *sh, int slot)
 {
-	sqlite3 *db = open_db(path, m);
-	sqlite3_stmt *sel;
-	if (sqlite3_prepare_v2(db, "SELECT v, pad FROM t WHERE id = ?", -1, &sel, NULL) != SQLITE_OK)
-		die(db, "prepare");
+	sqlite3 *db = open_db(path, mode_vfs[m], mode_journal[m], 5000);
+	sqlite3_stmt *sel = prepare(db, "SELECT v, pad FROM t WHERE id = ?");
 	uint64_t seed = 1000 + (uint64_t)slot;
 	while (!sh->go)
 		usleep(100);
@@ -193,32 +144,6 @@ static void window(const char *path, int m, int rows, int readers, double secs, 
 	munmap(sh, sizeof(*sh));
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-	double t[64];
-	memcpy(t, v, sizeof(double) * (size_t)n);
-	qsort(t, (size_t)n, sizeof(double), cmp_d);
-	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
-
-static double load(void)
-{
-	double l = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-	if (f) {
-		if (fscanf(f, "%lf", &l) != 1)
-			l = -1;
-		fclose(f);
-	}
-	return l;
-}
-
 int main(int argc, char **argv)
 {
 	const char *dir = "/var/tmp", *modes = "0123";
@@ -259,14 +184,8 @@ int main(int argc, char **argv)
 	for (int k = 0; k < nuse; k++) {
 		int m = use[k];
 		snprintf(path[m], sizeof(path[m]), "%s/m%d.db", wd, m);
-		sqlite3 *db = open_db(path[m], m);
-		char sql[512];
-		exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER NOT NULL, pad BLOB)");
-		snprintf(sql, sizeof(sql),
-			 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<%d) "
-			 "INSERT INTO t SELECT i, 0, randomblob(100) FROM c",
-			 rows);
-		exec(db, sql);
+		sqlite3 *db = open_db(path[m], mode_vfs[m], mode_journal[m], 5000);
+		fill_table(db, rows);
 		sqlite3_close(db);
 	}
 	printf("bench-sqlite-readers: SQLite %s, %d rows, a writer of 8-row update transactions "

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "atomio_sqlite.h"
+#include "bench_sqlite.h"
 
 /* Mode 3 (-F): atomio logging whole pages instead of their changed bytes. */
 #define MAXMODES 4
@@ -42,28 +43,6 @@ static int NMODES = 3;
 static const char *mode_name[MAXMODES] = {"atomio (MEMORY)", "WAL", "DELETE", "atomio full pages"};
 static const char *mode_file[MAXMODES] = {"bench-atomio.db", "bench-wal.db", "bench-delete.db",
 					  "bench-atomio-full.db"};
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void die(sqlite3 *db, const char *what)
-{
-	fprintf(stderr, "bench-sqlite: %s: %s\n", what, db ? sqlite3_errmsg(db) : "");
-	exit(1);
-}
-
-static void exec(sqlite3 *db, const char *sql)
-{
-	char *err = NULL;
-	if (sqlite3_exec(db, sql, 0, 0, &err) != SQLITE_OK) {
-		fprintf(stderr, "bench-sqlite: %s: %s\n", sql, err);
-		exit(1);
-	}
-}
 
 static char g_stat_path[128];
 
@@ -93,20 +72,6 @@ static uint64_t proc_bytes(void)
 	return v;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	double t[64];
-	memcpy(t, v, sizeof(double) * (size_t)n);
-	qsort(t, (size_t)n, sizeof(double), cmp_d);
-	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
-
 static sqlite3 *open_mode(const char *dir, int m, int rows)
 {
 	char path[4200], uri[4400];
@@ -123,13 +88,7 @@ static sqlite3 *open_mode(const char *dir, int m, int rows)
 							   : "PRAGMA journal_mode=DELETE");
 	exec(db, "PRAGMA synchronous=FULL");
 	if (fresh) {
-		char sql[512];
-		exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER NOT NULL, pad BLOB)");
-		snprintf(sql, sizeof(sql),
-			 "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<%d) "
-			 "INSERT INTO t SELECT i, 0, randomblob(100) FROM c",
-			 rows);
-		exec(db, sql);
+		fill_table(db, rows);
 	}
 	return db;
 }
@@ -141,9 +100,7 @@ struct result {
 
 static struct result run(sqlite3 *db, int dbfd, double secs, int rows, uint64_t *seed)
 {
-	sqlite3_stmt *up;
-	if (sqlite3_prepare_v2(db, "UPDATE t SET v = v + 1 WHERE id = ?", -1, &up, NULL) != SQLITE_OK)
-		die(db, "prepare");
+	sqlite3_stmt *up = prepare(db, "UPDATE t SET v = v + 1 WHERE id = ?");
 	syncfs(dbfd);
 	uint64_t d0 = dev_bytes(), p0 = proc_bytes();
 	double t0 = now(), t1;
@@ -151,8 +108,7 @@ static struct result run(sqlite3 *db, int dbfd, double secs, int rows, uint64_t 
 	do {
 		exec(db, "BEGIN");
 		for (int j = 0; j < 8; j++) {
-			*seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-			sqlite3_bind_int(up, 1, (int)((*seed >> 33) % (uint64_t)rows) + 1);
+			sqlite3_bind_int(up, 1, (int)(rnd(seed) % (uint64_t)rows) + 1);
 			if (sqlite3_step(up) != SQLITE_DONE)
 				die(db, "update");
 			sqlite3_reset(up);

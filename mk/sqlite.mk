@@ -90,7 +90,7 @@ $(BUILD)/mutants/t_sqlite_sim-%: test/sqlite/t_sqlite_sim.c $(SQ_TEST_HDRS) $(TE
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(TEST_SUPPORT_LIB) $(BUILD)/mutants/sqlite-vfs-$*.o $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 .PRECIOUS: $(BUILD)/mutants/sqlite-vfs-%.c $(BUILD)/mutants/sqlite-vfs-%.o
 
-$(BUILD)/bench-sqlite: examples/bench-sqlite.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+$(BUILD)/bench-sqlite: examples/bench-sqlite.c examples/bench_sqlite.h $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 
 .PHONY: bench-sqlite
@@ -101,7 +101,7 @@ bench-sqlite: deps
 # Readers beside a writer, each in a process of its own, in WAL and in the
 # VFS's default mode (BENCH_READERS_ARGS="-r 4 -s 5"; not part of check).
 ALL_EXTRA += $(BUILD)/bench-sqlite-readers
-$(BUILD)/bench-sqlite-readers: examples/bench-sqlite-readers.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+$(BUILD)/bench-sqlite-readers: examples/bench-sqlite-readers.c examples/bench_sqlite.h $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 .PHONY: bench-sqlite-readers
 bench-sqlite-readers: deps
@@ -109,7 +109,7 @@ bench-sqlite-readers: deps
 	$(BUILD)/bench-sqlite-readers $(BENCH_READERS_ARGS)
 
 ALL_EXTRA += $(BUILD)/bench-sqlite-writers
-$(BUILD)/bench-sqlite-writers: examples/bench-sqlite-writers.c $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
+$(BUILD)/bench-sqlite-writers: examples/bench-sqlite-writers.c examples/bench_sqlite.h $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 .PHONY: bench-sqlite-writers
 bench-sqlite-writers: deps
