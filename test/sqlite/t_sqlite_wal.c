@@ -238,6 +238,31 @@ static void switch_leaves_no_group(void)
 	       "process, the switcher killed: the rows are the WAL writer's\n");
 }
 
+/* A child process that opens the database through the VFS beside a WAL
+ * reader and reads the counter: it exits 0 when it could, else 1 with
+ * SQLite's message, which names the case. */
+static pid_t fork_second_reader(const char *step)
+{
+	pid_t second = fork();
+	CHECK(second >= 0);
+	if (second == 0) {
+		sqlite3 *x = sq_open_vfs(g_path, "atomio", 0);
+		sqlite3_busy_timeout(x, 3000);
+		sqlite3_stmt *s;
+		int rc = sqlite3_prepare_v2(x, "SELECT n FROM ctr", -1, &s, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_step(s);
+		if (rc != SQLITE_ROW) {
+			fprintf(stderr, "%s. a second process beside a WAL reader: %s\n", step, sqlite3_errmsg(x));
+			_exit(1);
+		}
+		sqlite3_finalize(s);
+		sqlite3_close(x);
+		_exit(0);
+	}
+	return second;
+}
+
 /* --- 3 ------------------------------------------------------------------------- */
 
 static void unix_switched(void)
@@ -271,23 +296,7 @@ static void unix_switched(void)
 	close(q[0]);
 	char c;
 	CHECK_EQ(read(p[0], &c, 1), 1);
-	pid_t second = fork();
-	CHECK(second >= 0);
-	if (second == 0) {
-		sqlite3 *x = sq_open_vfs(g_path, "atomio", 0);
-		sqlite3_busy_timeout(x, 3000);
-		sqlite3_stmt *s;
-		int rc = sqlite3_prepare_v2(x, "SELECT n FROM ctr", -1, &s, NULL);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_step(s);
-		if (rc != SQLITE_ROW) {
-			fprintf(stderr, "3. a second process beside a WAL reader: %s\n", sqlite3_errmsg(x));
-			_exit(1);
-		}
-		sqlite3_finalize(s);
-		sqlite3_close(x);
-		_exit(0);
-	}
+	pid_t second = fork_second_reader("3");
 	wait_ok(second, "the second process");
 	CHECK_EQ(write(q[1], "d", 1), 1);
 	wait_ok(first, "the first process");
@@ -564,23 +573,7 @@ static void switch_pair(void)
 	CHECK_EQ(read(r[0], &c, 1), 1);
 	CHECK_EQ(write(q[1], "c", 1), 1); /* the switcher closes */
 	wait_ok(a, "the switcher");
-	pid_t second = fork();
-	CHECK(second >= 0);
-	if (second == 0) {
-		sqlite3 *x = sq_open_vfs(g_path, "atomio", 0);
-		sqlite3_busy_timeout(x, 3000);
-		sqlite3_stmt *s1;
-		int rc = sqlite3_prepare_v2(x, "SELECT n FROM ctr", -1, &s1, NULL);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_step(s1);
-		if (rc != SQLITE_ROW) {
-			fprintf(stderr, "7. a second process beside a WAL reader: %s\n", sqlite3_errmsg(x));
-			_exit(1);
-		}
-		sqlite3_finalize(s1);
-		sqlite3_close(x);
-		_exit(0);
-	}
+	pid_t second = fork_second_reader("7");
 	int st;
 	CHECK_EQ(waitpid(second, &st, 0), second);
 	CHECK_OK(kill(reader, SIGKILL));
