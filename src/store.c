@@ -179,7 +179,13 @@ static int shared_open(atomio *st, const struct atomio_options *opts, uint64_t c
 	 * is gone, wait up to 250 ms for their locks to go too.  (A sleep is
 	 * no I/O: it does not go through the ops table.) */
 	for (int i = 0; r == -EAGAIN && i < 50; i++) {
+		/* a look, not the join: its complaints are not the caller's
+		 * (the superblock read before LK_INIT may be a recovery old,
+		 * which join_open reads again) */
+		char *eb = st->errbuf;
+		st->errbuf = NULL;
 		bool gone = shm_join(st) == 0 && shm_all_gone(st);
+		st->errbuf = eb;
 		shm_unmap_state(st);
 		st->sbp = &st->sb_local; /* shm_join pointed it at the state */
 		if (!gone)
@@ -310,6 +316,23 @@ fail:
 	return r;
 }
 
+/* The checkpoint of the last closer: every group home and durable, the log
+ * emptied.  A failed store is left for recovery: checkpointing it could
+ * declare durable what a failed fsync dropped.  Say so. */
+static int close_checkpoint(atomio *st)
+{
+	int r = role_acquire(st);
+	if (r == 0) {
+		int failed = st_failed(st);
+		if (failed)
+			st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
+				   "reopening it recovers", st->log_path, atomio_strerror(failed));
+		r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
+		role_release(st);
+	}
+	return r;
+}
+
 /* Close a shared store: this process leaves; the last one to leave
  * checkpoints the whole log, as a store of one process does at close. */
 static int shared_close(atomio *st)
@@ -322,15 +345,7 @@ static int shared_close(atomio *st)
 	int r = sys_ofd_lock(st->log_fd, SYS_LK_WAIT, F_WRLCK, LK_INIT, 1);
 	bool last = r == 0 && sys_ofd_lock(st->log_fd, SYS_LK_TEST, F_WRLCK, LK_DMS, 1) == 0;
 	if (last) {
-		r = role_acquire(st);
-		if (r == 0) {
-			int failed = st_failed(st);
-			if (failed)
-				st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
-					   "reopening it recovers", st->log_path, atomio_strerror(failed));
-			r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
-			role_release(st);
-		}
+		r = close_checkpoint(st);
 		/* Nothing of this state is used again: the next process to open
 		 * the store builds its own after recovery, in a file of its own
 		 * (none can have this one open: they open it holding LK_INIT). */
@@ -355,22 +370,10 @@ int atomio_close(atomio *st)
 	async_stop(st);
 	checkpoint_stop(st);
 	int r;
-	if (!st->exclusive) {
+	if (!st->exclusive)
 		r = shared_close(st);
-	} else {
-		r = role_acquire(st);
-		if (r == 0) {
-			int failed = st_failed(st);
-			/* A failed store is left for recovery: checkpointing it
-			 * could declare durable what a failed fsync dropped.  Say
-			 * so. */
-			if (failed)
-				st_err(st, "%s: closed without a checkpoint: the store had failed (%s); "
-					   "reopening it recovers", st->log_path, atomio_strerror(failed));
-			r = failed ? ATOMIO_EFAILED : checkpoint_full_role(st);
-			role_release(st);
-		}
-	}
+	else
+		r = close_checkpoint(st);
 	st_free(st); /* closing the log drops LK_INIT, LK_DMS and the slot's byte */
 	return r;
 }
