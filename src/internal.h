@@ -391,6 +391,9 @@ char *dir_of(const char *path);
 /* *(T **)arr grown to twice *cap entries of elem bytes (64 at first):
  * 0, or -ENOMEM with the array as it was. */
 int array_grow(void *arr, size_t *cap, size_t elem);
+/* The bytes of iov[0..iovcnt) in *total: 0, or -EINVAL for a count out of
+ * 0..IOV_MAX, a NULL array or base with bytes, or a total past SSIZE_MAX. */
+int iov_total(const struct iovec *iov, int iovcnt, size_t *total);
 /* Open what fd refers to again, through /proc/self/fd (the same inode even if
  * its path was swapped meanwhile): the new fd, -ENOENT without /proc, or
  * another negative errno. */

@@ -40,19 +40,14 @@ static ssize_t direct_read(int fd, uint32_t align, void *buf, size_t len, off_t 
  * device by then: read with O_DIRECT. */
 ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off)
 {
-	if (!st || off < 0 || iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+	size_t total;
+	if (!st || off < 0 || iov_total(iov, iovcnt, &total) < 0)
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
 	struct afile *f = file_app(st, file);
 	if (!f)
 		return -EINVAL;
-	size_t total = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		if ((iov[i].iov_len && !iov[i].iov_base) || iov[i].iov_len > SSIZE_MAX - total)
-			return -EINVAL;
-		total += iov[i].iov_len;
-	}
 	int fd = __atomic_load_n(&f->hfd, __ATOMIC_ACQUIRE);
 	bool direct = f->direct && (fd == f->fd || fd < 0);
 	if (fd < 0)

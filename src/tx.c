@@ -221,22 +221,6 @@ static int tx_add(atomio_tx *tx, struct afile *f, const struct iovec *iov, int i
 	return 0;
 }
 
-static int iov_total(const struct iovec *iov, int iovcnt, size_t *total)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
-		return -EINVAL;
-	size_t t = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len && !iov[i].iov_base)
-			return -EINVAL;
-		if (iov[i].iov_len > SSIZE_MAX - t)
-			return -EINVAL;
-		t += iov[i].iov_len;
-	}
-	*total = t;
-	return 0;
-}
-
 /* --- public ------------------------------------------------------------------- */
 
 int atomio_tx_begin(atomio *st, atomio_tx **out)

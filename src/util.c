@@ -12,7 +12,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 
 #include "internal.h"
 
@@ -258,3 +260,19 @@ void dbg_nodrop_leave(int *scope)
 }
 
 bool dbg_nodrop(void) { return dbg_depth != 0; }
+
+int iov_total(const struct iovec *iov, int iovcnt, size_t *total)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
+		return -EINVAL;
+	size_t t = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EINVAL;
+		if (iov[i].iov_len > SSIZE_MAX - t)
+			return -EINVAL;
+		t += iov[i].iov_len;
+	}
+	*total = t;
+	return 0;
+}
