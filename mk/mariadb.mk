@@ -1,5 +1,5 @@
 # MariaDB without its doublewrite buffer (issue 16): mariadb/.  Not part of
-# check; its packages are apart too (mariadb/deps.sh: mariadb-server, sysbench).
+# check; its packages are apart too (scripts/deps.sh mariadb: mariadb-server, sysbench).
 #   make check-mariadb       short: a few cuts and kills per mode, one bench round
 #   make mariadb-crash       MARIADB_MODE=atomio CUTS=200 KILLS=100 (or dw, nodw)
 #   make mariadb-bench       PAIRS=3 SECS=30: TPS and device bytes per transaction
@@ -15,7 +15,7 @@ MARIADB_MODES = dw nodw $(if $(wildcard $(PRELOAD)),atomio)
 
 .PHONY: mariadb-deps check-mariadb mariadb-crash mariadb-bench
 mariadb-deps: deps
-	mariadb/deps.sh
+	sh scripts/deps.sh mariadb
 
 # dw and atomio must pass every round; nodw is expected to fail rounds (torn
 # pages): its count is reported, not judged.

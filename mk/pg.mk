@@ -1,6 +1,6 @@
 # PostgreSQL without full-page writes: pg/ (docs/POSTGRESQL.md).  Not part of
 # check (a round takes a minute or more on 2 busy cores, and PostgreSQL is not
-# among check's packages: pg/deps.sh installs postgresql-15, libpq-dev,
+# among check's packages: scripts/deps.sh pg installs postgresql-15, libpq-dev,
 # strace); test/t_preload_shared.sh is check's test of the shared mode.
 #   make pg-crash     PG_MODE=atomio|fpw|off (default atomio) CUTS=200
 #                     KILLS=100: power cuts and SIGKILLs on cutfs, every
@@ -31,7 +31,7 @@ $(BUILD)/pg-ledger: pg/ledger.c | $(BUILD)
 
 .PHONY: pg-deps pg-tools pg-crash check-pg pg-bench pg-strace
 pg-deps: deps
-	pg/deps.sh
+	sh scripts/deps.sh pg
 pg-tools: pg-deps
 	$(MAKE) $(PG_TOOLS) $(BUILD)/cutfs $(BUILD)/atomio $(BUILD)/libatomio_preload.so
 

@@ -2,6 +2,8 @@
 # Install the Debian packages a part of atomio needs, if any is missing:
 #   scripts/deps.sh demo    the library, the atomio command, `make demo`
 #   scripts/deps.sh check   that, plus what `make check` and `make fuzz` need
+#   scripts/deps.sh pg      PostgreSQL's tests apart from check's (make pg-deps)
+#   scripts/deps.sh mariadb MariaDB's tests apart from check's (make mariadb-deps)
 # Called by ./make.sh (which needs nothing but sh and apt) and by the make
 # targets deps-demo / deps.  Add a package here, not in the Makefile or CI.
 # Runs apt-get as root, or through sudo.
@@ -29,10 +31,19 @@ CHECK="$CHECK libfuse3-dev fuse3"
 # make check-sqlite-batch / check-sqlite-suite build SQLite (and its Tcl
 # testfixture) from Debian's source: Tcl and zlib development files
 CHECK="$CHECK tcl tcl-dev zlib1g-dev"
+# PostgreSQL's crash and speed runs (pg/, not make check's): a server, its
+# client programs (pgbench, psql, pg_amcheck, pg_checksums; amcheck and
+# pg_visibility ship in postgresql-15), libpq's headers for pg/ledger.c,
+# strace for pg/strace.sh, fuser and losetup
+PG="postgresql-15 postgresql-client-15 libpq-dev psmisc strace util-linux"
+# MariaDB's (mariadb/): a server, its client and a load generator
+MARIADB="mariadb-server mariadb-client sysbench psmisc"
 case $group in
 demo) PKGS=$DEMO ;;
 check) PKGS=$CHECK ;;
-*) echo "usage: scripts/deps.sh demo|check" >&2; exit 2 ;;
+pg) PKGS=$PG ;;
+mariadb) PKGS=$MARIADB ;;
+*) echo "usage: scripts/deps.sh demo|check|pg|mariadb" >&2; exit 2 ;;
 esac
 missing=""
 for p in $PKGS; do
