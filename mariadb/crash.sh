@@ -44,32 +44,11 @@ cleanup() {
 	true
 }
 trap cleanup EXIT
-# A FUSE filesystem has no f_fsid and gets its device number anew at each
-# mount: when another mount took the last one, atomio's identity check (same
-# device or filesystem id, same inode) refuses the data files as replaced.
-# They are not (same backing files): then the store is recovered with
-# --force-paths, as its operator would, and it is counted.
 ATOMIO_CMD=$(dirname "$CUTFS")/atomio
 devs_changed=0; last_dev=""
-mnt() {
-	"$CUTFS" --mode tear --seed "$1" "$B" "$M" -o allow_other 2>>"$MY_D/cutfs.err"
-	dev=$(stat -c %d "$M")
-	if [ "$MODE" = atomio ] && [ -n "$last_dev" ] && [ "$dev" != "$last_dev" ] && [ -f "$M/atomio.log" ]; then
-		devs_changed=$((devs_changed + 1))
-		"$ATOMIO_CMD" recover --force-paths "$M/atomio.log" >>"$MY_D/recover.log" 2>&1 \
-			|| { echo "atomio recover --force-paths failed: $(tail -n 1 "$MY_D/recover.log")"; }
-	fi
-	last_dev=$dev
-}
-# a killed mysqld's files may take a moment to close
-umnt() {
-	for _ in $(seq 1 100); do
-		fusermount3 -u "$M" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	fuser -vm "$M" >&2 || true
-	fusermount3 -u "$M"
-}
+. "$(dirname "$0")/../cutfs/rounds.sh"
+mnt() { cutfs_mount "$1" "$MY_D/cutfs.err" "$MY_D/recover.log"; }
+umnt() { cutfs_umount; }
 
 rm -rf "$MY_D"; mkdir -p "$B" "$M" "$ACKS"
 : > "$EXP"
@@ -146,10 +125,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 	# the KILLS rounds spread evenly among the cuts
 	if [ $((r * KILLS / ROUNDS)) -eq $(((r - 1) * KILLS / ROUNDS)) ]; then
-		echo cut > "$M/.cutfs"
-		st=$(cat "$M/.cutfs")
-		kept=$((kept + $(echo "$st" | sed -n 's/^kept //p')))
-		dropped=$((dropped + $(echo "$st" | sed -n 's/^dropped //p')))
+		cutfs_cut
 		how=cut; ncut=$((ncut + 1))
 	else
 		how=kill; nkill=$((nkill + 1))
@@ -162,6 +138,9 @@ for r in $(seq 1 "$ROUNDS"); do
 		echo "$r $t $(tail -n 1 "$f")" >> "$EXP"
 		acked_total=$((acked_total + $(tail -n 1 "$f")))
 	done
+	# a process crash keeps what mysqld wrote (the page cache): sync it
+	# through cutfs before the unmount, which would drop it
+	[ "$how" = cut ] || cutfs_sync_all
 	umnt
 	# the medium as the crash left it, before any recovery
 	torn=$(MY_MODE=nodw MY_DATA=$B/data my_innochecksum | wc -l)

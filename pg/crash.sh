@@ -100,32 +100,11 @@ cleanup() {
 	true
 }
 trap cleanup EXIT
-# A FUSE filesystem gets its device number anew at a mount when another
-# mount took the last one: atomio's identity check then calls the data files
-# replaced; they are not (the same backing files), so the store is recovered
-# with --force-paths and it is counted (as mariadb/crash.sh does).
+ATOMIO_CMD=$BIN/atomio
 devs_changed=0; last_dev=""
-mnt() {
-	"$CUTFS" --mode tear --seed "$1" "$B" "$M" -o allow_other 2>>"$PG_D/cutfs.err"
-	dev=$(stat -c %d "$M")
-	if [ "$MODE" = atomio ] && [ -n "$last_dev" ] && [ "$dev" != "$last_dev" ] && [ -f "$M/atomio.log" ]; then
-		devs_changed=$((devs_changed + 1))
-		as_pg "$BIN/atomio" recover --force-paths "$M/atomio.log" >>"$PG_D/recover.log" 2>&1 \
-			|| echo "atomio recover --force-paths failed: $(tail -n 1 "$PG_D/recover.log")"
-	fi
-	last_dev=$dev
-}
-# sync_all: every file through cutfs, as the page cache would keep them
-# over a process crash (an unmount drops what is not synced)
-sync_all() { find "$M" -type f ! -name .cutfs -exec sync {} + 2>/dev/null || true; }
-umnt() {
-	for _ in $(seq 1 100); do
-		fusermount3 -u "$M" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	fuser -vm "$M" >&2 || true
-	fusermount3 -u "$M"
-}
+. "$(dirname "$0")/../cutfs/rounds.sh"
+mnt() { cutfs_mount "$1" "$PG_D/cutfs.err" "$PG_D/recover.log" as_pg; }
+umnt() { cutfs_umount; }
 # torn_counts DATADIR: "main fsm vm init" torn pages (short ones included);
 # the pages themselves in $PG_D/torn.crash (one round's, with the rounds
 # before in torn.crash.all)
@@ -154,7 +133,7 @@ if [ "$MODE" = atomio ]; then
 else
 	pg_initdb
 fi
-sync_all
+cutfs_sync_all
 umnt
 cp -a "$B" "$PG_D/pristine"
 echo "pg/crash.sh: mode $MODE, $CUTS cuts and $KILLS kills, seed $SEED (SEED=$SEED to repeat); scale $PG_SCALE," \
@@ -298,10 +277,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 	# the KILLS rounds spread evenly among the cuts; they alternate kill, child
 	if [ $((r * KILLS / ROUNDS)) -eq $(((r - 1) * KILLS / ROUNDS)) ]; then
-		echo cut > "$M/.cutfs"
-		st=$(cat "$M/.cutfs")
-		kept=$((kept + $(echo "$st" | sed -n 's/^kept //p')))
-		dropped=$((dropped + $(echo "$st" | sed -n 's/^dropped //p')))
+		cutfs_cut
 		how=cut; ncut=$((ncut + 1))
 		pg_kill
 	elif [ $(( (nkill + nchild) % 2 )) -eq 0 ]; then
@@ -321,7 +297,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 	# a process crash keeps what the processes wrote (the page cache): sync
 	# it through cutfs before the unmount, which would drop it
-	[ "$how" = cut ] || sync_all
+	[ "$how" = cut ] || cutfs_sync_all
 	umnt
 	read -r tm tf tv ti <<< "$(torn_counts "$B/data")"
 	if [ "$((tm + tf + tv + ti))" -gt 0 ]; then
