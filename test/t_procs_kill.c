@@ -305,19 +305,8 @@ int main(int argc, char **argv)
 		}
 
 		/* Alone: recovery, then the oracle. */
-		char err[512] = "";
-		struct atomio_options o = {.errbuf = err, .errbuf_size = sizeof(err)};
-		atomio *st;
-		int rr = atomio_open(t_path("log"), &o, &st);
-		if (rr < 0) {
-			fprintf(stderr, "round %d (seed %" PRIu64 "): recovery failed: %s: %s\n", round, seed0,
-				atomio_strerror(rr), err);
+		if (w_recover(t_path("log"), round, seed0, &recovered))
 			return 1;
-		}
-		struct atomio_stats s;
-		atomio_stats(st, &s);
-		recovered += s.groups_recovered;
-		CHECK_OK(atomio_close(st));
 		int64_t k[NS];
 		for (int t = 0; t < NS; t++) {
 			uint64_t lo = atomic_load(&sh->acked[t]), hi = atomic_load(&sh->started[t]);

@@ -118,4 +118,25 @@ static inline int w_build(const struct wgroup *wg, atomio_tx *tx, const int *ids
 	return 0;
 }
 
+/* After a crash: the log opened alone (recovery), the groups it replayed
+ * added to *recovered, closed.  0, or 1 with why on stderr (the round and
+ * its seed, to repeat it). */
+static inline int w_recover(const char *log, int round, uint64_t seed, uint64_t *recovered)
+{
+	char err[512] = "";
+	struct atomio_options o = {.errbuf = err, .errbuf_size = sizeof(err)};
+	atomio *st;
+	int r = atomio_open(log, &o, &st);
+	if (r < 0) {
+		fprintf(stderr, "round %d (seed %" PRIu64 "): recovery failed: %s: %s\n", round, seed,
+			atomio_strerror(r), err);
+		return 1;
+	}
+	struct atomio_stats s;
+	atomio_stats(st, &s);
+	*recovered += s.groups_recovered;
+	CHECK_OK(atomio_close(st));
+	return 0;
+}
+
 #endif
