@@ -9,15 +9,16 @@ wait_acks() {
 		sleep 0.05; n=$((n + 1))
 	done
 }
-# dump_killed A LOG OUT: dump --json of a log whose writer was just killed.
-# Exit 0, or 1 when valid records follow a tail of zeros: log writes of
-# later batches were in flight beside the one the kill stopped (io_uring
-# cancels what it has not started); none of them was acknowledged, and
-# recovery stops at the hole, as it must.
-dump_killed() {
+# dump_inflight A LOG OUT WHAT: dump --json of a log whose writer is
+# running or was just killed.  Exit 0, or 1 when valid records follow a
+# tail of zeros: log writes of later batches were in flight beside an
+# earlier one not yet on the log (a store has two write slots; a kill stops
+# one, io_uring cancels what it has not started); none of them was
+# acknowledged, and recovery stops at the hole, as it must.
+dump_inflight() {
 	set +e; $1 dump --json "$2" >"$3"; rc=$?; set -e
 	[ $rc -eq 0 ] && return 0
-	[ $rc -eq 1 ] || fail "dump of a crashed store exited $rc: $(cat "$3")"
+	[ $rc -eq 1 ] || fail "dump of a $4 store exited $rc: $(cat "$3")"
 	jqv '.recovery.would_succeed and .recovery.records_beyond_tail > 0
 	     and (.tail.reason | test("zeros"))' "$3"
 	echo "note: $(jq .recovery.records_beyond_tail "$3") unacknowledged records beyond the tail (writes in flight at the kill)"
@@ -30,13 +31,13 @@ for A in $BINS; do
 	$A verify write "$D" --state "$S" --blocks 1024 -q &
 	pid=$!
 	wait_acks "$S" 100
-	$A dump --json "$L" >"$T/live.json" || fail "dump of a live store: $(cat "$T/live.json")"
+	dump_inflight $A "$L" "$T/live.json" live
 	jqv ".in_use and .in_use_pid == $pid and (.records | length) > 0" "$T/live.json"
 	one_line_error 3 $A recover "$L"
 	grep -q "open in another process" "$T/err" || fail "recover of a busy store: $(cat "$T/err")"
 	# crash it
 	kill -9 $pid; wait $pid 2>/dev/null || true
-	dump_killed $A "$L" "$T/d.json"
+	dump_inflight $A "$L" "$T/d.json" crashed
 	jqv '.in_use == false and .recovery.would_succeed and .recovery.groups > 0
 	     and .recovery.groups == (.records | length) and (.files | length) == 1
 	     and .files[0].state == "present" and ([.superblocks[] | select(.current)] | length) == 1
@@ -67,7 +68,7 @@ $A verify write "$D" --state "$S" --blocks 1024 -q &
 pid=$!
 wait_acks "$S" 100
 kill -9 $pid; wait $pid 2>/dev/null || true
-dump_killed $A "$L" "$T/d.json"
+dump_inflight $A "$L" "$T/d.json" crashed
 groups=$(jq .recovery.groups "$T/d.json")
 # a replaced data file: dump says so (exit 1), recover refuses, --force-paths replays
 cp "$D/atomio-verify.dat" "$D/copy" && mv "$D/copy" "$D/atomio-verify.dat"
@@ -107,7 +108,7 @@ $A verify write "$D" --state "$S" --blocks 1024 -q &
 pid=$!
 wait_acks "$S" 50
 kill -9 $pid; wait $pid 2>/dev/null || true
-dump_killed $A "$L" "$T/d.json"
+dump_inflight $A "$L" "$T/d.json" crashed
 area=$(jq '.superblocks[] | select(.current) | .area_offset' "$T/d.json")
 off3=$(jq '.records[2].offset' "$T/d.json")
 printf '\377' | dd of="$L" bs=1 seek=$((area + off3 + 200)) conv=notrunc status=none
