@@ -27,20 +27,16 @@ W=$OUT/bench
 export MY_D=$W/srv
 . "$(dirname "$0")/lib.sh"
 IMG=$W/ext4.img; FS=$W/fs; LOOP=""
+. "$(dirname "$0")/../scripts/loopfs.sh"
 cleanup() {
 	my_kill
-	mountpoint -q "$FS" 2>/dev/null && umount "$FS"
-	[ -n "$LOOP" ] && losetup -d "$LOOP"
-	true
+	loopfs_remove
 }
 trap cleanup EXIT
 rm -rf "$W"; mkdir -p "$W" "$FS" "$MY_D"
-truncate -s 4G "$IMG"
-LOOP=$(losetup -f --show --direct-io=on "$IMG")
-mkfs.ext4 -q -F "$LOOP"
-mount "$LOOP" "$FS"
+loopfs_make 4G
 dev=$(basename "$LOOP")
-written() { awk '{ print $7 * 512 }' "/sys/block/$dev/stat"; }
+written() { loopfs_written; }
 
 # one prepared data directory per mode (the atomio mode's from its own
 # install, so that its log exists from the start)

@@ -60,21 +60,17 @@ PG_STATS=${PG_STATS:-$HERE/../build/pg-stats}
 PG_STATS_DIR=$(dirname "$PG_STATS")   # the atomio command beside it
 . "$HERE/lib.sh"
 IMG=$W/ext4.img; FS=$W/fs; LOOP=""
+. "$HERE/../scripts/loopfs.sh"
 cleanup() {
 	pg_kill
-	mountpoint -q "$FS" 2>/dev/null && umount "$FS"
-	[ -n "$LOOP" ] && losetup -d "$LOOP"
-	true
+	loopfs_remove
 }
 trap cleanup EXIT
 rm -rf "$W"; mkdir -p "$W" "$FS" "$PG_D"
-truncate -s 8G "$IMG"
-LOOP=$(losetup -f --show --direct-io=on "$IMG")
-mkfs.ext4 -q -F "$LOOP"
-mount "$LOOP" "$FS"
+loopfs_make 8G
 chmod 755 "$W" "$FS"
 dev=$(basename "$LOOP")
-written() { awk '{ printf "%.0f\n", $7 * 512 }' "/sys/block/$dev/stat"; }  # mawk prints large numbers as 1.1e+10
+written() { loopfs_written; }
 conf_opts() {
 	case $1 in
 	frequent) echo "-c checkpoint_timeout=30s -c max_wal_size=64MB" ;;
