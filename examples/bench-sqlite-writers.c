@@ -169,23 +169,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-sqlite-writers: cannot register the atomio VFS\n");
 		return 1;
 	}
-	char wd[4200], path[NMODES][4300];
-	snprintf(wd, sizeof(wd), "%s/atomio-bench-writers-%d", dir, (int)getpid());
-	if (mkdir(wd, 0700) < 0) {
-		perror(wd);
-		return 1;
-	}
-	int use[NMODES], nuse = 0;
-	for (int m = 0; m < NMODES; m++)
-		if (strchr(modes, '0' + m))
-			use[nuse++] = m;
-	for (int k = 0; k < nuse; k++) {
-		int m = use[k];
-		snprintf(path[m], sizeof(path[m]), "%s/m%d.db", wd, m);
-		sqlite3 *db = open_db(path[m], mode_vfs[m], mode_journal[m], 10000);
-		fill_table(db, rows);
-		sqlite3_close(db);
-	}
+	char wd[BENCH_WD], path[NMODES][BENCH_PATH];
+	int use[NMODES];
+	int nuse = bench_dbs(dir, "writers", modes, NMODES, mode_vfs, mode_journal, 10000, rows, wd, path, use);
 	printf("bench-sqlite-writers: SQLite %s, %d rows, P writer processes of 8-row update transactions "
 	       "(BEGIN IMMEDIATE, synchronous=FULL, busy_timeout 10 s), %s, %d rounds x %.1f s per mode and P, "
 	       "modes interleaved, load %.2f\n",

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double now(void)
 {
@@ -97,6 +99,35 @@ static inline double median(const double *v, int n)
 	memcpy(t, v, sizeof(double) * (size_t)n);
 	qsort(t, (size_t)n, sizeof(double), cmp_d);
 	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* The benchmark's databases: a new directory wd (DIR/atomio-bench-WHAT-PID),
+ * and in it, for each of the nmodes modes named in modes ("0".."9"), a
+ * database mM.db of ROWS rows made through vfs[M] in journal[M]: path[M]
+ * its path, use[0..n) the modes in order.  Returns n; dies on an error. */
+#define BENCH_WD 4200
+#define BENCH_PATH 4300
+static inline int bench_dbs(const char *dir, const char *what, const char *modes, int nmodes,
+			    const char *const *vfs, const char *const *journal, int busy_ms, int rows,
+			    char wd[BENCH_WD], char (*path)[BENCH_PATH], int *use)
+{
+	snprintf(wd, BENCH_WD, "%s/atomio-bench-%s-%d", dir, what, (int)getpid());
+	if (mkdir(wd, 0700) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, wd, strerror(errno));
+		exit(1);
+	}
+	int n = 0;
+	for (int m = 0; m < nmodes; m++)
+		if (strchr(modes, '0' + m))
+			use[n++] = m;
+	for (int k = 0; k < n; k++) {
+		int m = use[k];
+		snprintf(path[m], BENCH_PATH, "%s/m%d.db", wd, m);
+		sqlite3 *db = open_db(path[m], vfs[m], journal[m], busy_ms);
+		fill_table(db, rows);
+		sqlite3_close(db);
+	}
+	return n;
 }
 
 /* the 1-minute load average, -1 if unknown */
