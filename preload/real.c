@@ -20,12 +20,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -276,28 +273,13 @@ static int op_ofd_lock(int fd, int cmd, int type, uint64_t start, uint64_t len)
 	return 0;
 }
 
-static int op_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
-			      .tv_nsec = (long)(timeout_ns % 1000000000u)};
-	/* Not FUTEX_PRIVATE: the word is in memory shared between processes. */
-	long r = syscall(SYS_futex, word, FUTEX_WAIT, val, timeout_ns ? &ts : NULL, NULL, 0);
-	return r < 0 ? -errno : 0;
-}
-
-static int op_futex_wake(_Atomic uint32_t *word, int n)
-{
-	long r = syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
-	return r < 0 ? -errno : (int)r;
-}
-
-static int op_pid_alive(int pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
-
 static struct atomio_sysops preload_ops;
 
 void real_install_ops(void)
 {
 	real_init();
+	/* the linux table's own: the futex and liveness calls, which this
+	 * library does not wrap (no real.* needed) */
 	preload_ops = atomio_sys_linux;
 	preload_ops.name = "preload";
 	preload_ops.open = op_open;
@@ -318,9 +300,6 @@ void real_install_ops(void)
 	preload_ops.shm_map = op_shm_map;
 	preload_ops.shm_unmap = op_shm_unmap;
 	preload_ops.ofd_lock = op_ofd_lock;
-	preload_ops.futex_wait = op_futex_wait;
-	preload_ops.futex_wake = op_futex_wake;
-	preload_ops.pid_alive = op_pid_alive;
 	/* No io_uring: its writes would escape the trace, and the default
 	 * engine takes it only for ATOMIO_DIRECT_HOME stores anyway. */
 	preload_ops.uring_init = NULL;
