@@ -64,12 +64,7 @@ static void writer_loop(const char *path, int m, int rows, struct shared *sh, in
 		}
 		if (rc != SQLITE_OK)
 			die(db, "begin");
-		for (int j = 0; j < 8; j++) {
-			sqlite3_bind_int(up, 1, (int)(rnd(&seed) % (uint64_t)rows) + 1);
-			if (sqlite3_step(up) != SQLITE_DONE)
-				die(db, "update");
-			sqlite3_reset(up);
-		}
+		update_8_rows(db, up, rows, &seed);
 		rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
 		if (rc != SQLITE_OK)
 			die(db, "commit");

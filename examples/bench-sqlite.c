@@ -107,12 +107,7 @@ static struct result run(sqlite3 *db, int dbfd, double secs, int rows, uint64_t 
 	long long n = 0;
 	do {
 		exec(db, "BEGIN");
-		for (int j = 0; j < 8; j++) {
-			sqlite3_bind_int(up, 1, (int)(rnd(seed) % (uint64_t)rows) + 1);
-			if (sqlite3_step(up) != SQLITE_DONE)
-				die(db, "update");
-			sqlite3_reset(up);
-		}
+		update_8_rows(db, up, rows, seed);
 		exec(db, "COMMIT");
 		n++;
 		t1 = now();

@@ -86,6 +86,18 @@ static inline uint64_t rnd(uint64_t *s)
 	return *s >> 33;
 }
 
+/* The benchmarks' transaction body: up ("UPDATE t SET v = v + 1 WHERE
+ * id = ?") run on 8 random rows of ROWS; dies on an error */
+static inline void update_8_rows(sqlite3 *db, sqlite3_stmt *up, int rows, uint64_t *seed)
+{
+	for (int j = 0; j < 8; j++) {
+		sqlite3_bind_int(up, 1, (int)(rnd(seed) % (uint64_t)rows) + 1);
+		if (sqlite3_step(up) != SQLITE_DONE)
+			die(db, "update");
+		sqlite3_reset(up);
+	}
+}
+
 static inline int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
