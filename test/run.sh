@@ -67,17 +67,16 @@ run_one() {
 	printf '%s %s\n' "$verdict" "$t" >"$res/$i"
 }
 
-# The order: tests with a timeout above the default first, longest first.
+# The order: tests with a timeout above the default first, longest first
+# (the rest, all at the default, in their order).
 i=0
 list=$(for t in "$@"; do
 	i=$((i + 1))
-	t_s=$(test_timeout "$t")
-	k=0; [ "$t_s" -gt "$timeout_s" ] && k=$t_s
-	printf '%s %s %s %s\n' "$k" "$i" "$t_s" "$t"
+	printf '%s %s %s\n' "$(test_timeout "$t")" "$i" "$t"
 done | sort -k1,1nr -k2,2n)
 
 running=0
-while read -r _ i t_s t; do
+while read -r t_s i t; do
 	if [ "$running" -ge "$jobs" ]; then
 		wait -n
 		running=$((running - 1))
