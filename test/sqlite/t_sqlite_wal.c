@@ -180,6 +180,16 @@ static void readers_beside_writer(void)
 
 /* --- 2 ------------------------------------------------------------------------- */
 
+/* Rows 1..40 rewritten, each pad base + id bytes long: 40 groups. */
+static void set_pads(sqlite3 *db, int base)
+{
+	for (int k = 1; k <= 40; k++) {
+		char sql[128];
+		snprintf(sql, sizeof(sql), "UPDATE acct SET pad = zeroblob(%d) WHERE id = %d", base + k, k);
+		sq_ok(db, sql);
+	}
+}
+
 static void switch_leaves_no_group(void)
 {
 	create();
@@ -189,11 +199,7 @@ static void switch_leaves_no_group(void)
 	CHECK(a >= 0);
 	if (a == 0) {
 		sqlite3 *db = open_db("atomio", NULL);
-		for (int k = 1; k <= 40; k++) {
-			char sql[128];
-			snprintf(sql, sizeof(sql), "UPDATE acct SET pad = zeroblob(%d) WHERE id = %d", 100 + k, k);
-			sq_ok(db, sql);
-		}
+		set_pads(db, 100);
 		if (sq_stat(db, "checkpoints") != 0) /* the groups are live in the log */
 			_exit(3);
 		char mode[16];
@@ -211,11 +217,7 @@ static void switch_leaves_no_group(void)
 	CHECK(b >= 0);
 	if (b == 0) {
 		sqlite3 *db = open_db("atomio", NULL);
-		for (int k = 1; k <= 40; k++) {
-			char sql[128];
-			snprintf(sql, sizeof(sql), "UPDATE acct SET pad = zeroblob(%d) WHERE id = %d", 2000 + k, k);
-			sq_ok(db, sql);
-		}
+		set_pads(db, 2000);
 		sq_ok(db, "PRAGMA wal_checkpoint(TRUNCATE)");
 		sqlite3_close(db);
 		_exit(0);
