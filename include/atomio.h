@@ -173,6 +173,14 @@ int atomio_checkpoint(atomio *st);
  * a dead writer left half home (docs/API.md, atomio_settle). */
 int atomio_settle(atomio *st);
 
+/* ATOMIO_SHARED_AREA bytes (64-byte aligned) shared by every process that
+ * has the store open, zero when the first of them opened it: the
+ * application's own (futex words, counters; the SQLite VFS keeps its
+ * writers' turns there).  Valid until atomio_close; never logged, never read
+ * by recovery; an ATOMIO_EXCLUSIVE store's is its own (docs/API.md). */
+#define ATOMIO_SHARED_AREA 64
+int atomio_shared_area(atomio *st, void **area, size_t *len);
+
 /* --- asynchronous commits ------------------------------------------------------ */
 
 /* Called once per group committed with atomio_tx_commit_async, from

@@ -7,7 +7,8 @@
  * beside the log (shm.c, shm_where).  It holds the store's live
  * state: the commit queue and the groups in it, the batches on their way to
  * the log and home, the log's ring pointers, the roles and who holds them,
- * the checkpoint's dirty sets, the fast path's guard, the counters.  An
+ * the checkpoint's dirty sets, the fast path's guard, the counters, and
+ * the application's own bytes (atomio_shared_area).  An
  * exclusive store keeps the same state in anonymous memory of its own: one
  * code path for both.  docs/INTERNALS.md, "Processes", is the model in
  * words; this header is its layout.
@@ -64,7 +65,7 @@
 #include "internal.h"
 
 #define SHM_MAGIC 0x4d48534f494d4f54ull /* "TOMIOSHM" */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 
 #define SHM_PROCS 128u     /* processes attached at once */
 #define SHM_ENTRIES 4096u  /* groups between their commit call and its return, at once */
@@ -297,6 +298,8 @@ struct shm {
 	struct shm_stats stats;
 	struct dtab dt[2];
 	struct guard_hdr guard;
+	/* atomio_shared_area: the application's, zero at the state's build */
+	_Alignas(64) _Atomic uint32_t app[ATOMIO_SHARED_AREA / 4];
 };
 
 /* The parts of the mapping. */

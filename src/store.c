@@ -422,6 +422,20 @@ int atomio_settle(atomio *st)
 	return commit_settle(st);
 }
 
+/* The application's bytes of the shared state (docs/API.md,
+ * atomio_shared_area). */
+int atomio_shared_area(atomio *st, void **area, size_t *len)
+{
+	if (!st || !area)
+		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
+	*area = (void *)st->sh->app;
+	if (len)
+		*len = sizeof(st->sh->app);
+	return 0;
+}
+
 /* --- caps / stats -------------------------------------------------------- */
 
 int atomio_caps(atomio *st, int file, struct atomio_caps *caps)

@@ -10,7 +10,9 @@
  * parent's locks, were closed at the fork).  (Before the handle was refused
  * in a child: a child's commit through the copy wrote its record where the
  * parent's next record went, so a crash before the next checkpoint could
- * lose an acknowledged group.) */
+ * lose an acknowledged group.)  atomio_shared_area: the bytes are shared
+ * between the processes of the store, -EPERM on the copy, zero again once
+ * every process has closed it. */
 #include <sys/wait.h>
 
 #include "model.h"
@@ -50,6 +52,19 @@ int main(void)
 	CHECK_OK(atomio_tx_write(ptx, f, "parent2", 7, 100));
 	struct atomio_stats s0;
 	CHECK_OK(atomio_stats(st, &s0));
+	/* the application's shared bytes: zero in a new store; the parent's
+	 * word is what the child's own handle sees, and the child's what the
+	 * parent's sees */
+	_Atomic uint32_t *area;
+	size_t alen = 0;
+	CHECK_EQ(atomio_shared_area(NULL, (void **)&area, &alen), -EINVAL);
+	CHECK_EQ(atomio_shared_area(st, NULL, &alen), -EINVAL);
+	CHECK_OK(atomio_shared_area(st, (void **)&area, &alen));
+	CHECK_EQ(alen, ATOMIO_SHARED_AREA);
+	CHECK_EQ((uintptr_t)area % 64, 0);
+	for (size_t i = 0; i < alen / 4; i++)
+		CHECK_EQ(area[i], 0);
+	area[3] = 0x5eed;
 
 	int pipefd[2];
 	CHECK_OK(pipe(pipefd));
@@ -77,6 +92,8 @@ int main(void)
 		CHECK_EQ(atomio_stats(st, &s), -EPERM);
 		CHECK_EQ(atomio_poll(st, 0), -EPERM);
 		CHECK_EQ(atomio_event_fd(st), -EPERM);
+		void *a2;
+		CHECK_EQ(atomio_shared_area(st, &a2, NULL), -EPERM);
 		CHECK_EQ(atomio_close(st), -EPERM); /* releases nothing */
 		CHECK(access(t_path("g"), F_OK) != 0); /* not created */
 		/* its own open: alone, refused while the parent holds the log;
@@ -91,6 +108,10 @@ int main(void)
 		CHECK_EQ(atomio_pwrite(mine, f, "child", 5, 300), 5);
 		CHECK_EQ(atomio_pread(mine, f, buf, 7, 0), 7);
 		CHECK(!memcmp(buf, "parent1", 7)); /* the parent's group, as the child reads it */
+		_Atomic uint32_t *ca;
+		CHECK_OK(atomio_shared_area(mine, (void **)&ca, NULL));
+		CHECK_EQ(ca[3], 0x5eed);
+		ca[4] = 0xc41d;
 		CHECK_OK(atomio_close(mine));
 		CHECK_EQ(write(pipefd[1], "k", 1), 1);
 		_exit(0);
@@ -107,6 +128,7 @@ int main(void)
 	struct atomio_stats s1;
 	CHECK_OK(atomio_stats(st, &s1));
 	CHECK_EQ(s1.commits, s0.commits + 1);
+	CHECK_EQ(area[4], 0xc41d);
 	char cb[8];
 	CHECK_EQ(atomio_pread(st, f, cb, 5, 300), 5);
 	CHECK(!memcmp(cb, "child", 5));
@@ -124,6 +146,8 @@ int main(void)
 	 * child's copy of the log descriptor was closed at the fork, so it
 	 * does not keep the parent's flock) */
 	CHECK_OK(atomio_open(t_path("log"), &o, &st));
+	CHECK_OK(atomio_shared_area(st, (void **)&area, NULL));
+	CHECK_EQ(area[3], 0); /* every process had closed it: a new state, zeros */
 	int go[2];
 	CHECK_OK(pipe(go));
 	p = fork();
