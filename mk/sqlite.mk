@@ -7,7 +7,7 @@
 #   make bench-sqlite-writers    P writer processes: the default mode against WAL and DELETE
 #   make check-sqlite-sim        t_sqlite_sim (power cuts in two-database transactions) at length
 
-SQ_SRCS := sqlite/vfs.c sqlite/pend.c
+SQ_SRCS := sqlite/vfs.c sqlite/pend.c sqlite/turns.c
 SQ_HDRS := $(wildcard sqlite/*.h) include/atomio_sqlite.h include/atomio.h
 SQ_CFLAGS := $(BASE_CFLAGS) -Isqlite
 SQ_EXT_OBJS := $(patsubst sqlite/%.c,$(BUILD)/sqlite/ext/%.o,$(SQ_SRCS) sqlite/ext.c)
@@ -44,9 +44,9 @@ $(BUILD)/san/libatomio_sqlite.a: $(SQ_SAN_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/sqlite/t_%: test/sqlite/t_%.c $(SQ_TEST_HDRS) $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a | $(BUILD)/sqlite/lib
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest -Isqlite $(CFLAGS) $(LDFLAGS) -DATOMIO_DEBUG -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
 $(BUILD)/san/sqlite/t_%: test/sqlite/t_%.c $(SQ_TEST_HDRS) $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a | $(BUILD)/san/sqlite
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a $(SQ_LIBS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest -Isqlite $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/san/libatomio_sqlite.a $(BUILD)/san/libatomio.a $(SQ_LIBS)
 
 # t_sqlite_sim replays its run into the crash simulator: it links the test
 # support (test/support/simfs.c), as test/t_*.c do.
@@ -75,10 +75,10 @@ SQ_MUTANT_BINS := $(addprefix $(BUILD)/mutants/t_sqlite_sim-,$(SQ_MUTANTS))
 CHECK_DEPS += $(SQ_MUTANT_BINS)
 SQ_VFS_MUTANTS := t_sqlite_journal:hotmem t_sqlite_journal:readycommit t_sqlite_xattach:supermem t_sqlite_xattach:nomembers \
 	t_sqlite_wal:noopendrop t_sqlite_wal:nosetdrop \
-	t_sqlite_writers:nosettle
+	t_sqlite_writers:nosettle t_sqlite_turns:noturns
 define SQ_VFS_MUTANT
 $$(BUILD)/mutants/$(1)-$(2): test/sqlite/$(1).c $$(SQ_TEST_HDRS) $$(BUILD)/mutants/sqlite-vfs-$(2).o $$(BUILD)/libatomio_sqlite.a $$(BUILD)/libatomio.a
-	$$(CC) $$(BASE_CFLAGS) $$(CPPFLAGS) -Itest $$(CFLAGS) $$(LDFLAGS) -DATOMIO_DEBUG -o $$@ $$< $$(BUILD)/mutants/sqlite-vfs-$(2).o $$(BUILD)/libatomio_sqlite.a $$(BUILD)/libatomio.a $$(SQ_LIBS)
+	$$(CC) $$(BASE_CFLAGS) $$(CPPFLAGS) -Itest -Isqlite $$(CFLAGS) $$(LDFLAGS) -DATOMIO_DEBUG -o $$@ $$< $$(BUILD)/mutants/sqlite-vfs-$(2).o $$(BUILD)/libatomio_sqlite.a $$(BUILD)/libatomio.a $$(SQ_LIBS)
 CHECK_DEPS += $$(BUILD)/mutants/$(1)-$(2)
 endef
 $(foreach p,$(SQ_VFS_MUTANTS),$(eval $(call SQ_VFS_MUTANT,$(word 1,$(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))

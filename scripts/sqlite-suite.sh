@@ -54,6 +54,7 @@ obj test/sqlite/suite/init.c "$out/init-unix.o"
 obj test/sqlite/suite/init.c "$out/init-atomio.o" -DSUITE_ATOMIO
 obj sqlite/vfs.c "$out/vfs.o"
 obj sqlite/pend.c "$out/pend.o"
+obj sqlite/turns.c "$out/turns.o"
 # tf VFS "OBJECTS" "LIBRARIES": link testfixture-VFS (again when an object
 # changed)
 tf() {
@@ -69,7 +70,7 @@ tf() {
 	fi
 }
 tf unix "$out/init-unix.o" ""
-tf atomio "$out/init-atomio.o $out/vfs.o $out/pend.o $top/build/libatomio.a" "-lxxhash -llz4 -luring -pthread"
+tf atomio "$out/init-atomio.o $out/vfs.o $out/pend.o $out/turns.o $top/build/libatomio.a" "-lxxhash -llz4 -luring -pthread"
 
 files=${SUITE_FILES:-$(grep -v '^#' test/sqlite/suite/files.txt)}
 vfses=${SUITE_VFS:-unix atomio}

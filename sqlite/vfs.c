@@ -46,7 +46,10 @@
  * other descriptor of the file, which atomio does (its store and its
  * recovery open and close the database file).  Each connection has its own
  * open file description, so connections of one process lock each other out
- * exactly as processes do.
+ * exactly as processes do.  Writers take turns (turns.h): a refused
+ * connection's busy-handler sleep (v_sleep) ends when it is handed the
+ * write lock, and the others yield to it meanwhile, so that the writer that
+ * just committed does not take every turn.
  *
  * NO READER SEES HALF A COMMIT.  Home writes happen inside the commit, with
  * the EXCLUSIVE lock held, and end before the commit returns, so a reader
@@ -88,6 +91,7 @@
 #include "pend.h"
 #include "sq.h"
 #include "sys.h"
+#include "turns.h"
 
 /* SQLite's lock bytes (src/os.h), as the unix VFS locks them. */
 #define PENDING_BYTE 0x40000000
@@ -112,6 +116,8 @@ struct adb {
 	char *log_path;
 	uint64_t log_size;   /* for creating the log (0 = atomio's default) */
 	atomio *st;          /* this process is the writer; atomic load/store */
+	struct turns *turns; /* in st's shared area while st is published; atomic (turns_pin) */
+	int npin;            /* threads using turns (turns_pin); atomic */
 	char store_err[512]; /* st's message buffer (atomio writes there while st is open) */
 	int fid;
 	uint64_t capacity;   /* bytes of records the log holds */
@@ -150,6 +156,7 @@ typedef struct aconn {
 	bool nolock;         /* URI nolock=1: SQLite never calls xLock */
 	bool counted;        /* in the database's nres (a write transaction) */
 	bool ready;          /* the group was synced: commit it with the others */
+	unsigned streak;     /* write locks taken since it last handed one off (turns) */
 	struct aconn *rnext; /* this thread's ready connections (t_ready) */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
 	size_t maplen;
@@ -172,6 +179,58 @@ static const sqlite3_io_methods aio_methods;
 static __thread struct aconn *t_ready;
 
 static atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
+
+/* TURNS (turns.h): the database's turns words, in its store's shared area,
+ * held while in use.  The pin is a counter, not g_mu, since a sleeper holds
+ * it for its whole sleep; a store is unpublished (store_unpublish) only
+ * once no thread holds it, so the words stay mapped.  NULL: no store (WAL
+ * mode, or this process has not joined it yet): no turns. */
+static struct turns *turns_pin(struct adb *d)
+{
+	__atomic_add_fetch(&d->npin, 1, __ATOMIC_SEQ_CST);
+	struct turns *t = __atomic_load_n(&d->turns, __ATOMIC_SEQ_CST);
+	if (!t)
+		__atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST);
+	return t;
+}
+static void turns_unpin(struct adb *d) { __atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST); }
+
+/* d's store stops being this process's (g_mu held; the caller closes it).
+ * A thread may still be using its turns words: wait (a sleep in v_sleep is
+ * bounded, TURNS_SLEEP_MAX_US). */
+static void store_unpublish(struct adb *d)
+{
+	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->turns, NULL, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&d->npin, __ATOMIC_SEQ_CST)) {
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* This thread's last refusal of a lock (x_lock), for its busy handler's
+ * xSleep (v_sleep); and a hand-off it was given there, for its next try. */
+static __thread struct {
+	dev_t dev, hdev;
+	ino_t ino, hino;
+	bool busy, excl; /* refused; refused EXCLUSIVE (readers to leave) */
+	uint32_t handed; /* the hand-off's token (turns_sleep), for hdev/hino */
+} t_turn;
+
+static uint32_t handed_to(struct adb *d)
+{
+	return t_turn.handed && t_turn.hdev == d->dev && t_turn.hino == d->ino ? t_turn.handed : 0;
+}
+
+/* A lock refused: remember it for v_sleep. */
+static int turn_busy(aconn *c, bool excl)
+{
+	t_turn.busy = true;
+	t_turn.excl = excl;
+	t_turn.dev = c->db->dev;
+	t_turn.ino = c->db->ino;
+	return SQLITE_BUSY;
+}
 
 /* --- files ---------------------------------------------------------------- */
 
@@ -765,6 +824,10 @@ static int open_store(struct adb *d)
 	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	d->snap_ok = false;
 	d->log_ino = f_ino(d->log_path);
+	void *area = NULL;
+	if (atomio_shared_area(st, &area, NULL) < 0)
+		area = NULL; /* cannot fail on a store just opened; no turns if it did */
+	__atomic_store_n(&d->turns, (struct turns *)area, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->st, st, __ATOMIC_RELEASE);
 	return SQLITE_OK;
 }
@@ -792,7 +855,7 @@ static bool grow_store(struct adb *d, uint64_t need)
 	int lfd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
 	if (lfd < 0)
 		return false;
-	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	store_unpublish(d);
 	int r = atomio_checkpoint(st);
 	int rc = atomio_close(st);
 	if (r == 0)
@@ -836,7 +899,7 @@ static void repair_store(struct adb *d)
 	pthread_mutex_lock(&g_mu);
 	atomio *st = writer_store(d);
 	if (st) {
-		__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+		store_unpublish(d);
 		atomio_close(st); /* a failed store is not checkpointed */
 		if (open_store(d) != SQLITE_OK)
 			sqlite3_log(SQLITE_IOERR, "atomio: %s needs recovery; the next opener retries it",
@@ -949,7 +1012,7 @@ static void wal_drop_store(struct adb *d)
 	atomio *st = writer_store(d);
 	if (!st)
 		return;
-	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	store_unpublish(d);
 	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	/* A close that is not the store's last (other processes have it open)
 	 * does not checkpoint, and no group may stay live in the log once
@@ -1792,7 +1855,7 @@ static int settle(aconn *c)
 	__atomic_store_n(&d->size, -1, __ATOMIC_RELAXED);
 	atomio *st = writer_store(d);
 	if (st && d->nres == 0 && f_ino(d->log_path) != d->log_ino) {
-		__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+		store_unpublish(d);
 		int r = atomio_close(st);
 		if (r < 0)
 			log_atomio(SQLITE_IOERR, d, "closing (its log was removed)", r, NULL);
@@ -1846,48 +1909,77 @@ static void leave_write(aconn *c)
 	pthread_mutex_unlock(&g_mu);
 }
 
+/* SHARED from NONE.  First, while another connection is being handed the
+ * write lock, wait for it to take it (turns.h): the writer that just
+ * released is back here long before a sleeper wakes. */
+static int lock_shared(aconn *c)
+{
+	struct turns *t = turns_pin(c->db);
+	if (t) {
+		turns_yield(t, handed_to(c->db));
+		turns_unpin(c->db);
+	}
+	/* As the unix VFS: hold PENDING (read) while taking the SHARED range,
+	 * so that a writer waiting on PENDING keeps new readers out. */
+	int r = ofd(c->lockfd, F_RDLCK, PENDING_BYTE, 1);
+	if (r == 0) {
+		r = ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
+		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
+	}
+	if (r < 0)
+		return r == -EAGAIN ? turn_busy(c, false) : SQLITE_IOERR_RDLOCK;
+	c->elock = SQLITE_LOCK_SHARED;
+	t_turn.busy = false;
+	return settle(c);
+}
+
+/* RESERVED from SHARED: the write lock.  Taken or refused, a pending
+ * hand-off ends: the woken connection has it, or was beaten to it by one
+ * that already held SHARED when the hand-off began (and sleeps again). */
+static int lock_reserved(aconn *c)
+{
+	int r = ofd(c->lockfd, F_WRLCK, RESERVED_BYTE, 1);
+	struct turns *t = turns_pin(c->db);
+	if (t) {
+		if (r == 0 || handed_to(c->db))
+			turns_settled(t);
+		turns_unpin(c->db);
+	}
+	t_turn.handed = 0;
+	if (r < 0)
+		return r == -EAGAIN ? turn_busy(c, false) : SQLITE_IOERR_LOCK;
+	c->elock = SQLITE_LOCK_RESERVED;
+	return SQLITE_OK;
+}
+
 static int x_lock(sqlite3_file *f, int level)
 {
 	aconn *c = (aconn *)f;
 	int r, rc;
 	if (c->elock >= level)
 		return SQLITE_OK;
-	if (level == SQLITE_LOCK_SHARED) {
-		/* As the unix VFS: hold PENDING (read) while taking the SHARED
-		 * range, so that a writer waiting on PENDING keeps new readers out. */
-		r = ofd(c->lockfd, F_RDLCK, PENDING_BYTE, 1);
-		if (r < 0)
-			return lock_rc(r, SQLITE_IOERR_RDLOCK);
-		r = ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
-		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
-		if (r < 0)
-			return lock_rc(r, SQLITE_IOERR_RDLOCK);
-		c->elock = SQLITE_LOCK_SHARED;
-		return settle(c);
-	}
+	if (level == SQLITE_LOCK_SHARED)
+		return lock_shared(c);
 	if (!c->counted && !c->nolock && !wal_mode(c->db)) {
 		rc = enter_write(c);
 		if (rc != SQLITE_OK)
 			return rc;
 	}
-	if (level == SQLITE_LOCK_RESERVED) {
-		r = ofd(c->lockfd, F_WRLCK, RESERVED_BYTE, 1);
-		if (r < 0)
-			return lock_rc(r, SQLITE_IOERR_LOCK);
-		c->elock = SQLITE_LOCK_RESERVED;
-		return SQLITE_OK;
-	}
+	if (level == SQLITE_LOCK_RESERVED)
+		return lock_reserved(c);
 	/* EXCLUSIVE (from SHARED for a hot journal, else from RESERVED): first
-	 * PENDING, kept on failure so that no new reader starves us. */
+	 * PENDING, kept on failure so that no new reader starves us.  Refused
+	 * with PENDING held, the busy handler's sleep ends when a reader leaves
+	 * (turns_sleep). */
 	if (c->elock < SQLITE_LOCK_PENDING) {
 		r = ofd(c->lockfd, F_WRLCK, PENDING_BYTE, 1);
 		if (r < 0)
-			return lock_rc(r, SQLITE_IOERR_LOCK);
+			return r == -EAGAIN ? turn_busy(c, false) : SQLITE_IOERR_LOCK;
 		c->elock = SQLITE_LOCK_PENDING;
 	}
 	r = ofd(c->lockfd, F_WRLCK, SHARED_FIRST, SHARED_SIZE);
 	if (r < 0)
-		return lock_rc(r, SQLITE_IOERR_LOCK);
+		return r == -EAGAIN ? turn_busy(c, true) : SQLITE_IOERR_LOCK;
 	c->elock = SQLITE_LOCK_EXCLUSIVE;
 	return SQLITE_OK;
 }
@@ -1897,6 +1989,7 @@ static int x_unlock(sqlite3_file *f, int level)
 	aconn *c = (aconn *)f;
 	if (c->elock <= level)
 		return SQLITE_OK;
+	bool wrote = c->elock >= SQLITE_LOCK_RESERVED;
 	/* A group not committed is not part of the database: the transaction
 	 * was rolled back or failed.  Drop it; the file never saw it.  Also a
 	 * synced one that phase two did not commit: SQLite failed the commit
@@ -1913,6 +2006,22 @@ static int x_unlock(sqlite3_file *f, int level)
 		unlock_all(c);
 	}
 	leave_write(c);
+	/* Turns (turns.h): the write lock to a sleeper, if any; a SHARED lock
+	 * dropped to a writer waiting for readers to leave; and a hand-off to
+	 * this thread that it did not use for a write ends with its lock. */
+	struct turns *t = turns_pin(c->db);
+	if (t) {
+		if (wrote && ++c->streak >= TURNS_STREAK && turns_released_write(t))
+			c->streak = 0;
+		if (level == SQLITE_LOCK_NONE) {
+			turns_released_shared(t);
+			if (handed_to(c->db))
+				turns_settled(t);
+		}
+		turns_unpin(c->db);
+	}
+	if (level == SQLITE_LOCK_NONE && handed_to(c->db))
+		t_turn.handed = 0;
 	return SQLITE_OK;
 }
 
@@ -2127,6 +2236,7 @@ static void fork_child(void)
 {
 	for (struct adb *d = g_dbs; d; d = d->next) {
 		__atomic_store_n(&d->st, NULL, __ATOMIC_RELAXED);
+		__atomic_store_n(&d->turns, NULL, __ATOMIC_RELAXED);
 		d->forked = true;
 	}
 	g_dbs = NULL;
@@ -2681,7 +2791,41 @@ static int v_randomness(sqlite3_vfs *v, int n, char *out)
 {
 	return real_vfs(v)->xRandomness(real_vfs(v), n, out);
 }
-static int v_sleep(sqlite3_vfs *v, int us) { return real_vfs(v)->xSleep(real_vfs(v), us); }
+/* The busy handler's sleep.  After a refusal of a lock of a database with
+ * turns (turns.h), it ends early when the lock may be free: when this
+ * connection is handed the write lock, or, refused EXCLUSIVE, when a reader
+ * leaves.  Any other sleep, or one longer than TURNS_SLEEP_MAX_US (an
+ * application's own handler), is the real VFS's. */
+#define TURNS_SLEEP_MAX_US 200000
+static int v_sleep(sqlite3_vfs *v, int us)
+{
+	bool busy = t_turn.busy;
+	t_turn.busy = false;
+	if (!busy || us <= 0 || us > TURNS_SLEEP_MAX_US)
+		return real_vfs(v)->xSleep(real_vfs(v), us);
+	pthread_mutex_lock(&g_mu);
+	struct adb *d = g_dbs;
+	while (d && (d->dev != t_turn.dev || d->ino != t_turn.ino))
+		d = d->next;
+	if (d)
+		d->refs++; /* release_db below; the connection that was refused has one too */
+	pthread_mutex_unlock(&g_mu);
+	struct turns *t = d ? turns_pin(d) : NULL;
+	if (!t) {
+		if (d)
+			release_db(d);
+		return real_vfs(v)->xSleep(real_vfs(v), us);
+	}
+	uint32_t tok = turns_sleep(t, t_turn.excl, (uint64_t)us * 1000u);
+	turns_unpin(d);
+	if (tok) {
+		t_turn.handed = tok;
+		t_turn.hdev = d->dev;
+		t_turn.hino = d->ino;
+	}
+	release_db(d);
+	return us;
+}
 static int v_current_time(sqlite3_vfs *v, double *t) { return real_vfs(v)->xCurrentTime(real_vfs(v), t); }
 static int v_get_last_error(sqlite3_vfs *v, int n, char *out)
 {

@@ -18,6 +18,9 @@
 #   nosettle         t_sqlite_writers --part3: a reader does not wait for the
 #                    store to settle and reads a group a killed writer left
 #                    half home
+#   noturns          t_sqlite_turns --part2: a writer that releases the write
+#                    lock never hands it to a sleeper, so the first writer
+#                    keeps it and the others starve
 # Not here since the store is shared (every reader joins it): noswitchdrop
 # and norecoverremove of test/sqlite/mutate.sh.  Their defences stay, but
 # t_sqlite_wal no longer fails without them: another process that opens the
@@ -57,5 +60,6 @@ nomembers t_sqlite_xattach --super
 noopendrop t_sqlite_wal --part 6
 nosetdrop t_sqlite_wal --part 7
 nosettle t_sqlite_writers --part3
+noturns t_sqlite_turns --part2
 LIST
 exit $fail

@@ -43,6 +43,8 @@ nosetdrop) expr='s/\t\tif \(to_wal\[i\]\) \{/\t\tif (0 \&\& to_wal[i]) {/' ;;
 norecoverremove) expr='s/\t\t\tif \(r == 0 && header_wal\(d\)\)\n/\t\t\tif (0 \&\& r == 0 \&\& header_wal(d))\n/' ;;
 # a reader does not wait for the store to settle: it may read a group a killed writer left half home
 nosettle)  expr='s/\t\tint r = atomio_settle\(st\);/\t\tint r = 0 * (int)sizeof(atomio_settle);/' ;;
+# writers never hand the lock off (no turns): the writer that commits first keeps it
+noturns)  expr='s/\t\tif \(wrote && \+\+c->streak >= TURNS_STREAK && turns_released_write\(t\)\)/\t\tif (0 \&\& wrote \&\& ++c->streak >= TURNS_STREAK \&\& turns_released_write(t))/' ;;
 *) echo "mutate.sh: unknown mutant '$name'" >&2; exit 2 ;;
 esac
 src=$(dirname "$0")/../../sqlite/vfs.c
