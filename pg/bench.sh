@@ -13,6 +13,10 @@
 #   frequent  checkpoint_timeout=30s, max_wal_size=64MB (a checkpoint every
 #             few seconds: full-page images after each)
 #   defaults  PostgreSQL's: checkpoint_timeout=5min, max_wal_size=1GB
+#   bgwriter  defaults, with a background writer that keeps clean buffers
+#             ahead of the backends (bgwriter_delay=10ms,
+#             bgwriter_lru_maxpages=1000, bgwriter_lru_multiplier=10), so
+#             that a backend rarely writes a page out itself
 # The data directory is on an ext4 filesystem of its own, on a loop device
 # with direct I/O to its image on the real disk, so that the device's
 # counters (/sys/block/loopN/stat, sectors written) are this server's writes
@@ -75,6 +79,7 @@ conf_opts() {
 	case $1 in
 	frequent) echo "-c checkpoint_timeout=30s -c max_wal_size=64MB" ;;
 	defaults) echo "-c checkpoint_timeout=5min -c max_wal_size=1GB" ;;
+	bgwriter) echo "-c checkpoint_timeout=5min -c max_wal_size=1GB -c bgwriter_delay=10ms -c bgwriter_lru_maxpages=1000 -c bgwriter_lru_multiplier=10" ;;
 	esac
 }
 
