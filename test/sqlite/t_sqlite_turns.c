@@ -170,19 +170,16 @@ static void part2(void)
 	snprintf(lp, sizeof(lp), "%s-atomio", g_path);
 	unlink(lp);
 	sqlite3 *db = open_db();
-	sq_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER, pad BLOB);"
-		  "CREATE TABLE w(id INTEGER PRIMARY KEY, n INTEGER)");
-	sq_ok(db, "BEGIN");
-	for (int i = 1; i <= NROWS; i++) {
-		char sql[128];
-		snprintf(sql, sizeof(sql), "INSERT INTO t VALUES(%d, 0, randomblob(100))", i);
-		sq_ok(db, sql);
-	}
-	for (int i = 1; i <= NW; i++) {
-		char sql[64];
-		snprintf(sql, sizeof(sql), "INSERT INTO w VALUES(%d, 0)", i);
-		sq_ok(db, sql);
-	}
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER, pad BLOB);"
+		 "CREATE TABLE w(id INTEGER PRIMARY KEY, n INTEGER); BEGIN;"
+		 "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d)"
+		 "  INSERT INTO t SELECT x, 0, randomblob(100) FROM c;"
+		 "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d)"
+		 "  INSERT INTO w SELECT x, 0 FROM c;",
+		 NROWS, NW);
+	sq_ok(db, sql);
 	sq_ok(db, "COMMIT");
 	sqlite3_close(db);
 
@@ -210,9 +207,9 @@ static void part2(void)
 	for (int i = 0; i < NW; i++) {
 		int n = atomic_load(&c->n[i]);
 		printf(" %d", n);
-		char sql[64];
-		snprintf(sql, sizeof(sql), "SELECT n FROM w WHERE id = %d", i + 1);
-		CHECK_EQ(sq_int(db, sql), n);
+		char q[64];
+		snprintf(q, sizeof(q), "SELECT n FROM w WHERE id = %d", i + 1);
+		CHECK_EQ(sq_int(db, q), n);
 		CHECK_EQ(atomic_load(&c->busy[i]), 0);
 		lo = n < lo ? n : lo;
 		hi = n > hi ? n : hi;
