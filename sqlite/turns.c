@@ -52,7 +52,10 @@ void turns_yield(struct turns *t, uint32_t handed)
 		end_handoff(t, v);
 }
 
-void turns_settled(struct turns *t) { end_handoff(t, atomic_load(&t->tok)); }
+void turns_settled(struct turns *t, uint32_t handed)
+{
+	end_handoff(t, handed ? handed : atomic_load(&t->tok));
+}
 
 bool turns_released_write(struct turns *t)
 {

@@ -61,10 +61,12 @@ _Static_assert(sizeof(struct turns) <= ATOMIO_SHARED_AREA, "turns fit the shared
 /* Before taking SHARED: wait (bounded) while a hand-off is pending to
  * someone else.  handed: the token this thread was handed (turns_sleep), or 0. */
 void turns_yield(struct turns *t, uint32_t handed);
-/* The write lock (RESERVED) was taken, or refused: a hand-off is over
- * either way (the woken one has it, or lost it to a connection that did not
- * yield and sleeps again). */
-void turns_settled(struct turns *t);
+/* A hand-off is over: handed 0, whichever is pending (the write lock was
+ * taken: the woken one, if not this, lost it to a connection that did not
+ * yield, and sleeps again); else the one with that token, if it is still
+ * pending (the one it was handed to was refused the lock, or left without
+ * writing). */
+void turns_settled(struct turns *t, uint32_t handed);
 /* The write lock was released: hand it to a sleeper, if any (true: one was
  * woken). */
 bool turns_released_write(struct turns *t);

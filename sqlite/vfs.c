@@ -1939,13 +1939,17 @@ static int lock_shared(aconn *c)
 static int lock_reserved(aconn *c)
 {
 	int r = ofd(c->lockfd, F_WRLCK, RESERVED_BYTE, 1);
+	uint32_t handed = handed_to(c->db);
 	struct turns *t = turns_pin(c->db);
 	if (t) {
-		if (r == 0 || handed_to(c->db))
-			turns_settled(t);
+		if (r == 0)
+			turns_settled(t, 0);
+		else if (handed)
+			turns_settled(t, handed);
 		turns_unpin(c->db);
 	}
-	t_turn.handed = 0;
+	if (handed)
+		t_turn.handed = 0;
 	if (r < 0)
 		return r == -EAGAIN ? turn_busy(c, false) : SQLITE_IOERR_LOCK;
 	c->elock = SQLITE_LOCK_RESERVED;
@@ -2016,7 +2020,7 @@ static int x_unlock(sqlite3_file *f, int level)
 		if (level == SQLITE_LOCK_NONE) {
 			turns_released_shared(t);
 			if (handed_to(c->db))
-				turns_settled(t);
+				turns_settled(t, handed_to(c->db));
 		}
 		turns_unpin(c->db);
 	}

@@ -5,13 +5,14 @@
  *  1. The protocol (sqlite/turns.c) on words in memory shared with child
  *     processes: a release with no sleeper hands nothing off; a sleeper is
  *     woken by a release and handed the token, and the hand-off ends when
- *     the lock is taken; a release that finds only a sleeper that is gone
- *     (its count left behind) ends its own hand-off at once; a pending
- *     hand-off to nobody ends after the yield's bound, and the one it was
- *     handed to does not yield to itself; a writer sleeping for EXCLUSIVE is
- *     woken when a SHARED lock is dropped.  Each wait here is woken or
- *     bounded; the only time checked is "woken rather than timed out" (a
- *     10 s sleep that must end within 5 s).
+ *     the lock is taken (a token no longer pending ends nothing); a release
+ *     that finds only a sleeper that is gone (its count left behind) ends
+ *     its own hand-off at once; a pending hand-off to nobody ends after the
+ *     yield's bound, and the one it was handed to does not yield to itself;
+ *     a writer sleeping for EXCLUSIVE is woken when a SHARED lock is
+ *     dropped.  Each wait here is woken or bounded; the times checked are
+ *     "woken rather than timed out" (a 10 s sleep that must end within 5 s)
+ *     and the yield's bound waited out (futex timeouts never end early).
  *  2. Four writer processes (BEGIN IMMEDIATE, 8 updated rows, COMMIT, a 20 s
  *     busy timeout) share TOTAL transactions, each taking the next while any
  *     are left: every one commits at least TURNS_STREAK of them (without
@@ -87,7 +88,9 @@ static void part1(void)
 	CHECK_EQ(atomic_load(&out[0]), tok);
 	turns_yield(t, tok); /* the one handed to: no wait, nothing ended */
 	CHECK_EQ(atomic_load(&t->tok), tok);
-	turns_settled(t);
+	turns_settled(t, tok + 2); /* a token not pending: nothing ends */
+	CHECK_EQ(atomic_load(&t->tok), tok);
+	turns_settled(t, tok);
 	CHECK_EQ(atomic_load(&t->tok), tok + 1);
 	CHECK_EQ(atomic_load(&t->nwait), 0);
 
