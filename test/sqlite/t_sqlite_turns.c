@@ -15,11 +15,13 @@
  *     and the yield's bound waited out (futex timeouts never end early).
  *  2. Four writer processes (BEGIN IMMEDIATE, 8 updated rows, COMMIT, a 20 s
  *     busy timeout) share TOTAL transactions, each taking the next while any
- *     are left: every one commits at least TURNS_STREAK of them (without
- *     turns the writer that commits first keeps the lock: the others sleep
- *     in their busy handlers and find it taken each time they wake; mutant
- *     noturns, test/t_sqlite_vfs_mutants.sh), no BUSY reaches a writer, and
- *     each one's count is what the database holds for it.
+ *     are left: every one commits at least MIN_EACH of them (a 64th; with
+ *     turns the fewest had 65-129 on a quiet machine and 33 or more beside
+ *     8 CPU hogs with the ASan build; without turns the writer that commits
+ *     first keeps the lock and the others commit 1 each, quiet or loaded:
+ *     they sleep in their busy handlers and find it taken each time they
+ *     wake; mutant noturns, test/t_sqlite_vfs_mutants.sh), no BUSY reaches
+ *     a writer, and each one's count is what the database holds for it.
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -30,6 +32,7 @@
 
 #define NW 4
 #define TOTAL (NW * 4 * TURNS_STREAK)
+#define MIN_EACH (TOTAL / 64)
 #define NROWS 400
 
 static struct turns *shared_turns(void)
@@ -218,12 +221,12 @@ static void part2(void)
 		hi = n > hi ? n : hi;
 		sum += n;
 	}
-	printf(" (fewest %d, most %d; each must have %d)\n", lo, hi, TURNS_STREAK);
+	printf(" (fewest %d, most %d; each must have %d)\n", lo, hi, MIN_EACH);
 	CHECK_EQ(sum, TOTAL);
 	CHECK_EQ(sq_int(db, "SELECT sum(v) FROM t"), 8LL * TOTAL); /* 8 distinct rows each */
 	sq_integrity(db);
 	sqlite3_close(db);
-	CHECK(lo >= TURNS_STREAK);
+	CHECK(lo >= MIN_EACH);
 	munmap((void *)c, sizeof(*c));
 }
 
