@@ -2013,18 +2013,18 @@ static int x_unlock(sqlite3_file *f, int level)
 	/* Turns (turns.h): the write lock to a sleeper, if any; a SHARED lock
 	 * dropped to a writer waiting for readers to leave; and a hand-off to
 	 * this thread that it did not use for a write ends with its lock. */
+	uint32_t handed = level == SQLITE_LOCK_NONE ? handed_to(c->db) : 0;
 	struct turns *t = turns_pin(c->db);
 	if (t) {
 		if (wrote && ++c->streak >= TURNS_STREAK && turns_released_write(t))
 			c->streak = 0;
-		if (level == SQLITE_LOCK_NONE) {
+		if (level == SQLITE_LOCK_NONE)
 			turns_released_shared(t);
-			if (handed_to(c->db))
-				turns_settled(t, handed_to(c->db));
-		}
+		if (handed)
+			turns_settled(t, handed);
 		turns_unpin(c->db);
 	}
-	if (level == SQLITE_LOCK_NONE && handed_to(c->db))
+	if (handed)
 		t_turn.handed = 0;
 	return SQLITE_OK;
 }
@@ -2183,16 +2183,23 @@ static const sqlite3_io_methods aio_methods = {
 
 /* --- databases ------------------------------------------------------------------ */
 
+/* The database of this device and inode, if this process has it open.
+ * g_mu held. */
+static struct adb *db_by_id(dev_t dev, ino_t ino)
+{
+	struct adb *d = g_dbs;
+	while (d && (d->dev != dev || d->ino != ino))
+		d = d->next;
+	return d;
+}
+
 static struct adb *get_db(int fd, const char *path, uint64_t log_size)
 {
 	struct stat sb;
 	if (fstat(fd, &sb) < 0)
 		return NULL;
 	pthread_mutex_lock(&g_mu);
-	struct adb *d;
-	for (d = g_dbs; d; d = d->next)
-		if (d->dev == sb.st_dev && d->ino == sb.st_ino)
-			break;
+	struct adb *d = db_by_id(sb.st_dev, sb.st_ino);
 	if (d) {
 		d->refs++;
 	} else if ((d = calloc(1, sizeof(*d)))) {
@@ -2808,9 +2815,7 @@ static int v_sleep(sqlite3_vfs *v, int us)
 	if (!busy || us <= 0 || us > TURNS_SLEEP_MAX_US)
 		return real_vfs(v)->xSleep(real_vfs(v), us);
 	pthread_mutex_lock(&g_mu);
-	struct adb *d = g_dbs;
-	while (d && (d->dev != t_turn.dev || d->ino != t_turn.ino))
-		d = d->next;
+	struct adb *d = db_by_id(t_turn.dev, t_turn.ino);
 	if (d)
 		d->refs++; /* release_db below; the connection that was refused has one too */
 	pthread_mutex_unlock(&g_mu);
