@@ -72,6 +72,25 @@ static inline sqlite3 *sq_open(const char *path, long long log_size)
 	return db;
 }
 
+/* Through atomio in its default mode (no journal pragma), synchronous=FULL,
+ * a busy timeout of busy_ms: each process of the tests of several. */
+static inline sqlite3 *sq_open_default(const char *path, int busy_ms)
+{
+	sqlite3 *db = sq_open_vfs(path, "atomio", 0);
+	sqlite3_busy_timeout(db, busy_ms);
+	SQ_CHECK(db, sqlite3_exec(db, "PRAGMA synchronous=FULL", 0, 0, 0));
+	return db;
+}
+
+/* The database at path and its log removed (either may be absent). */
+static inline void sq_remove_db(const char *path)
+{
+	char lp[4200];
+	snprintf(lp, sizeof(lp), "%s-atomio", path);
+	unlink(path);
+	unlink(lp);
+}
+
 static inline int sq_exec(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, 0, 0, 0); }
 
 static inline void sq_ok(sqlite3 *db, const char *sql)
@@ -179,6 +198,17 @@ static inline uint64_t sq_mix(uint64_t x)
 	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
 	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
 	return x ^ (x >> 31);
+}
+
+/* Append to sql (n of its cap bytes used) the ids of 8 distinct rows of
+ * nrows (a multiple of 8), the j-th from sq_mix(base + j): "a,b,...,h".
+ * The new length. */
+static inline int sq_rows8(char *sql, size_t cap, int n, uint64_t base, int nrows)
+{
+	for (int j = 0; j < 8; j++)
+		n += snprintf(sql + n, cap - (size_t)n, "%s%d", j ? "," : "",
+			      (int)(sq_mix(base + (uint64_t)j) % (uint64_t)(nrows / 8)) * 8 + j + 1);
+	return n;
 }
 
 #endif

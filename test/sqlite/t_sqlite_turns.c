@@ -155,13 +155,7 @@ static void part1(void)
 
 static const char *g_path;
 
-static sqlite3 *open_db(void)
-{
-	sqlite3 *db = sq_open_vfs(g_path, "atomio", 0);
-	sqlite3_busy_timeout(db, 20000);
-	sq_ok(db, "PRAGMA synchronous=FULL");
-	return db;
-}
+static sqlite3 *open_db(void) { return sq_open_default(g_path, 20000); }
 
 struct counts {
 	_Atomic int go, left;
@@ -176,9 +170,7 @@ static void writer(struct counts *c, int me)
 	for (uint64_t k = 0; atomic_fetch_sub(&c->left, 1) > 0; k++) {
 		char sql[512];
 		int n = snprintf(sql, sizeof(sql), "BEGIN IMMEDIATE; UPDATE t SET v = v + 1 WHERE id IN (");
-		for (int j = 0; j < 8; j++)
-			n += snprintf(sql + n, sizeof(sql) - (size_t)n, "%s%d", j ? "," : "",
-				      (int)(sq_mix((uint64_t)me * 1000003 + k * 8 + (uint64_t)j) % (NROWS / 8)) * 8 + j + 1);
+		n = sq_rows8(sql, sizeof(sql), n, (uint64_t)me * 1000003 + k * 8, NROWS);
 		snprintf(sql + n, sizeof(sql) - (size_t)n, "); UPDATE w SET n = n + 1 WHERE id = %d; COMMIT",
 			 me + 1);
 		int rc = sq_exec(db, sql);
@@ -199,10 +191,7 @@ static void writer(struct counts *c, int me)
 
 static void part2(void)
 {
-	char lp[4200];
-	unlink(g_path);
-	snprintf(lp, sizeof(lp), "%s-atomio", g_path);
-	unlink(lp);
+	sq_remove_db(g_path);
 	sqlite3 *db = open_db();
 	char sql[512];
 	snprintf(sql, sizeof(sql),

@@ -44,20 +44,11 @@
 static const char *g_path;
 static uint64_t g_seed;
 
-static sqlite3 *open_db(void)
-{
-	sqlite3 *db = sq_open_vfs(g_path, "atomio", 0);
-	sqlite3_busy_timeout(db, 20000);
-	sq_ok(db, "PRAGMA synchronous=FULL");
-	return db;
-}
+static sqlite3 *open_db(void) { return sq_open_default(g_path, 20000); }
 
 static void setup(void)
 {
-	char lp[4200];
-	unlink(g_path);
-	snprintf(lp, sizeof(lp), "%s-atomio", g_path);
-	unlink(lp);
+	sq_remove_db(g_path);
 	sqlite3 *db = open_db();
 	sq_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER, pad BLOB);"
 		  "CREATE TABLE meta(n INTEGER); INSERT INTO meta VALUES(0);"
@@ -82,9 +73,7 @@ static int tx(sqlite3 *db, int me, uint64_t k)
 {
 	char sql[512];
 	int n = snprintf(sql, sizeof(sql), "BEGIN IMMEDIATE; UPDATE t SET v = v + 1 WHERE id IN (");
-	for (int j = 0; j < 8; j++)
-		n += snprintf(sql + n, sizeof(sql) - (size_t)n, "%s%d", j ? "," : "",
-			      (int)(sq_mix(g_seed * 1000003 + (uint64_t)me * 65537 + k * 8 + (uint64_t)j) % (NROWS / 8)) * 8 + j + 1);
+	n = sq_rows8(sql, sizeof(sql), n, g_seed * 1000003 + (uint64_t)me * 65537 + k * 8, NROWS);
 	snprintf(sql + n, sizeof(sql) - (size_t)n,
 		 "); UPDATE meta SET n = n + 8; UPDATE w SET n = n + 1 WHERE id = %d; COMMIT", me);
 	int rc = sq_exec(db, sql);
