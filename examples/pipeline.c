@@ -27,10 +27,19 @@
  *  - the checkpoints: data syncs' share of the time, and log writes that
  *    overlapped one against those that did not.
  *
- * usage: pipeline [-d DIR] [-t WRITERS] [-P] [-u] [-M] [-r REPS] [-s SECONDS] [-p PAGE] [-f FILE_MIB]
+ * With -g G, each commit is a group of G pages over two files (alternating,
+ * as `atomio bench -r G -f 2`), and unsafe writes them with G pwrites and a
+ * fdatasync of each file.
+ *
+ * usage: pipeline [-d DIR] [-t WRITERS] [-P] [-u] [-M] [-N] [-g PAGES] [-r REPS] [-s SECONDS] [-p PAGE] [-f FILE_MIB]
  * (-u: atomio's slices only, to profile them; -M: the store's shared state
  * mapped with its page tables filled at once, MADV_POPULATE_WRITE, instead
- * of a page fault at each page's first touch in each process)
+ * of a page fault at each page's first touch in each process; -N: a null
+ * device under atomio once the log is warm -- its log writes (RWF_DSYNC),
+ * data syncs and write-back requests return at once without reaching the
+ * disk, the home writes still go to the page cache -- so that atomio's
+ * slices show what its commit path alone allows on this CPU, beside unsafe
+ * on the real disk; a measurement, never a way to run: nothing is durable)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,7 +66,9 @@ static unsigned nw = 8, reps = 3;
 static double secs = 5;
 static size_t page = 16384;
 static uint64_t fsize = 128ull << 20;
-static int procs, no_unsafe, populate;
+static int procs, no_unsafe, populate, null_dev;
+static unsigned gpages = 1; /* -g: pages per commit, over two files when more than one */
+static _Atomic int nulling; /* -N, from the first slice on (inherited by writer processes) */
 
 static uint64_t now_ns(void)
 {
@@ -105,28 +116,34 @@ static struct atomio_sysops ops;
 static ssize_t w_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf)
 {
 	uint64_t t0 = now_ns();
-	ssize_t n = atomio_sys_linux.pwritev(fd, iov, iovcnt, off, rwf);
+	ssize_t n = 0;
+	if ((rwf & RWF_DSYNC) && atomic_load_explicit(&nulling, memory_order_relaxed))
+		for (int i = 0; i < iovcnt; i++)
+			n += (ssize_t)iov[i].iov_len; /* -N: the log write "done" */
+	else
+		n = atomio_sys_linux.pwritev(fd, iov, iovcnt, off, rwf);
 	rec(rwf & RWF_DSYNC ? EV_LOG : EV_HOME, t0, now_ns(), n > 0 ? (uint64_t)n : 0);
 	return n;
 }
 static int w_fdatasync(int fd)
 {
 	uint64_t t0 = now_ns();
-	int r = atomio_sys_linux.fdatasync(fd);
+	int r = atomic_load_explicit(&nulling, memory_order_relaxed) ? 0 : atomio_sys_linux.fdatasync(fd);
 	rec(EV_SYNC, t0, now_ns(), 0);
 	return r;
 }
 static int w_fsync(int fd)
 {
 	uint64_t t0 = now_ns();
-	int r = atomio_sys_linux.fsync(fd);
+	int r = atomic_load_explicit(&nulling, memory_order_relaxed) ? 0 : atomio_sys_linux.fsync(fd);
 	rec(EV_SYNC, t0, now_ns(), 0);
 	return r;
 }
 static int w_sfr(int fd, off_t off, off_t len, unsigned flags)
 {
 	uint64_t t0 = now_ns();
-	int r = atomio_sys_linux.sync_file_range(fd, off, len, flags);
+	int r = atomic_load_explicit(&nulling, memory_order_relaxed) ? 0
+									: atomio_sys_linux.sync_file_range(fd, off, len, flags);
 	rec(EV_WB, t0, now_ns(), (uint64_t)len);
 	return r;
 }
@@ -182,9 +199,9 @@ static int w_fadvise(int fd, off_t off, off_t len, int advice)
 
 /* --- writers ------------------------------------------------------------------- */
 
-static char logp[4200], ap[4200], up[4200];
+static char logp[4200], ap[4200], up[4200], bp[4200], vp[4200];
 static atomio *st0;
-static int af0;
+static int af0, bf0;
 
 static void die(const char *what, int r)
 {
@@ -206,10 +223,32 @@ static void schedstat(uint64_t *run, uint64_t *rq)
 
 struct wctx {
 	unsigned id;
-	int unsafe_fd; /* >= 0: an unsafe writer */
+	int unsafe_fd, unsafe_fd2; /* >= 0: an unsafe writer (its second file for groups) */
 	atomio *st;
-	int af;
+	int af, bf;
 };
+
+/* One group of gpages pages, alternating between the two files, at random
+ * places (the same page data each: incompressible all the same). */
+static void group(struct wctx *c, const char *buf, uint64_t *s, uint64_t pages)
+{
+	atomio_tx *tx = NULL;
+	int r = c->unsafe_fd >= 0 ? 0 : atomio_tx_begin(c->st, &tx);
+	for (unsigned i = 0; r == 0 && i < gpages; i++) {
+		*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+		off_t off = (off_t)((*s % pages) * page);
+		if (c->unsafe_fd >= 0)
+			r = pwrite(i % 2 ? c->unsafe_fd2 : c->unsafe_fd, buf, page, off) == (ssize_t)page ? 0 : -errno;
+		else
+			r = atomio_tx_write(tx, i % 2 ? c->bf : c->af, buf, page, off);
+	}
+	if (c->unsafe_fd >= 0) {
+		if (r < 0 || fdatasync(c->unsafe_fd) < 0 || fdatasync(c->unsafe_fd2) < 0)
+			die("unsafe group", r);
+	} else if (r < 0 || (r = atomio_tx_commit(tx)) < 0) {
+		die("atomio group", r);
+	}
+}
 
 static void writer_loop(struct wctx *c)
 {
@@ -228,7 +267,9 @@ static void writer_loop(struct wctx *c)
 			memcpy(buf + j, &s, 8);
 		}
 		uint64_t off = (s % pages) * page;
-		if (c->unsafe_fd >= 0) {
+		if (gpages > 1) {
+			group(c, buf, &s, pages);
+		} else if (c->unsafe_fd >= 0) {
 			if (pwrite(c->unsafe_fd, buf, page, (off_t)off) != (ssize_t)page || fdatasync(c->unsafe_fd) < 0)
 				die("unsafe write", 0);
 		} else {
@@ -265,11 +306,13 @@ static double slice(int unsafe)
 	pthread_t tid[64];
 	pid_t pid[64];
 	struct wctx c[64];
-	int ufd = -1;
+	int ufd = -1, vfd = -1;
 	if (unsafe && (ufd = open(up, O_WRONLY | O_DIRECT)) < 0)
 		die(up, 0);
+	if (unsafe && gpages > 1 && (vfd = open(vp, O_WRONLY | O_DIRECT)) < 0)
+		die(vp, 0);
 	for (unsigned k = 0; k < nw; k++)
-		c[k] = (struct wctx){.id = k, .unsafe_fd = ufd, .st = st0, .af = af0};
+		c[k] = (struct wctx){.id = k, .unsafe_fd = ufd, .unsafe_fd2 = vfd, .st = st0, .af = af0, .bf = bf0};
 	atomic_store(&sh->nev, 0);
 	atomic_store(&sh->recording, !unsafe);
 	uint64_t t0 = now_ns();
@@ -291,6 +334,8 @@ static double slice(int unsafe)
 					die("atomio_open (joining)", r);
 				if ((c[k].af = atomio_file_open(c[k].st, ap, O_DIRECT, 0)) < 0)
 					die("atomio_file_open", c[k].af);
+				if (gpages > 1 && (c[k].bf = atomio_file_open(c[k].st, bp, O_DIRECT, 0)) < 0)
+					die("atomio_file_open", c[k].bf);
 			}
 			writer_loop(&c[k]);
 			if (!unsafe)
@@ -314,6 +359,8 @@ static double slice(int unsafe)
 	atomic_store(&sh->recording, 0);
 	if (ufd >= 0)
 		close(ufd);
+	if (vfd >= 0)
+		close(vfd);
 	return d;
 }
 
@@ -446,7 +493,7 @@ static void analyse(struct totals *T, double d)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "d:t:PuMr:s:p:f:")) != -1) {
+	while ((c = getopt(argc, argv, "d:t:PuMNg:r:s:p:f:")) != -1) {
 		if (c == 'd')
 			dir = optarg;
 		else if (c == 't')
@@ -455,6 +502,10 @@ int main(int argc, char **argv)
 			procs = 1;
 		else if (c == 'M')
 			populate = 1; /* the shared state mapped whole at open (MADV_POPULATE_WRITE) */
+		else if (c == 'g')
+			gpages = (unsigned)atoi(optarg);
+		else if (c == 'N')
+			null_dev = 1; /* atomio on a null device (see the top) */
 		else if (c == 'u')
 			no_unsafe = 1; /* atomio's slices only (to profile them) */
 		else if (c == 'r')
@@ -466,12 +517,13 @@ int main(int argc, char **argv)
 		else if (c == 'f')
 			fsize = strtoull(optarg, NULL, 0) << 20;
 		else {
-			fprintf(stderr, "usage: pipeline [-d DIR] [-t WRITERS] [-P] [-u] [-M] [-r REPS] [-s SECONDS] [-p PAGE] [-f FILE_MIB]\n");
+			fprintf(stderr, "usage: pipeline [-d DIR] [-t WRITERS] [-P] [-u] [-M] [-N] [-g PAGES] [-r REPS] [-s SECONDS] [-p PAGE] [-f FILE_MIB]\n");
 			return 2;
 		}
 	}
-	if (nw < 1 || nw > 64 || reps < 1 || secs <= 0 || page < 4096 || page % 4096 || fsize < 16 * page) {
-		fprintf(stderr, "pipeline: need 1-64 writers, -p a multiple of 4096, -f >= 16 pages\n");
+	if (nw < 1 || nw > 64 || reps < 1 || secs <= 0 || page < 4096 || page % 4096 || fsize < 16 * page ||
+	    gpages < 1 || gpages > 256) {
+		fprintf(stderr, "pipeline: need 1-64 writers, -p a multiple of 4096, -f >= 16 pages, -g 1-256\n");
 		return 2;
 	}
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -484,6 +536,8 @@ int main(int argc, char **argv)
 	snprintf(logp, sizeof(logp), "%s/log", tmpl);
 	snprintf(ap, sizeof(ap), "%s/a.dat", tmpl);
 	snprintf(up, sizeof(up), "%s/u.dat", tmpl);
+	snprintf(bp, sizeof(bp), "%s/b.dat", tmpl);
+	snprintf(vp, sizeof(vp), "%s/v.dat", tmpl);
 
 	ops = atomio_sys_linux;
 	ops.name = "recording";
@@ -508,10 +562,11 @@ int main(int argc, char **argv)
 		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
 		memcpy(buf + j, &s, 8);
 	}
-	for (int k = 0; k < 2; k++) {
-		int fd = open(k ? up : ap, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	const char *files[4] = {ap, up, bp, vp};
+	for (int k = 0; k < (gpages > 1 ? 4 : 2); k++) {
+		int fd = open(files[k], O_CREAT | O_WRONLY | O_TRUNC, 0644);
 		if (fd < 0)
-			die(k ? up : ap, 0);
+			die(files[k], 0);
 		for (uint64_t off = 0; off < fsize; off += page)
 			if (pwrite(fd, buf + (off % chunk), page, (off_t)off) != (ssize_t)page)
 				die("prefill", 0);
@@ -525,6 +580,8 @@ int main(int argc, char **argv)
 		die("atomio_open", r);
 	if ((af0 = atomio_file_open(st0, ap, O_DIRECT, 0)) < 0)
 		die("atomio_file_open", af0);
+	if (gpages > 1 && (bf0 = atomio_file_open(st0, bp, O_DIRECT, 0)) < 0)
+		die("atomio_file_open", bf0);
 	/* the log's first lap, written before measuring (as atomio bench does) */
 	struct atomio_caps caps;
 	atomio_caps(st0, -1, &caps);
@@ -537,6 +594,7 @@ int main(int argc, char **argv)
 	if ((r = atomio_checkpoint(st0)) < 0)
 		die("atomio_checkpoint", r);
 
+	atomic_store(&nulling, null_dev);
 	struct totals T = {0};
 	struct atomio_stats s0, s1;
 	atomio_stats(st0, &s0);
@@ -574,9 +632,13 @@ int main(int argc, char **argv)
 	double acpu = acpu_self + (procs ? T.cpu : 0);
 
 	qsort(T.logd, T.nlogd, sizeof(uint64_t), cmp_u64);
-	printf("pipeline%s: %u writer %s, %zu-byte incompressible pages, uniform over a %llu MiB O_DIRECT file, "
+	char what[64] = "";
+	if (gpages > 1)
+		snprintf(what, sizeof(what), " in groups of %u over 2 files", gpages);
+	printf("pipeline%s%s: %u writer %s, %zu-byte incompressible pages%s, uniform over a %llu MiB O_DIRECT file, "
 	       "default options, steady state; %u x %.1f s per mode, alternating\n",
-	       populate ? " -M" : "", nw, procs ? "processes" : "threads", page, (unsigned long long)(fsize >> 20), reps, secs);
+	       populate ? " -M" : "", null_dev ? " -N (atomio on a null device: its log writes and syncs return at once)" : "",
+	       nw, procs ? "processes" : "threads", page, what, (unsigned long long)(fsize >> 20), reps, secs);
 	double ops_s = T.ops / T.secs, u_s = T.usecs > 0 ? T.uops / T.usecs : NAN;
 	printf("atomio %.0f commits/s, unsafe %.0f/s: %.2fx; CPU per op: atomio %.1f us, unsafe %.1f us\n", ops_s, u_s,
 	       ops_s / u_s, acpu / T.ops * 1e6, ucpu / T.uops * 1e6);
@@ -617,6 +679,8 @@ int main(int argc, char **argv)
 	unlink(logp);
 	unlink(ap);
 	unlink(up);
+	unlink(bp);
+	unlink(vp);
 	rmdir(tmpl);
 	return 0;
 }
