@@ -642,11 +642,11 @@ int main(int argc, char **argv)
 	double ops_s = T.ops / T.secs, u_s = T.usecs > 0 ? T.uops / T.usecs : NAN;
 	printf("atomio %.0f commits/s, unsafe %.0f/s: %.2fx; CPU per op: atomio %.1f us, unsafe %.1f us\n", ops_s, u_s,
 	       ops_s / u_s, acpu / T.ops * 1e6, ucpu / T.uops * 1e6);
-	printf("log: %.0f writes/s of %.1f KiB (%.2f groups each); duration p50 %.0f us, mean %.0f, p99 %.0f;\n"
+	printf("log: %.0f writes/s of %.1f KiB (%.2f groups each); duration p50 %.0f us, mean %.0f, p99 %.0f, p99.9 %.0f;\n"
 	       "     one in flight %.0f%% of the time, two %.0f%%; gap from one's end to the next's start %.0f us mean\n",
 	       T.nlog / T.secs, T.log_bytes / T.nlog / 1024, commits / (double)(s1.log_syncs - s0.log_syncs),
 	       (double)T.logd[T.nlogd / 2] / 1e3, (T.log_ovl_sum + T.log_free_sum) / T.nlog * 1e6,
-	       (double)T.logd[T.nlogd * 99 / 100] / 1e3, 100 * T.log_busy / T.secs, 100 * T.log_busy2 / T.secs,
+	       (double)T.logd[T.nlogd * 99 / 100] / 1e3, (double)T.logd[T.nlogd * 999 / 1000] / 1e3, 100 * T.log_busy / T.secs, 100 * T.log_busy2 / T.secs,
 	       T.ngap ? T.gap_sum / T.ngap * 1e6 : 0);
 	printf("checkpoints: %llu in %.1f s; data syncs (not in writers) %.0f%% of the time; log writes during one "
 	       "%.0f us mean (%.0f of them), otherwise %.0f us (%.0f)\n",

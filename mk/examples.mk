@@ -36,6 +36,7 @@ breakdown: $(BUILD)/breakdown
 
 # Where many writers' time goes, against unsafe from as many (docs/PERFORMANCE.md,
 # "Where the time goes at 8 writers"): `make pipeline [BENCH_DIR=/var/tmp] [PIPELINE_ARGS=-t 8 -P]`
+# (-g 8: groups of 8 pages over 2 files; -N: atomio on a null device, "What the CPU allows")
 ALL_EXTRA += $(BUILD)/pipeline
 $(BUILD)/pipeline: examples/pipeline.c $(BUILD)/libatomio.a
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio.a $(LIBS)
