@@ -80,6 +80,7 @@ static uint64_t now_ns(void)
 /* --- events, in shared memory ------------------------------------------------ */
 
 enum { EV_LOG, EV_HOME, EV_SYNC, EV_WB, EV_FILLWAIT, EV_WAIT, EV_WAKE, EV_LOCK, EV_MAP, EV_FADV, EV_N };
+#define EV_COMMIT EV_N /* a writer's whole atomio commit (not a call: the tail's analysis) */
 static const char *ev_name[EV_N] = {"log write", "home write", "data sync", "write-back", "fill wait",
 				    "other wait", "wake", "byte lock (liveness)", "shared map/unmap",
 				    "fadvise"};
@@ -233,6 +234,7 @@ struct wctx {
 static void group(struct wctx *c, const char *buf, uint64_t *s, uint64_t pages)
 {
 	atomio_tx *tx = NULL;
+	uint64_t t_start = now_ns();
 	int r = c->unsafe_fd >= 0 ? 0 : atomio_tx_begin(c->st, &tx);
 	for (unsigned i = 0; r == 0 && i < gpages; i++) {
 		*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
@@ -248,6 +250,7 @@ static void group(struct wctx *c, const char *buf, uint64_t *s, uint64_t pages)
 	} else if (r < 0 || (r = atomio_tx_commit(tx)) < 0) {
 		die("atomio group", r);
 	}
+	rec(EV_COMMIT, t_start, now_ns(), 0);
 }
 
 static void writer_loop(struct wctx *c)
@@ -270,12 +273,16 @@ static void writer_loop(struct wctx *c)
 		if (gpages > 1) {
 			group(c, buf, &s, pages);
 		} else if (c->unsafe_fd >= 0) {
+			uint64_t t0 = now_ns();
 			if (pwrite(c->unsafe_fd, buf, page, (off_t)off) != (ssize_t)page || fdatasync(c->unsafe_fd) < 0)
 				die("unsafe write", 0);
+			rec(EV_COMMIT, t0, now_ns(), 0);
 		} else {
+			uint64_t t0 = now_ns();
 			ssize_t n = atomio_pwrite(c->st, c->af, buf, page, (off_t)off);
 			if (n != (ssize_t)page)
 				die("atomio_pwrite", (int)n);
+			rec(EV_COMMIT, t0, now_ns(), 0);
 		}
 		atomic_fetch_add_explicit(&sh->ops[c->id], 1, memory_order_relaxed);
 	}
@@ -314,7 +321,7 @@ static double slice(int unsafe)
 	for (unsigned k = 0; k < nw; k++)
 		c[k] = (struct wctx){.id = k, .unsafe_fd = ufd, .unsafe_fd2 = vfd, .st = st0, .af = af0, .bf = bf0};
 	atomic_store(&sh->nev, 0);
-	atomic_store(&sh->recording, !unsafe);
+	atomic_store(&sh->recording, 1); /* unsafe's: its commits only (it makes no calls through the ops table) */
 	uint64_t t0 = now_ns();
 	for (unsigned k = 0; k < nw; k++) {
 		if (!procs) {
@@ -417,7 +424,67 @@ struct totals {
 	uint64_t *logd;
 	uint64_t nlogd, logd_cap;
 	double gap_sum, ngap;
+	/* the slowest 0.1% of commits: how many, their time, and within it
+	 * the time covered by a log write, by the writer's own home writes, by
+	 * a write-back request or a data sync (anyone's) */
+	double slow_n, slow_sum, slow_log, slow_home, slow_wb, slow_sync, p999_sum, p999_n;
+	double lat[2][3], nlat[2]; /* commits' p50, p99, p99.9 per slice, summed: [0] atomio, [1] unsafe */
 };
+
+/* A slice's commit latencies (its EV_COMMIT events) into T->lat[m]. */
+static void latencies(struct totals *T, int m)
+{
+	uint64_t n = atomic_load(&sh->nev), k = 0;
+	if (n > MAX_EV)
+		n = MAX_EV;
+	uint64_t *d = malloc((n + 1) * sizeof(*d));
+	if (!d)
+		die("memory", 0);
+	for (uint64_t i = 0; i < n; i++)
+		if (sh->ev[i].type == EV_COMMIT)
+			d[k++] = sh->ev[i].t1 - sh->ev[i].t0;
+	if (k >= 1000) {
+		qsort(d, k, sizeof(*d), cmp_u64);
+		T->lat[m][0] += (double)d[k / 2] / 1e3;
+		T->lat[m][1] += (double)d[k * 99 / 100] / 1e3;
+		T->lat[m][2] += (double)d[k * 999 / 1000] / 1e3;
+		T->nlat[m]++;
+	}
+	free(d);
+}
+
+/* Time of [a0, a1) covered by events of type t with t0 in [a0 - back, a1)
+ * (writer w only, unless w < 0); e sorted by t0. */
+static double overlap(const struct ev *e, uint64_t n, uint64_t a0, uint64_t a1, int t, int w)
+{
+	const uint64_t back = 50000000u; /* no call of interest lasts 50 ms */
+	uint64_t lo = 0, hi = n;
+	while (lo < hi) { /* first event with t0 >= a0 - back */
+		uint64_t mid = (lo + hi) / 2;
+		if (e[mid].t0 + back < a0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint64_t cov = 0, end = a0; /* covered up to end (events by t0) */
+	for (uint64_t i = lo; i < n && e[i].t0 < a1; i++) {
+		if (e[i].type != t || (w >= 0 && e[i].writer != w))
+			continue;
+		uint64_t s0 = e[i].t0 > end ? e[i].t0 : end, s1 = e[i].t1 < a1 ? e[i].t1 : a1;
+		if (s1 > s0) {
+			cov += s1 - s0;
+			end = s1;
+		}
+	}
+	return (double)cov / 1e9;
+}
+
+static int cmp_dur(const void *a, const void *b)
+{
+	const struct ev *x = a, *y = b;
+	uint64_t dx = x->t1 - x->t0, dy = y->t1 - y->t0;
+	return dx < dy ? -1 : dx > dy;
+}
 
 static void analyse(struct totals *T, double d)
 {
@@ -449,8 +516,36 @@ static void analyse(struct totals *T, double d)
 	for (uint64_t i = 0; i < n; i++)
 		if (e[i].type == EV_SYNC)
 			syncs[nsync++] = e[i];
+	/* the slowest 0.1% of commits, against what ran meanwhile */
+	uint64_t ncom = 0;
+	for (uint64_t i = 0; i < n; i++)
+		ncom += e[i].type == EV_COMMIT;
+	struct ev *com = malloc((ncom + 1) * sizeof(*com));
+	if (!com)
+		die("memory", 0);
+	ncom = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (e[i].type == EV_COMMIT)
+			com[ncom++] = e[i];
+	qsort(com, ncom, sizeof(*com), cmp_dur);
+	if (ncom >= 1000) {
+		T->p999_sum += (double)(com[ncom * 999 / 1000].t1 - com[ncom * 999 / 1000].t0) / 1e9;
+		for (uint64_t j = ncom * 999 / 1000; j < ncom; j++) {
+			const struct ev *c = &com[j];
+			T->slow_n++;
+			T->slow_sum += (double)(c->t1 - c->t0) / 1e9;
+			T->slow_log += overlap(e, n, c->t0, c->t1, EV_LOG, -1);
+			T->slow_home += overlap(e, n, c->t0, c->t1, EV_HOME, c->writer);
+			T->slow_wb += overlap(e, n, c->t0, c->t1, EV_WB, -1);
+			T->slow_sync += overlap(e, n, c->t0, c->t1, EV_SYNC, -1);
+		}
+		T->p999_n++;
+	}
+	free(com);
 	uint64_t prev_end = 0;
 	for (uint64_t i = 0; i < n; i++) {
+		if (e[i].type == EV_COMMIT)
+			continue;
 		double dt = (double)(e[i].t1 - e[i].t0) / 1e9;
 		T->cnt[e[i].type]++;
 		if (e[i].writer >= 0)
@@ -614,12 +709,14 @@ int main(int argc, char **argv)
 			if (unsafe) {
 				for (unsigned q = 0; q < nw; q++)
 					T.uops += (double)sh->ops[q];
+				latencies(&T, 1);
 				T.usecs += d;
 				if (procs)
 					for (unsigned q = 0; q < nw; q++)
 						cs += sh->cpu[q];
 				ucpu += cs;
 			} else {
+				latencies(&T, 0);
 				analyse(&T, d);
 				acpu_self += cs;
 			}
@@ -653,6 +750,16 @@ int main(int argc, char **argv)
 	       (unsigned long long)(s1.checkpoints - s0.checkpoints), T.secs, 100 * T.bg_sync / T.secs,
 	       T.log_ovl_n ? T.log_ovl_sum / T.log_ovl_n * 1e6 : 0, T.log_ovl_n,
 	       T.log_free_n ? T.log_free_sum / T.log_free_n * 1e6 : 0, T.log_free_n);
+	for (int m = 0; m < 2; m++)
+		if (T.nlat[m])
+			printf("%s commits' latency (mean of the slices' percentiles): p50 %.0f us, p99 %.0f, p99.9 %.0f\n",
+			       m ? "unsafe" : "atomio", T.lat[m][0] / T.nlat[m], T.lat[m][1] / T.nlat[m],
+			       T.lat[m][2] / T.nlat[m]);
+	if (T.slow_n)
+		printf("slowest 0.1%% of commits (p99.9 %.0f us): %.0f us mean, of it %.0f us with a log write in flight, "
+		       "%.0f in its writer's home writes, %.0f beside a write-back request, %.0f beside a data sync\n",
+		       T.p999_sum / T.p999_n * 1e6, T.slow_sum / T.slow_n * 1e6, T.slow_log / T.slow_n * 1e6,
+		       T.slow_home / T.slow_n * 1e6, T.slow_wb / T.slow_n * 1e6, T.slow_sync / T.slow_n * 1e6);
 	double wall = nw * T.secs; /* writers' time */
 	printf("| per commit, us (writers' time / commits) | us | share |\n|---|---|---|\n");
 	printf("| all (%u writers x time / commits) | %.1f | 100%% |\n", nw, wall / T.ops * 1e6);
