@@ -9,7 +9,10 @@
  *     fdatasync of file a waits until G2's log write has started, then
  *     fails with EIO;
  *   G2 (file b) commits after G1: its log write waits until that fdatasync
- *     has failed, then completes (durable).
+ *     has failed, then completes (durable), and returns only once the store
+ *     has recorded the failure (atomio_tx_begin says ATOMIO_EFAILED): else
+ *     the checkpointer, preempted between its failed sync and recording
+ *     it, could let G2 finish first, and G2 would rightly succeed.
  * G2 must be told ATOMIO_EUNKNOWN (recovery decides), not ATOMIO_EFAILED
  * ("nothing written"), and reopening replays it. */
 #include <pthread.h>
@@ -21,6 +24,7 @@
 #include "t.h"
 
 static struct atomio_sysops ops;
+static atomio *st;
 static int fd_a = -1;
 static ino_t log_ino;
 static uint64_t area_off = UINT64_MAX;
@@ -57,15 +61,32 @@ static ssize_t w_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off,
 {
 	pthread_mutex_lock(&mu);
 	struct stat sb;
+	bool g2 = false;
 	if (armed && fstat(fd, &sb) == 0 && sb.st_ino == log_ino && (uint64_t)off >= area_off &&
 	    ++log_writes == 2) {
 		/* G2's record: wait until the checkpoint's sync has failed */
-		g2_logging = true;
+		g2 = g2_logging = true;
 		pthread_cond_broadcast(&cv);
 		wait_for(&sync_failed);
 	}
 	pthread_mutex_unlock(&mu);
-	return atomio_sys_linux.pwritev(fd, iov, iovcnt, off, rwf);
+	ssize_t n = atomio_sys_linux.pwritev(fd, iov, iovcnt, off, rwf);
+	/* ... and is still in flight when the store records the failure (a
+	 * count of naps, 10 s at most) */
+	for (int i = 0; g2; i++) {
+		atomio_tx *tx;
+		int r = atomio_tx_begin(st, &tx);
+		if (r == ATOMIO_EFAILED)
+			break;
+		if (r == 0)
+			atomio_tx_abort(tx);
+		if (i == 10000) {
+			fprintf(stderr, "the store did not record the failed sync\n");
+			abort();
+		}
+		usleep(1000);
+	}
+	return n;
 }
 
 /* fdatasync or fsync of a data file by the checkpointer: a's fails once G2's
@@ -102,7 +123,6 @@ int main(void)
 	atomio_sys_set(&ops);
 
 	char err[512] = "";
-	atomio *st;
 	struct atomio_options o = t_opts(1 << 20);
 	o.flags |= ATOMIO_ENGINE_PLAIN | ATOMIO_FAST_PATH_OFF | ATOMIO_NO_COMPRESS;
 	o.ckpt_percent = 1; /* the first group home asks for a background checkpoint */
