@@ -479,6 +479,23 @@ static double overlap(const struct ev *e, uint64_t n, uint64_t a0, uint64_t a1, 
 	return (double)cov / 1e9;
 }
 
+/* A copy of the events of one type (*m of them), in their order; malloc'd. */
+static struct ev *of_type(const struct ev *e, uint64_t n, int type, uint64_t *m)
+{
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < n; i++)
+		k += e[i].type == type;
+	struct ev *v = malloc((k + 1) * sizeof(*v));
+	if (!v)
+		die("memory", 0);
+	k = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (e[i].type == type)
+			v[k++] = e[i];
+	*m = k;
+	return v;
+}
+
 static int cmp_dur(const void *a, const void *b)
 {
 	const struct ev *x = a, *y = b;
@@ -506,27 +523,10 @@ static void analyse(struct totals *T, double d)
 		T->minflt += (double)sh->minflt[k];
 	}
 	/* the data syncs (checkpoints'), few */
-	uint64_t nsync = 0;
-	for (uint64_t i = 0; i < n; i++)
-		nsync += e[i].type == EV_SYNC;
-	struct ev *syncs = malloc((nsync + 1) * sizeof(*syncs));
-	if (!syncs)
-		die("memory", 0);
-	nsync = 0;
-	for (uint64_t i = 0; i < n; i++)
-		if (e[i].type == EV_SYNC)
-			syncs[nsync++] = e[i];
+	uint64_t nsync, ncom;
+	struct ev *syncs = of_type(e, n, EV_SYNC, &nsync);
 	/* the slowest 0.1% of commits, against what ran meanwhile */
-	uint64_t ncom = 0;
-	for (uint64_t i = 0; i < n; i++)
-		ncom += e[i].type == EV_COMMIT;
-	struct ev *com = malloc((ncom + 1) * sizeof(*com));
-	if (!com)
-		die("memory", 0);
-	ncom = 0;
-	for (uint64_t i = 0; i < n; i++)
-		if (e[i].type == EV_COMMIT)
-			com[ncom++] = e[i];
+	struct ev *com = of_type(e, n, EV_COMMIT, &ncom);
 	qsort(com, ncom, sizeof(*com), cmp_dur);
 	if (ncom >= 1000) {
 		T->p999_sum += (double)(com[ncom * 999 / 1000].t1 - com[ncom * 999 / 1000].t0) / 1e9;
