@@ -277,10 +277,44 @@ static int cat_parse(atomio *st, bool reload)
 
 int cat_load(atomio *st) { return cat_parse(st, false); }
 
+/* Read the catalog while other processes may be registering files: each
+ * registration writes a catalog copy (cat_write, LK_CAT write-locked), and
+ * two in a row rewrite both copies; read unlocked, both copies could be
+ * caught half-written and the store called corrupt (t_procs_kill saw it at
+ * a join, 3-6 runs in 40 beside 4 CPU hogs).  So the catalog is read with
+ * LK_CAT read-locked: no copy changes meanwhile.  Holders of LK_CAT wait for
+ * nothing but the shared mutex (cat_write), so the readers -- a joining
+ * process holding LK_INIT, a leader opening a file for its home writes --
+ * cannot deadlock with them.  In a process, only with cat_lock held or
+ * before any other thread can exist (at open): the lock byte is the open
+ * file description's, shared by its threads. */
+static int cat_parse_shared(atomio *st, bool reload)
+{
+	if (st->exclusive)
+		return cat_parse(st, reload);
+	int r = sys_ofd_lock(st->log_fd, SYS_LK_WAIT, F_RDLCK, LK_CAT, 1);
+	if (r < 0) {
+		st_err(st, "%s: locking the file catalog: %s", st->log_path, strerror(-r));
+		return r;
+	}
+	r = cat_parse(st, reload);
+	(void)sys_ofd_lock(st->log_fd, SYS_LK_SET, F_UNLCK, LK_CAT, 1);
+	return r;
+}
+
+/* At a join: other processes are live. */
+int cat_load_joining(atomio *st) { return cat_parse_shared(st, false); }
+
 int cat_reload(atomio *st)
 {
 	ASSERT_CAT(st);
 	return cat_parse(st, true);
+}
+
+int cat_reload_shared(atomio *st)
+{
+	ASSERT_CAT(st);
+	return cat_parse_shared(st, true);
 }
 
 static size_t cat_serialize(atomio *st, char *buf, size_t cap, uint64_t gen, uint32_t *count_out)
@@ -693,7 +727,7 @@ struct afile *file_get_any(atomio *st, uint32_t id, int *err)
 		 * catalog, or registered anew (another file under its path) --
 		 * also when this process never opened it: the identity it holds
 		 * is the one of its last catalog load, maybe an older file's */
-		r = cat_reload(st);
+		r = cat_reload_shared(st);
 		f = atomic_load(&st->files[id]);
 	}
 	if (f && f->hfd >= 0 && file_stale(st, f) && r == 0) {

@@ -453,9 +453,13 @@ int log_write_pad(atomio *st, uint64_t off, uint64_t len, uint64_t seq, uint32_t
 #define FILE_OPEN_NEEDS_ROLE INT_MIN
 int file_open(atomio *st, const char *path, int open_flags, mode_t mode, bool role_held);
 int cat_load(atomio *st);
+int cat_load_joining(atomio *st);
 /* Another process registered files since this one loaded the catalog: load
  * it again (cat_lock held). */
 int cat_reload(atomio *st);
+/* ... the same without LK_CAT held (cat_lock held): read-locks it, so that no
+ * other process's registration rewrites the catalog meanwhile. */
+int cat_reload_shared(atomio *st);
 /* A file open in this process for the application (atomio_file_open), or
  * NULL. */
 struct afile *file_get(atomio *st, int id);

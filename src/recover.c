@@ -1001,7 +1001,7 @@ int replay_record(atomio *st, uint64_t pos, uint64_t seq)
 	struct rcv rc = {.st = st, .epoch = st->rec_epoch, .borrowed = true};
 	struct rec rec = {.segs = NULL};
 	cat_mutex_lock(st);
-	int r = cat_reload(st); /* its files may be newer than this process's catalog */
+	int r = cat_reload_shared(st); /* its files may be newer than this process's catalog */
 	cat_mutex_unlock(st);
 	if (r == 0)
 		r = rcv_init(&rc);

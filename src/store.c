@@ -140,7 +140,7 @@ static int join_open(atomio *st, const struct atomio_options *opts)
 	 * recovery (a new epoch): read it again. */
 	int r = log_load_sb(st);
 	if (r == 0)
-		r = cat_load(st);
+		r = cat_load_joining(st);
 	if (r == 0)
 		r = shm_join(st);
 	if (r < 0)
