@@ -27,7 +27,8 @@
  *             at a time;
  *   LK_DMS    read-locked by every attached process for as long as it is
  *             attached; a process that can write-lock it is alone;
- *   LK_CAT    write-locked while a process writes the file catalog;
+ *   LK_CAT    write-locked while a process writes the file catalog,
+ *             read-locked while one reads it beside live others (files.c);
  *   LK_PROC+i write-locked by the process in slot i for as long as it is
  *             attached: free means that process is gone (shm_alive).
  * And flock(LOCK_SH) on the log for every attached process, so that an
