@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -107,6 +108,15 @@ static void *slot_thread(void *arg)
 }
 
 /* A process of slots [t0, t1), each a thread. */
+/* A child goes when the test does, whatever ends it (a failed check aborts
+ * it, a harness's timeout kills it): no writer is left looping behind it.
+ * (The parent may be gone before the call: then at once.) */
+static void die_with(pid_t parent)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(1);
+}
+
 static void proc_main(int t0, int t1, uint32_t flags)
 {
 	struct atomio_options o = t_opts(LOG_SIZE);
@@ -187,6 +197,7 @@ int main(int argc, char **argv)
 	if (!have_seed)
 		seed0 = t_seed_env(1);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const pid_t parent = getpid();
 	printf("processes kill test: seed %" PRIu64 " (ATOMIO_SEED=%" PRIu64 " to repeat)\n", seed0, seed0);
 
 	t_dir();
@@ -237,8 +248,10 @@ int main(int argc, char **argv)
 			}
 			pid_t p = fork();
 			CHECK(p >= 0);
-			if (p == 0)
+			if (p == 0) {
+				die_with(parent);
 				proc_main(t, pair && t == 0 ? 2 : t + 1, flags);
+			}
 			owner[t] = np;
 			pid[np++] = p;
 		}
@@ -247,8 +260,10 @@ int main(int argc, char **argv)
 			churn_rounds++;
 			churn = fork();
 			CHECK(churn >= 0);
-			if (churn == 0)
+			if (churn == 0) {
+				die_with(parent);
 				churn_main();
+			}
 		}
 		for (int t = 0; t < NS; t++)
 			while (!atomic_load(&sh->ready[t])) {
