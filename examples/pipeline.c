@@ -70,6 +70,13 @@ static int procs, no_unsafe, populate, null_dev;
 static unsigned gpages = 1; /* -g: pages per commit, over two files when more than one */
 static _Atomic int nulling; /* -N, from the first slice on (inherited by writer processes) */
 
+/* The next value of a xorshift64 sequence (page bytes and places). */
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+	return *s;
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -237,8 +244,7 @@ static void group(struct wctx *c, const char *buf, uint64_t *s, uint64_t pages)
 	uint64_t t_start = now_ns();
 	int r = c->unsafe_fd >= 0 ? 0 : atomio_tx_begin(c->st, &tx);
 	for (unsigned i = 0; r == 0 && i < gpages; i++) {
-		*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-		off_t off = (off_t)((*s % pages) * page);
+		off_t off = (off_t)((xorshift(s) % pages) * page);
 		if (c->unsafe_fd >= 0)
 			r = pwrite(i % 2 ? c->unsafe_fd2 : c->unsafe_fd, buf, page, off) == (ssize_t)page ? 0 : -errno;
 		else
@@ -266,8 +272,8 @@ static void writer_loop(struct wctx *c)
 	schedstat(&r0, &q0);
 	while (!atomic_load(&sh->stop)) {
 		for (size_t j = 0; j < page; j += 8) {
-			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-			memcpy(buf + j, &s, 8);
+			uint64_t x = xorshift(&s);
+			memcpy(buf + j, &x, 8);
 		}
 		uint64_t off = (s % pages) * page;
 		if (gpages > 1) {
@@ -427,31 +433,9 @@ struct totals {
 	/* the slowest 0.1% of commits: how many, their time, and within it
 	 * the time covered by a log write, by the writer's own home writes, by
 	 * a write-back request or a data sync (anyone's) */
-	double slow_n, slow_sum, slow_log, slow_home, slow_wb, slow_sync, p999_sum, p999_n;
+	double slow_n, slow_sum, slow_log, slow_home, slow_wb, slow_sync;
 	double lat[2][3], nlat[2]; /* commits' p50, p99, p99.9 per slice, summed: [0] atomio, [1] unsafe */
 };
-
-/* A slice's commit latencies (its EV_COMMIT events) into T->lat[m]. */
-static void latencies(struct totals *T, int m)
-{
-	uint64_t n = atomic_load(&sh->nev), k = 0;
-	if (n > MAX_EV)
-		n = MAX_EV;
-	uint64_t *d = malloc((n + 1) * sizeof(*d));
-	if (!d)
-		die("memory", 0);
-	for (uint64_t i = 0; i < n; i++)
-		if (sh->ev[i].type == EV_COMMIT)
-			d[k++] = sh->ev[i].t1 - sh->ev[i].t0;
-	if (k >= 1000) {
-		qsort(d, k, sizeof(*d), cmp_u64);
-		T->lat[m][0] += (double)d[k / 2] / 1e3;
-		T->lat[m][1] += (double)d[k * 99 / 100] / 1e3;
-		T->lat[m][2] += (double)d[k * 999 / 1000] / 1e3;
-		T->nlat[m]++;
-	}
-	free(d);
-}
 
 /* Time of [a0, a1) covered by events of type t with t0 in [a0 - back, a1)
  * (writer w only, unless w < 0); e sorted by t0. */
@@ -503,13 +487,36 @@ static int cmp_dur(const void *a, const void *b)
 	return dx < dy ? -1 : dx > dy;
 }
 
-static void analyse(struct totals *T, double d)
+/* The slice's events recorded (at most MAX_EV). */
+static uint64_t nevents(void)
 {
 	uint64_t n = atomic_load(&sh->nev);
 	if (n > MAX_EV) {
 		fprintf(stderr, "pipeline: more than %u events: shorten -s\n", MAX_EV);
 		n = MAX_EV;
 	}
+	return n;
+}
+
+/* A slice's commits (its EV_COMMIT events), by duration (*k of them),
+ * malloc'd; their p50, p99 and p99.9 into T->lat[m] ([0] atomio, [1]
+ * unsafe) when there are enough. */
+static struct ev *commits(struct totals *T, int m, const struct ev *e, uint64_t n, uint64_t *k)
+{
+	struct ev *c = of_type(e, n, EV_COMMIT, k);
+	qsort(c, *k, sizeof(*c), cmp_dur);
+	if (*k >= 1000) {
+		const uint64_t at[3] = {*k / 2, *k * 99 / 100, *k * 999 / 1000};
+		for (int i = 0; i < 3; i++)
+			T->lat[m][i] += (double)(c[at[i]].t1 - c[at[i]].t0) / 1e3;
+		T->nlat[m]++;
+	}
+	return c;
+}
+
+static void analyse(struct totals *T, double d)
+{
+	uint64_t n = nevents();
 	struct ev *e = sh->ev;
 	qsort(e, n, sizeof(*e), cmp_ev);
 	T->secs += d;
@@ -526,10 +533,8 @@ static void analyse(struct totals *T, double d)
 	uint64_t nsync, ncom;
 	struct ev *syncs = of_type(e, n, EV_SYNC, &nsync);
 	/* the slowest 0.1% of commits, against what ran meanwhile */
-	struct ev *com = of_type(e, n, EV_COMMIT, &ncom);
-	qsort(com, ncom, sizeof(*com), cmp_dur);
+	struct ev *com = commits(T, 0, e, n, &ncom);
 	if (ncom >= 1000) {
-		T->p999_sum += (double)(com[ncom * 999 / 1000].t1 - com[ncom * 999 / 1000].t0) / 1e9;
 		for (uint64_t j = ncom * 999 / 1000; j < ncom; j++) {
 			const struct ev *c = &com[j];
 			T->slow_n++;
@@ -539,7 +544,6 @@ static void analyse(struct totals *T, double d)
 			T->slow_wb += overlap(e, n, c->t0, c->t1, EV_WB, -1);
 			T->slow_sync += overlap(e, n, c->t0, c->t1, EV_SYNC, -1);
 		}
-		T->p999_n++;
 	}
 	free(com);
 	uint64_t prev_end = 0;
@@ -654,8 +658,8 @@ int main(int argc, char **argv)
 		die("memory", 0);
 	uint64_t s = 42;
 	for (size_t j = 0; j < chunk; j += 8) {
-		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-		memcpy(buf + j, &s, 8);
+		uint64_t x = xorshift(&s);
+		memcpy(buf + j, &x, 8);
 	}
 	const char *files[4] = {ap, up, bp, vp};
 	for (int k = 0; k < (gpages > 1 ? 4 : 2); k++) {
@@ -709,14 +713,14 @@ int main(int argc, char **argv)
 			if (unsafe) {
 				for (unsigned q = 0; q < nw; q++)
 					T.uops += (double)sh->ops[q];
-				latencies(&T, 1);
+				uint64_t nc;
+				free(commits(&T, 1, sh->ev, nevents(), &nc));
 				T.usecs += d;
 				if (procs)
 					for (unsigned q = 0; q < nw; q++)
 						cs += sh->cpu[q];
 				ucpu += cs;
 			} else {
-				latencies(&T, 0);
 				analyse(&T, d);
 				acpu_self += cs;
 			}
@@ -758,7 +762,7 @@ int main(int argc, char **argv)
 	if (T.slow_n)
 		printf("slowest 0.1%% of commits (p99.9 %.0f us): %.0f us mean, of it %.0f us with a log write in flight, "
 		       "%.0f in its writer's home writes, %.0f beside a write-back request, %.0f beside a data sync\n",
-		       T.p999_sum / T.p999_n * 1e6, T.slow_sum / T.slow_n * 1e6, T.slow_log / T.slow_n * 1e6,
+		       T.lat[0][2] / T.nlat[0], T.slow_sum / T.slow_n * 1e6, T.slow_log / T.slow_n * 1e6,
 		       T.slow_home / T.slow_n * 1e6, T.slow_wb / T.slow_n * 1e6, T.slow_sync / T.slow_n * 1e6);
 	double wall = nw * T.secs; /* writers' time */
 	printf("| per commit, us (writers' time / commits) | us | share |\n|---|---|---|\n");
