@@ -40,11 +40,12 @@
  * in pieces": one writer's p99.9 1.5-1.8x unsafe's with 128 KiB pieces
  * throughout, 1.4x with these; 8 writers' groups, which fill the log fast,
  * within 2% at p99, 6-10% at p99.9).  The fdatasync that follows finds
- * little left, and it is still what makes the data durable.  The waits use a descriptor of their own:
- * sync_file_range's wait reports a write-back error to its file description
- * and consumes it there (file_check_and_advance_wb_err), and the checkpoint's
- * fdatasync must still see it on the file's own descriptor.  No extra wear:
- * the fdatasync would have written those pages.
+ * little left, and it is still what makes the data durable.  The waits use
+ * a descriptor of their own: sync_file_range's wait reports a write-back
+ * error to its file description and consumes it there
+ * (file_check_and_advance_wb_err), and the checkpoint's fdatasync must still
+ * see it on the file's own descriptor.  No extra wear: the fdatasync would
+ * have written those pages.
  *
  * WEAR.  A page written back early and written again before the checkpoint
  * reaches the device twice.  So a range is written back only once it is

@@ -107,7 +107,6 @@ static void *slot_thread(void *arg)
 	return NULL;
 }
 
-/* A process of slots [t0, t1), each a thread. */
 /* A child goes when the test does, whatever ends it (a failed check aborts
  * it, a harness's timeout kills it): no writer is left looping behind it.
  * (The parent may be gone before the call: then at once.) */
@@ -117,6 +116,7 @@ static void die_with(pid_t parent)
 		_exit(1);
 }
 
+/* A process of slots [t0, t1), each a thread. */
 static void proc_main(int t0, int t1, uint32_t flags)
 {
 	struct atomio_options o = t_opts(LOG_SIZE);

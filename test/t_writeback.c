@@ -82,9 +82,10 @@ static void run(bool hot, int oflags, uint32_t flags)
 		max_piece = piece;
 	printf("  %d waits of the checkpoint's drain, pieces of at most %llu bytes\n", waits,
 	       (unsigned long long)max_piece);
-	/* The log never passes 3/4 full (120 records of 20 KiB in 4 MiB) nor
-	 * the dirty set its limit (the log's size): the drain is never in a
-	 * hurry, its pieces 32 KiB and at most the range that crosses that. */
+	/* The log never reaches the drain's hurry point, 5/8 full with
+	 * checkpoints at half (120 records of 20 KiB: 2.4 of 4 MiB), nor the
+	 * dirty set its limit (the log's size): the drain is never in a hurry,
+	 * its pieces 32 KiB and at most the range that crosses that. */
 	CHECK(max_piece <= 32768 + PAGE);
 	CHECK_EQ(bad_waits, 0);
 	if (!flags && s.checkpoints)
