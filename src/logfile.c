@@ -405,6 +405,95 @@ static int zero_fill(int fd, const char *zero, uint64_t zlen, uint64_t end)
 	return r;
 }
 
+/* Give a new log file (fd, named tmp in messages) its blocks and zeros:
+ * area_off + area_size bytes, the record area at area_off.  Sets
+ * *written_out to the end of what is known written (zeros) and *zerop to a
+ * zeroed buffer of at least 4096 bytes, which the caller frees (also on
+ * failure). */
+static int log_alloc(atomio *st, int fd, const char *tmp, uint64_t area_off, uint64_t area_size,
+		     uint32_t block, uint64_t *written_out, char **zerop)
+{
+	uint64_t total = area_off + area_size;
+	/* Record writes should be overwrites of written blocks, so that
+	 * RWF_DSYNC needs no metadata commit (an unwritten extent's conversion
+	 * is one: docs/PERFORMANCE.md).  The file gets its blocks from
+	 * fallocate (no ENOSPC later), then its area is written with zeros
+	 * now, before any record needs the device: by the device itself where
+	 * it can (FALLOC_FL_WRITE_ZEROES: no data moved), else by writes, up
+	 * to atomio_log_zero_create bytes of it (all of a default log).
+	 * Zeroed later, ahead of the records, the zeros would share the device
+	 * with the first lap's commits (as many bytes as the records); here
+	 * they cost the area's size at the device's sequential speed, once in
+	 * the log's life, before any commit waits (docs/PERFORMANCE.md, "A
+	 * new store's first lap").  What a larger log has beyond is zeroed by
+	 * the checkpointer ahead of the records (log_zero_step_locked_drops).
+	 * Without fallocate, every byte now. */
+	uint64_t written = total, zero_to = total;
+	int r = sys_fallocate(fd, 0, 0, (off_t)total);
+	if (r == 0) {
+		uint64_t unit = log_zero_unit(area_size, block);
+		uint64_t now = area_size < atomio_log_zero_create ? area_size : atomio_log_zero_create / block * block;
+		written = zero_to = area_off + (now > unit ? now : unit);
+		/* Any failure (old kernel or headers, a device without
+		 * unmapping write-zeroes, an I/O error) leaves blocks that
+		 * read as zeros, written or not: write them as without it. */
+		if (sys_fallocate(fd, FALLOC_FL_WRITE_ZEROES, (off_t)area_off, (off_t)area_size) == 0) {
+			written = total;
+			zero_to = area_off;
+		}
+	} else if (r != -ENOSYS && r != -EOPNOTSUPP && r != -EINVAL) {
+		st_err(st, "allocating %llu bytes for %s: %s", (unsigned long long)total, tmp, strerror(-r));
+		return r;
+	}
+	/* The zeros' buffer no larger than what they cover (a small log's
+	 * creation then touches no megabyte of fresh memory). */
+	const uint64_t zlen = zero_to < LOG_ZERO_BUF ? align_up(zero_to ? zero_to : 1, 4096) : LOG_ZERO_BUF;
+	char *zero = *zerop = aligned_alloc_zero(4096, zlen);
+	r = zero ? zero_fill(fd, zero, zlen, zero_to) : -ENOMEM;
+	if (r < 0) {
+		st_err(st, "writing %s: %s", tmp, strerror(-r));
+		return r;
+	}
+	*written_out = written;
+	return 0;
+}
+
+/* Write a new log's first superblock (generation 1, head at the area's
+ * start) and its empty catalog (copy 0), through zero (a buffer of 4096
+ * bytes or more, which it overwrites). */
+static int log_write_first(int fd, char *zero, uint64_t store_id, uint32_t block, uint64_t area_off,
+			   uint64_t area_size, uint64_t cat_size)
+{
+	struct sb_disk sb;
+	memset(&sb, 0, sizeof(sb));
+	memcpy(sb.magic, SB_MAGIC, 8);
+	sb.bom = SB_BOM;
+	sb.version = FMT_VERSION;
+	sb.store_id = store_id;
+	sb.generation = 1;
+	sb.epoch = 1;
+	sb.head_off = 0;
+	sb.head_seq = 1;
+	sb.area_off = area_off;
+	sb.area_size = area_size;
+	sb.block = block;
+	sb.cat_off = CAT_OFF;
+	sb.cat_size = cat_size;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sb.ctime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	codec_sb_seal(&sb);
+	memcpy(zero, &sb, SB_SIZE);
+	int r = sys_pwrite_full(fd, zero, SB_SLOT, (off_t)((sb.generation % 2) * SB_SLOT), 0);
+	if (r == 0) {
+		/* catalog copy 0, generation 0, no file */
+		memset(zero, 0, SB_SLOT);
+		codec_cat_seal(zero, 0, sb.store_id, 0, CAT_HDR);
+		r = sys_pwrite_full(fd, zero, 4096, (off_t)CAT_OFF, 0);
+	}
+	return r;
+}
+
 int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *written_lo)
 {
 	uint64_t rnd[2];
@@ -432,75 +521,12 @@ int log_create(atomio *st, const char *path, uint64_t log_size, uint64_t *writte
 	uint64_t area_size = align_up(log_size ? log_size : DEFAULT_LOG_SIZE, block);
 	if (area_size < MIN_LOG_BLOCKS * block)
 		area_size = MIN_LOG_BLOCKS * block;
-	uint64_t total = area_off + area_size;
 
-	/* Record writes should be overwrites of written blocks, so that
-	 * RWF_DSYNC needs no metadata commit (an unwritten extent's conversion
-	 * is one: docs/PERFORMANCE.md).  The file gets its blocks from
-	 * fallocate (no ENOSPC later), then its area is written with zeros
-	 * now, before any record needs the device: by the device itself where
-	 * it can (FALLOC_FL_WRITE_ZEROES: no data moved), else by writes, up
-	 * to atomio_log_zero_create bytes of it (all of a default log).
-	 * Zeroed later, ahead of the records, the zeros would share the device
-	 * with the first lap's commits (as many bytes as the records); here
-	 * they cost the area's size at the device's sequential speed, once in
-	 * the log's life, before any commit waits (docs/PERFORMANCE.md, "A
-	 * new store's first lap").  What a larger log has beyond is zeroed by
-	 * the checkpointer ahead of the records (log_zero_step_locked_drops).
-	 * Without fallocate, every byte now. */
-	uint64_t written = total, zero_to = total;
-	r = sys_fallocate(fd, 0, 0, (off_t)total);
-	if (r == 0) {
-		uint64_t unit = log_zero_unit(area_size, block);
-		uint64_t now = area_size < atomio_log_zero_create ? area_size : atomio_log_zero_create / block * block;
-		written = zero_to = area_off + (now > unit ? now : unit);
-		/* Any failure (old kernel or headers, a device without
-		 * unmapping write-zeroes, an I/O error) leaves blocks that
-		 * read as zeros, written or not: write them as without it. */
-		if (sys_fallocate(fd, FALLOC_FL_WRITE_ZEROES, (off_t)area_off, (off_t)area_size) == 0) {
-			written = total;
-			zero_to = area_off;
-		}
-	} else if (r != -ENOSYS && r != -EOPNOTSUPP && r != -EINVAL) {
-		st_err(st, "allocating %llu bytes for %s: %s", (unsigned long long)total, tmp, strerror(-r));
+	uint64_t written = 0;
+	r = log_alloc(st, fd, tmp, area_off, area_size, block, &written, &zero);
+	if (r < 0)
 		goto out_unlink;
-	}
-	/* The zeros' buffer no larger than what they cover (a small log's
-	 * creation then touches no megabyte of fresh memory). */
-	const uint64_t zlen = zero_to < LOG_ZERO_BUF ? align_up(zero_to ? zero_to : 1, 4096) : LOG_ZERO_BUF;
-	zero = aligned_alloc_zero(4096, zlen);
-	r = zero ? zero_fill(fd, zero, zlen, zero_to) : -ENOMEM;
-	if (r < 0) {
-		st_err(st, "writing %s: %s", tmp, strerror(-r));
-		goto out_unlink;
-	}
-	struct sb_disk sb;
-	memset(&sb, 0, sizeof(sb));
-	memcpy(sb.magic, SB_MAGIC, 8);
-	sb.bom = SB_BOM;
-	sb.version = FMT_VERSION;
-	sb.store_id = rnd[0] ? rnd[0] : 1;
-	sb.generation = 1;
-	sb.epoch = 1;
-	sb.head_off = 0;
-	sb.head_seq = 1;
-	sb.area_off = area_off;
-	sb.area_size = area_size;
-	sb.block = block;
-	sb.cat_off = CAT_OFF;
-	sb.cat_size = cat_size;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	sb.ctime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	codec_sb_seal(&sb);
-	memcpy(zero, &sb, SB_SIZE);
-	r = sys_pwrite_full(fd, zero, SB_SLOT, (off_t)((sb.generation % 2) * SB_SLOT), 0);
-	if (r == 0) {
-		/* catalog copy 0, generation 0, no file */
-		memset(zero, 0, SB_SLOT);
-		codec_cat_seal(zero, 0, sb.store_id, 0, CAT_HDR);
-		r = sys_pwrite_full(fd, zero, 4096, (off_t)CAT_OFF, 0);
-	}
+	r = log_write_first(fd, zero, rnd[0] ? rnd[0] : 1, block, area_off, area_size, cat_size);
 	/* fsync (not fdatasync): the file's size and blocks must be durable
 	 * before its name appears under the final path. */
 	if (r == 0)
