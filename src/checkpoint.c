@@ -64,7 +64,7 @@
 #include "internal.h"
 #include "shm.h"
 
-#define DBLOCK 4096u /* granularity of the dirty set: the page cache's page */
+#define DBLOCK SHM_DBLOCK /* granularity of the dirty set (shm.h) */
 
 /* --- policy -------------------------------------------------------------------- */
 
@@ -95,21 +95,6 @@ bool checkpoint_must_wait_locked(const atomio *st)
 	ASSERT_LOCKED(st);
 	const struct dtab *d = &st->sh->dt[st->S->dset_cur];
 	return d->used * DBLOCK > 2 * st->sh->dirty_limit;
-}
-
-/* A running checkpoint should hurry (its write-back drain, writeback.c):
- * the log has used a quarter of the room it had left when background
- * checkpoints begin (ckpt_at) -- soon after the start when commits come
- * fast, late or never when they come slowly, so a drain that would not end
- * before the log fills speeds up in time -- or what was written home since
- * this checkpoint began is over the dirty limit (at twice it commits wait:
- * checkpoint_must_wait_locked). */
-bool checkpoint_hurried_locked(const atomio *st)
-{
-	ASSERT_LOCKED(st);
-	uint64_t at = st->sh->ckpt_at < st->area_size ? st->sh->ckpt_at : st->area_size;
-	const struct dtab *d = &st->sh->dt[st->S->dset_cur];
-	return st->S->used > at + (st->area_size - at) / 4 || d->used * DBLOCK > st->sh->dirty_limit;
 }
 
 /* A batch's home writes are done (home_seq/home_off moved): the log more

@@ -508,7 +508,6 @@ void checkpoint_policy(uint64_t area_size, uint32_t ckpt_percent, uint64_t dirty
 		       uint64_t *limit);
 void checkpoint_destroy(atomio *st);
 bool checkpoint_must_wait_locked(const atomio *st);
-bool checkpoint_hurried_locked(const atomio *st);
 /* A batch's home writes are done: note its files and blocks (mutex held). */
 void dirty_note_locked(atomio *st, const struct grp *g, uint32_t n);
 void checkpoint_after_home_locked(atomio *st);

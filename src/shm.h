@@ -232,7 +232,8 @@ _Static_assert(SHM_PROCS < 255, "bowner holds a slot + 1");
 /* --- the whole file ------------------------------------------------------------------ */
 
 /* The dirty set (checkpoint.c): distinct 4 KiB blocks written home, in an
- * open-addressing table of cap keys. */
+ * open-addressing table of cap keys; its block is the page cache's page. */
+#define SHM_DBLOCK 4096u
 struct dkey {
 	uint64_t blk1; /* block index + 1; 0 = empty */
 	uint32_t file, pad;

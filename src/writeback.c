@@ -34,7 +34,7 @@
  * flush of the whole cache, the piece in flight included, so the piece is
  * the log write's tail: WB_DRAIN (32 KiB) while the checkpoint has time;
  * WB_DRAIN_HURRIED (128 KiB, about four times the drain's speed) once the
- * log or the dirty set runs short of room (checkpoint_hurried_locked), where
+ * log or the dirty set runs short of room (drain_hurried_locked), where
  * a slower drain would leave more to the fdatasync, or end in commits
  * waiting for the checkpoint (docs/PERFORMANCE.md, "The checkpoint's drain
  * in pieces": one writer's p99.9 1.5-1.8x unsafe's with 128 KiB pieces
@@ -380,6 +380,20 @@ static bool wb_start(atomio *st, struct wbent *v, unsigned nv, struct waitfds *w
 	return true;
 }
 
+/* A running checkpoint should hurry its drain: the log has used a quarter
+ * of the room it had left when background checkpoints begin (ckpt_at) --
+ * soon after the start when commits come fast, late or never when they come
+ * slowly, so a drain that would not end before the log fills speeds up in
+ * time -- or what was written home since this checkpoint began is over the
+ * dirty limit (at twice it commits wait: checkpoint_must_wait_locked). */
+static bool drain_hurried_locked(const atomio *st)
+{
+	ASSERT_LOCKED(st);
+	uint64_t at = st->sh->ckpt_at < st->area_size ? st->sh->ckpt_at : st->area_size;
+	const struct dtab *d = &st->sh->dt[st->S->dset_cur];
+	return st->S->used > at + (st->area_size - at) / 4 || d->used * SHM_DBLOCK > st->sh->dirty_limit;
+}
+
 /* Start the write-back of up to a batch of ranges that are old enough (none
  * if fewer are).  By a thread holding no role nor lock; takes st->lock and
  * drops it around the system calls. */
@@ -421,7 +435,7 @@ void wb_drain(atomio *st)
 		/* the piece's size, under the shared mutex (taken before the
 		 * process's own lock, never inside it) */
 		shm_lock(st);
-		uint32_t piece = checkpoint_hurried_locked(st) ? WB_DRAIN_HURRIED : WB_DRAIN;
+		uint32_t piece = drain_hurried_locked(st) ? WB_DRAIN_HURRIED : WB_DRAIN;
 		shm_unlock(st);
 		own_lock(st);
 		while (w->busy && !w->off) /* a paced batch started meanwhile (wb_issue) */
