@@ -312,6 +312,7 @@ int main(int argc, char **argv)
 			if (cfg && cs_cfg_apply(cfg, &c) < 0)
 				return usage();
 			struct cs_replay lim = {.point = -1, .image = -1, .npoint = -1, .nimage = -1,
+						.hunt = mutant,
 						.stop_at = seconds > 0 ? t0 + seconds : 0,
 						.stop_states = states ? states - (total.images + total.nested_images) : 0};
 			fail = cs_run(&c, &lim, &total, argv[0]);

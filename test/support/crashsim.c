@@ -921,7 +921,10 @@ static void report(struct ctx *x, struct simfs *src, const char *why, const stru
 	}
 	const char *dir = x->rp && x->rp->dump ? x->rp->dump : NULL;
 	char def[256];
-	if (!dir && !replayable(x)) {
+	/* A failure that cannot be replayed keeps its image as evidence, and says
+	 * where; a mutant hunt's failure is the expected outcome, so it keeps none
+	 * (its reproduce line is the evidence) and leaves nothing behind. */
+	if (!dir && !replayable(x) && !(x->rp && x->rp->hunt)) {
 		snprintf(def, sizeof(def), "/tmp/atomio-crash-fail-%llu", (unsigned long long)x->c.seed);
 		dir = def;
 	}

@@ -161,6 +161,7 @@ struct cs_replay {
 	int64_t nimage;
 	const char *npick;
 	const char *dump;   /* materialise the failing (or replayed) image here */
+	bool hunt;          /* a mutant hunt, meant to fail: a failure keeps no image (only dump does) */
 	bool verbose;
 	double stop_at;     /* CLOCK_MONOTONIC time after which crash points are no longer checked */
 	uint64_t stop_states; /* or: no more checking once this run has checked this many crash states */
