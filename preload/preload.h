@@ -22,8 +22,9 @@
  * store, exclusive by the calls that close and reopen it (exec, rename and
  * unlink of a protected file, fork's prepare).  struct pfile.mu guards one
  * file's pending groups and logical size; struct pofd.pos_mu makes a write's
- * "read the position, commit, move the position" one step.  Lock order:
- * g_rw, then pos_mu, then pfile.mu, then g_mu (the file list and the
+ * "read the position, commit, move the position" one step (in shared mode
+ * with pl_xlock, which orders the processes too).  Lock order:
+ * g_rw, then pos_mu, then pl_xlock's slot, then pfile.mu, then g_mu (the file list and the
  * mappings); g_open_mu (opening the store) is taken with g_rw shared and
  * before any file's mu.  Completions: one waiter at a time polls the store
  * (state.c, poll_until: g_pmu, g_pcv, held by no one during atomio_poll);
@@ -243,6 +244,16 @@ int pl_store_failed(void);
 void pl_file_gone(const char *path);
 /* Adopt protected descriptors inherited across exec. */
 void pl_adopt_inherited(void);
+/* Shared mode: take the store-wide lock that orders f's appends, size
+ * changes and writes through a shared offset between processes (and
+ * between this process's threads); *slot = what to pass to pl_xunlock (-1:
+ * nothing taken, outside shared mode).  g_rw held; before f->mu.  0, or
+ * -errno with a message naming the file. */
+int pl_xlock(struct pfile *f, int *slot);
+void pl_xunlock(int slot);
+/* Protect a descriptor received over a socket (SCM_RIGHTS) that names a
+ * protected file, as an inherited one. */
+void pl_adopt_fd(int fd);
 /* --- group.c (ATOMIO_GROUP=1) --- */
 /* Add a write (or with iov NULL a size change to off) to f's pending group
  * (f->mu held).  0 or -errno (-ENOSPC: the group would outgrow the log). */

@@ -715,6 +715,9 @@ struct pfile *pl_map_find(void *addr, size_t len)
 
 /* --- start, fork, exit ---------------------------------------------------------------------------- */
 
+static void xlk_init(void);
+static void xlk_child(void);
+
 static void at_prepare(void)
 {
 	if (!g_active)
@@ -746,6 +749,7 @@ static void at_child(void)
 	for (struct pfile *f = g_files; f; f = f->next)
 		pthread_mutex_init(&f->mu, NULL);
 	memset(&g_acc, 0, sizeof(g_acc)); /* the parent's to report */
+	xlk_child();
 	if (g_shared) {
 		/* The parent's handle answers -EPERM here (atomio's own fork
 		 * handler closed its descriptors in the child): the child joins
@@ -854,6 +858,7 @@ __attribute__((constructor)) void pl_init(void)
 		return;
 	g_fdtab_n = (int)n;
 	real_install_ops();
+	xlk_init();
 	pthread_atfork(at_prepare, at_parent, at_child);
 	g_active = true;
 	if (!g_conflict)
@@ -934,4 +939,125 @@ void pl_adopt_inherited(void)
 			pofd_set((int)fd, o);
 	}
 	closedir(d);
+}
+
+/* --- shared mode: one writer of a file's end and of a shared offset ------------------------- */
+
+/* In shared mode each process has its own struct pfile and pofd, so the
+ * file's logical size (f->size) and a description's position lock (pos_mu)
+ * order only the threads of one process.  What the kernel orders for all
+ * of them -- an O_APPEND write lands at the end whoever else appends, a
+ * write through an open file description shared by several processes
+ * (fork, SCM_RIGHTS) advances its one offset -- needs a lock they all see:
+ * an open-file-description lock on a byte of the log, one byte per slot
+ * (a hash of the file's device and inode), held from reading the end or
+ * the offset until the group is committed (durable and written home, so
+ * the next holder's fstat sees it) and the offset moved.  The log because
+ * every process of the store has it and it outlives them; bytes below
+ * atomio's own lock bytes (shm.h, LK_BASE).  Such a lock goes with its
+ * process: a process killed while it holds one leaves none behind.  Each
+ * process locks through a description of its own (opened after the fork:
+ * processes sharing a description would share its locks too); its threads
+ * share it, so a mutex per slot lets one thread of the process at a time
+ * hold the byte. */
+#define XLK_SLOTS 256
+#define XLK_BASE (1ull << 61)
+static pthread_mutex_t g_xmu[XLK_SLOTS];
+static pthread_mutex_t g_xfd_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_xfd = -1;
+static pid_t g_xfd_pid;
+
+static void xlk_init(void)
+{
+	for (int i = 0; i < XLK_SLOTS; i++)
+		pthread_mutex_init(&g_xmu[i], NULL);
+}
+
+/* After fork (single-threaded child, no slot held: at_prepare took g_rw
+ * exclusive): the inherited description is the parent's. */
+static void xlk_child(void)
+{
+	xlk_init();
+	pthread_mutex_init(&g_xfd_mu, NULL);
+	if (g_xfd >= 0) {
+		pl_store_fd(g_xfd, false);
+		real.close(g_xfd);
+		g_xfd = -1;
+	}
+}
+
+static int xlk_fd(void)
+{
+	pthread_mutex_lock(&g_xfd_mu);
+	if (g_xfd >= 0 && g_xfd_pid != getpid())
+		g_xfd = -1; /* a vfork child's view of its parent's: never closed here */
+	if (g_xfd < 0) {
+		int fd = real.open(g_log, O_RDWR | O_CLOEXEC);
+		if (fd >= 0) {
+			g_xfd = fd;
+			g_xfd_pid = getpid();
+			pl_store_fd(fd, true);
+		}
+	}
+	int fd = g_xfd >= 0 ? g_xfd : -errno;
+	pthread_mutex_unlock(&g_xfd_mu);
+	return fd;
+}
+
+int pl_xlock(struct pfile *f, int *slot)
+{
+	*slot = -1;
+	if (!g_shared)
+		return 0;
+	uint64_t h = ((uint64_t)f->dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)f->ino * 0xc2b2ae3d27d4eb4full);
+	int s = (int)((h >> 32) % XLK_SLOTS);
+	pthread_mutex_lock(&g_xmu[s]);
+	int fd = xlk_fd();
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(XLK_BASE + (uint64_t)s),
+			   .l_len = 1};
+	int r;
+	while (fd >= 0 && (r = real.fcntl(fd, F_OFD_SETLKW, &fl)) < 0 && errno == EINTR)
+		;
+	if (fd < 0 || r < 0) {
+		int e = fd < 0 ? -fd : errno;
+		pthread_mutex_unlock(&g_xmu[s]);
+		pl_msg(f->path, "refused: the lock that orders appends and shared file offsets between the "
+				"store's processes (on %s) cannot be taken: %s", g_log, strerror(e));
+		return -e;
+	}
+	*slot = s;
+	return 0;
+}
+
+void pl_xunlock(int slot)
+{
+	if (slot < 0)
+		return;
+	struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET,
+			   .l_start = (off_t)(XLK_BASE + (uint64_t)slot), .l_len = 1};
+	/* Unlocking a lock we hold does not fail but for a closed descriptor
+	 * (the store's descriptors cannot be closed by the program). */
+	(void)real.fcntl(g_xfd, F_OFD_SETLK, &fl);
+	pthread_mutex_unlock(&g_xmu[slot]);
+}
+
+/* A descriptor received over a UNIX socket (SCM_RIGHTS): protected as an
+ * inherited one is.  Its description is another process's too. */
+void pl_adopt_fd(int fd)
+{
+	char link[64], path[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (!g_active || n <= 0 || path[0] != '/' || pofd_of(fd))
+		return;
+	path[n] = 0;
+	struct stat sb;
+	if (!pl_match(path) || real.fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+		return;
+	int fl = real.fcntl(fd, F_GETFL);
+	struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
+	struct pofd *o = f ? pofd_new(f, fl) : NULL;
+	if (!o || pofd_set(fd, o) < 0)
+		pl_msg(path, "a descriptor received over a socket cannot be protected (out of memory or "
+			     "descriptor %d above the table): its writes would bypass the store", fd);
 }
