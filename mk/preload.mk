@@ -34,7 +34,7 @@ $(BUILD)/preload-test/calls: test/preload/calls.c | $(BUILD)/preload-test
 $(BUILD)/preload-test/shared: test/preload/shared.c | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
 $(BUILD)/preload-test/posix: test/preload/posix.c | $(BUILD)/preload-test
-	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
+	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -pthread -o $@ $<
 $(BUILD)/preload-test/prog: test/preload/prog.c test/preload/rec.h | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
 CHECK_DEPS += $(PRELOAD_SO) $(PRELOAD_TEST_BINS)

@@ -965,12 +965,13 @@ void pl_adopt_inherited(void)
 static pthread_mutex_t g_xmu[XLK_SLOTS];
 static pthread_mutex_t g_xfd_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_xfd = -1;
-static pid_t g_xfd_pid;
+static pid_t g_xpid; /* the process the slots and g_xfd belong to */
 
 static void xlk_init(void)
 {
 	for (int i = 0; i < XLK_SLOTS; i++)
 		pthread_mutex_init(&g_xmu[i], NULL);
+	g_xpid = getpid();
 }
 
 /* After fork (single-threaded child, no slot held: at_prepare took g_rw
@@ -989,13 +990,10 @@ static void xlk_child(void)
 static int xlk_fd(void)
 {
 	pthread_mutex_lock(&g_xfd_mu);
-	if (g_xfd >= 0 && g_xfd_pid != getpid())
-		g_xfd = -1; /* a vfork child's view of its parent's: never closed here */
 	if (g_xfd < 0) {
 		int fd = real.open(g_log, O_RDWR | O_CLOEXEC);
 		if (fd >= 0) {
 			g_xfd = fd;
-			g_xfd_pid = getpid();
 			pl_store_fd(fd, true);
 		}
 	}
@@ -1007,7 +1005,11 @@ static int xlk_fd(void)
 int pl_xlock(struct pfile *f, int *slot)
 {
 	*slot = -1;
-	if (!g_shared)
+	/* A vfork child (no fork handler ran: getpid() is not the pid the
+	 * slots were set up for) shares its parent's memory but not its
+	 * descriptors: it leaves g_xfd alone, and takes no lock.  Its writes
+	 * are refused (pl_not_owner); its reads and seeks go as before. */
+	if (!g_shared || getpid() != g_xpid)
 		return 0;
 	uint64_t h = ((uint64_t)f->dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)f->ino * 0xc2b2ae3d27d4eb4full);
 	int s = (int)((h >> 32) % XLK_SLOTS);

@@ -1,15 +1,15 @@
 #!/bin/sh
 # POSIX's promises for O_APPEND and for a shared file offset, with several
 # processes, through the preload library in each mode (test/preload/posix.c):
-# 4 processes append records to one protected file, each through a
-# description of its own; a parent and its forked child write records
+# 4 processes append records to one protected file, each from two threads
+# with a description each; a parent and its forked child write records
 # through one inherited descriptor; and the same with the descriptor sent to
 # the child over a UNIX socket (SCM_RIGHTS).  Every record must be in the
 # file once and whole, without the library and with ATOMIO_SHARED=1.  In the
 # default mode (one process per store) the children are refused, each with a
 # message naming the file or the store, and nothing is written wrongly: the
 # file holds whole records only.  Prints the table of issue 33.  Bounded by
-# record counts: PRELOAD_POSIX_RECS per writer (default 200; 2000 gives
+# record counts: PRELOAD_POSIX_RECS per process (default 200; 2000 gives
 # the issue's figures).
 set -eu
 SO=build/libatomio_preload.so
@@ -40,7 +40,7 @@ run() {
 	sed 's/.*intact: \([0-9]*\) \/ \([0-9]*\), errors reported: \([0-9]*\), size \([0-9]*\).*/\1 \2 \3 \4/' "$d.out"
 }
 
-printf '%-28s | %-15s | %-15s | %-15s | %s\n' "$N records per writer" "appends intact" "shared offset" \
+printf '%-28s | %-15s | %-15s | %-15s | %s\n' "$N records per process" "appends intact" "shared offset" \
 	"SCM_RIGHTS" "errors reported"
 bad=0
 for mode in plain shared default; do

@@ -4,12 +4,14 @@
  * without libatomio_preload.so).  A plain POSIX program: it knows nothing
  * of atomio.
  *
- *   posix append DIR NPROC NREC   NPROC forked processes each open
- *                                 DIR/append.p with O_APPEND (a description
- *                                 of its own) and write NREC records
+ *   posix append DIR NPROC NREC   NPROC forked processes each write NREC
+ *                                 records (NREC even) to DIR/append.p from
+ *                                 two threads, each through a description
+ *                                 of its own opened with O_APPEND
  *   posix offset DIR NREC         a parent opens DIR/offset.p, forks, and
  *                                 both write NREC records through the one
- *                                 inherited descriptor (one file offset)
+ *                                 inherited description (one file offset;
+ *                                 the child through a dup of it)
  *   posix scm DIR NREC            as offset, but the child was forked before
  *                                 the open and gets the descriptor over a
  *                                 UNIX socket (SCM_RIGHTS)
@@ -28,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -138,6 +141,20 @@ static int reap(int n)
 	return bad;
 }
 
+struct twriter {
+	int fd, who, nrec, gate;
+};
+
+static void *twriter_main(void *arg)
+{
+	struct twriter *w = arg;
+	writer(w->fd, w->who, w->nrec, w->gate);
+	return NULL;
+}
+
+/* Each process appends from two threads, each through a description of its
+ * own (NREC/2 records each): other processes, other descriptors and other
+ * threads append meanwhile. */
 static int run_append(const char *dir, int nproc, int nrec)
 {
 	char path[4096];
@@ -155,14 +172,20 @@ static int run_append(const char *dir, int nproc, int nrec)
 			die("fork");
 		if (pid == 0) {
 			close(gate[1]);
-			int f = open(path, O_WRONLY | O_APPEND);
-			if (f < 0) {
-				fprintf(stderr, "posix: writer %d: open: %s\n", p, strerror(errno));
-				atomic_fetch_add(g_err, 1);
-				_exit(0);
+			struct twriter w[2];
+			pthread_t t;
+			for (int i = 0; i < 2; i++) {
+				w[i] = (struct twriter){open(path, O_WRONLY | O_APPEND), p * 2 + i, nrec / 2, gate[0]};
+				if (w[i].fd < 0) {
+					fprintf(stderr, "posix: writer %d: open: %s\n", p * 2 + i, strerror(errno));
+					atomic_fetch_add(g_err, 1);
+					_exit(0);
+				}
 			}
-			writer(f, p, nrec, gate[0]);
-			close(f);
+			if (pthread_create(&t, NULL, twriter_main, &w[1]) != 0)
+				die("pthread_create");
+			twriter_main(&w[0]);
+			pthread_join(t, NULL);
 			_exit(0);
 		}
 	}
@@ -170,7 +193,7 @@ static int run_append(const char *dir, int nproc, int nrec)
 	close(gate[1]);
 	if (reap(nproc))
 		fprintf(stderr, "posix: a writer failed\n");
-	return check("appends", path, nproc, nrec);
+	return check("appends", path, nproc * 2, nrec / 2);
 }
 
 static void send_fd(int sock, int fd)
@@ -228,8 +251,11 @@ static int run_offset(const char *dir, int nrec, bool scm)
 		die("fork");
 	if (pid == 0) {
 		close(gate[1]);
-		if (scm)
-			fd = recv_fd(sv[1]);
+		/* The child writes through a dup of the descriptor: one
+		 * description still. */
+		fd = scm ? recv_fd(sv[1]) : dup(fd);
+		if (fd < 0)
+			die("dup");
 		writer(fd, 1, nrec, gate[0]);
 		_exit(0);
 	}
@@ -252,7 +278,8 @@ int main(int argc, char **argv)
 	g_err = mmap(NULL, sizeof(*g_err), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (g_err == MAP_FAILED)
 		die("mmap");
-	if (argc == 5 && !strcmp(argv[1], "append") && atoi(argv[3]) > 0 && atoi(argv[3]) <= MAXP)
+	if (argc == 5 && !strcmp(argv[1], "append") && atoi(argv[3]) > 0 && atoi(argv[3]) <= MAXP / 2 &&
+	    atoi(argv[4]) % 2 == 0)
 		return run_append(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 4 && (!strcmp(argv[1], "offset") || !strcmp(argv[1], "scm")))
 		return run_offset(argv[2], atoi(argv[3]), !strcmp(argv[1], "scm"));
