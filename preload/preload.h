@@ -140,6 +140,8 @@ struct pofd {
 	struct pfile *f;
 	int flags;           /* open flags; O_APPEND and O_DIRECT follow F_SETFL */
 	pthread_mutex_t pos_mu;
+	unsigned forkgen;    /* g_forkgen when made: another value, and xproc, say that other */
+	_Atomic bool xproc;  /* processes may hold the description too (pl_pofd_xproc) */
 };
 
 /* The descriptor table: fd -> pofd, or NULL for everything not protected. */
@@ -244,12 +246,23 @@ int pl_store_failed(void);
 void pl_file_gone(const char *path);
 /* Adopt protected descriptors inherited across exec. */
 void pl_adopt_inherited(void);
-/* Shared mode: take the store-wide lock that orders f's appends, size
- * changes and writes through a shared offset between processes (and
- * between this process's threads); *slot = what to pass to pl_xunlock (-1:
- * nothing taken, outside shared mode).  g_rw held; before f->mu.  0, or
- * -errno with a message naming the file. */
+/* Take the store-wide lock that orders f's appends, size changes (shared
+ * mode) and the calls at a description's position (shared mode, or a
+ * description other processes hold) between processes and between this
+ * process's threads; *slot = what to pass to pl_xunlock (-1: nothing taken:
+ * a vfork child).  g_rw held; before f->mu.  0, or -errno with a message
+ * naming the file. */
 int pl_xlock(struct pfile *f, int *slot);
+/* The description may be another process's too: made before a fork of
+ * this process, inherited across exec, sent or received over a socket. */
+extern _Atomic unsigned g_forkgen;
+static inline bool pl_pofd_xproc(const struct pofd *o)
+{
+	return o->xproc || o->forkgen != atomic_load_explicit(&g_forkgen, memory_order_relaxed);
+}
+/* The same for a read or seek at the position: in a process that cannot
+ * open the log for writing (nor so the store), none (0, *slot -1). */
+int pl_xlock_read(struct pfile *f, int *slot);
 void pl_xunlock(int slot);
 /* Protect a descriptor received over a socket (SCM_RIGHTS) that names a
  * protected file, as an inherited one. */

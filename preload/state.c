@@ -197,6 +197,7 @@ struct pofd *pofd_new(struct pfile *f, int flags)
 	atomic_fetch_add(&f->nopen, 1);
 	o->f = f;
 	o->flags = flags;
+	o->forkgen = atomic_load(&g_forkgen);
 	pthread_mutex_init(&o->pos_mu, NULL);
 	return o;
 }
@@ -730,10 +731,14 @@ static void at_prepare(void)
 		poll_until(NULL, 0, 0);
 	}
 }
+_Atomic unsigned g_forkgen;
+
 static void at_parent(void)
 {
-	if (g_active)
+	if (g_active) {
+		atomic_fetch_add(&g_forkgen, 1); /* every description so far is the child's too */
 		pl_unlock_excl();
+	}
 }
 static void at_child(void)
 {
@@ -749,6 +754,7 @@ static void at_child(void)
 	for (struct pfile *f = g_files; f; f = f->next)
 		pthread_mutex_init(&f->mu, NULL);
 	memset(&g_acc, 0, sizeof(g_acc)); /* the parent's to report */
+	atomic_fetch_add(&g_forkgen, 1); /* every description so far is the parent's too */
 	xlk_child();
 	if (g_shared) {
 		/* The parent's handle answers -EPERM here (atomio's own fork
@@ -936,23 +942,28 @@ void pl_adopt_inherited(void)
 		struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
 		struct pofd *o = f ? pofd_new(f, fl) : NULL;
 		if (o)
+			o->xproc = true; /* the process that exec'd may have forked first */
+		if (o)
 			pofd_set((int)fd, o);
 	}
 	closedir(d);
 }
 
-/* --- shared mode: one writer of a file's end and of a shared offset ------------------------- */
+/* --- one writer of a file's end and of a shared offset, between processes ------------------- */
 
-/* In shared mode each process has its own struct pfile and pofd, so the
- * file's logical size (f->size) and a description's position lock (pos_mu)
- * order only the threads of one process.  What the kernel orders for all
- * of them -- an O_APPEND write lands at the end whoever else appends, a
- * write through an open file description shared by several processes
- * (fork, SCM_RIGHTS) advances its one offset -- needs a lock they all see:
+/* Each process has its own struct pfile and pofd, so the file's logical
+ * size (f->size) and a description's position lock (pos_mu) order only the
+ * threads of one process.  What the kernel orders for all of them -- an
+ * O_APPEND write lands at the end whoever else appends (shared mode: the
+ * default has one writing process), a write through an open file
+ * description shared by several processes (fork, SCM_RIGHTS) advances its
+ * one offset, and a read or seek through it in another process (also a
+ * default mode's child, which may read) sees it advanced -- needs a lock
+ * they all see:
  * an open-file-description lock on a byte of the log, one byte per slot
  * (a hash of the file's device and inode), held from reading the end or
- * the offset until the group is committed (durable and written home, so
- * the next holder's fstat sees it) and the offset moved.  The log because
+ * the offset until the group is issued (shared mode: committed, durable and
+ * written home, so the next holder's fstat sees it) and the offset moved.  The log because
  * every process of the store has it and it outlives them; bytes below
  * atomio's own lock bytes (shm.h, LK_BASE).  Such a lock goes with its
  * process: a process killed while it holds one leaves none behind.  Each
@@ -1002,19 +1013,35 @@ static int xlk_fd(void)
 	return fd;
 }
 
-int pl_xlock(struct pfile *f, int *slot)
+/* The log cannot be opened for writing here (EACCES, EROFS, EPERM): this
+ * process can open no store either, so it writes no protected file. */
+static bool g_xfd_denied;
+
+static int xlock(struct pfile *f, int *slot, bool reader)
 {
 	*slot = -1;
 	/* A vfork child (no fork handler ran: getpid() is not the pid the
 	 * slots were set up for) shares its parent's memory but not its
 	 * descriptors: it leaves g_xfd alone, and takes no lock.  Its writes
 	 * are refused (pl_not_owner); its reads and seeks go as before. */
-	if (!g_shared || getpid() != g_xpid)
+	if (getpid() != g_xpid)
 		return 0;
 	uint64_t h = ((uint64_t)f->dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)f->ino * 0xc2b2ae3d27d4eb4full);
 	int s = (int)((h >> 32) % XLK_SLOTS);
+	if (reader && g_xfd_denied)
+		return 0;
 	pthread_mutex_lock(&g_xmu[s]);
 	int fd = xlk_fd();
+	if (reader && (fd == -EACCES || fd == -EROFS || fd == -EPERM || fd == -ENOENT)) {
+		/* No log yet: no process has a store, so none writes.  A
+		 * process that may only read (the log is not writable for it)
+		 * reads as without the lock: it cannot open the store, so no
+		 * write of it can race its reads; a writer sharing its
+		 * description may move the offset under a read of it. */
+		g_xfd_denied = fd != -ENOENT;
+		pthread_mutex_unlock(&g_xmu[s]);
+		return 0;
+	}
 	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(XLK_BASE + (uint64_t)s),
 			   .l_len = 1};
 	int r;
@@ -1030,6 +1057,9 @@ int pl_xlock(struct pfile *f, int *slot)
 	*slot = s;
 	return 0;
 }
+
+int pl_xlock(struct pfile *f, int *slot) { return xlock(f, slot, false); }
+int pl_xlock_read(struct pfile *f, int *slot) { return xlock(f, slot, true); }
 
 void pl_xunlock(int slot)
 {
@@ -1059,6 +1089,8 @@ void pl_adopt_fd(int fd)
 	int fl = real.fcntl(fd, F_GETFL);
 	struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
 	struct pofd *o = f ? pofd_new(f, fl) : NULL;
+	if (o)
+		o->xproc = true;
 	if (!o || pofd_set(fd, o) < 0)
 		pl_msg(path, "a descriptor received over a socket cannot be protected (out of memory or "
 			     "descriptor %d above the table): its writes would bypass the store", fd);

@@ -102,7 +102,7 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 		/* Shared mode: O_TRUNC is ordered with the other processes'
 		 * appends (p_resize). */
 		int xs = -1;
-		int r = flags & O_TRUNC ? pl_xlock(f, &xs) : 0;
+		int r = g_shared && (flags & O_TRUNC) ? pl_xlock(f, &xs) : 0;
 		pthread_mutex_lock(&f->mu);
 		if (r == 0 && f->id < 0) {
 			struct stat a;
@@ -334,11 +334,13 @@ static bool shared_append(int fd, struct pofd *o, int rwf)
  * file (an append of another process must not take the old end meanwhile
  * and land under it).  A write inside the file changes neither, and
  * commits beside the other processes' writes without the lock. */
-static bool shared_xwant(int fd, bool append, bool pos, off_t off, size_t total)
+static bool shared_xwant(int fd, struct pofd *o, bool append, bool pos, off_t off, size_t total)
 {
 	struct stat sb;
-	if (!g_shared || append || pos)
-		return g_shared;
+	if (!g_shared)
+		return pos && pl_pofd_xproc(o); /* the default: one writing process, its offset shared */
+	if (append || pos)
+		return true;
 	return REAL(fstat)(fd, &sb) < 0 || off > sb.st_size - (off_t)total;
 }
 
@@ -400,7 +402,7 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 	bool pos = at_pos && off < 0, rejoined = false;
 	if (g_shared)
 		append = shared_append(fd, o, rwf);
-	bool xwant = shared_xwant(fd, append, pos, off, total);
+	bool xwant = shared_xwant(fd, o, append, pos, off, total);
 	int xs = -1;
 again:
 	if (pos)
@@ -577,20 +579,28 @@ static size_t iov_len(const struct iovec *iov, int cnt)
 	return t;
 }
 
-/* Shared mode: a read or seek that uses or moves the position waits for a
- * write of another process through the same description that is between
- * reading the offset and moving it (p_write holds pl_xlock there): the
- * kernel's offset then stays the one truth.  Nothing is pending in shared
- * mode, so the kernel's own read and seek are right under the lock.
- * false: not shared mode (the caller goes on); else *res is the result. */
+/* A read or seek that uses or moves the position of a description other
+ * processes may hold (in shared mode: any) waits for a write of another
+ * process through it that is between reading the offset and moving it
+ * (p_write holds pl_xlock there): the kernel's offset then stays the one
+ * truth.  Nothing is pending in shared mode, so the kernel's own read and
+ * seek are right under the lock; in the default mode the read waits for
+ * this process's pending groups first (before_read), as without the lock.
+ * false: no lock wanted (the caller goes on); else *res is the result. */
 static bool shared_pos_call(int fd, struct pofd *o, const struct iovec *iov, int cnt, int flags, bool is_seek,
 			    off_t seek, int whence, ssize_t *res)
 {
-	if (!g_shared)
+	if (!g_shared && !(pl_pofd_xproc(o) && !g_group))
 		return false;
+	if (!g_shared && whence == SEEK_END && is_seek)
+		return false; /* the default's SEEK_END wants the size pending groups leave (p_lseek) */
+	if (!g_shared && !is_seek)
+		before_read(fd, o, -1, iov_len(iov, cnt));
+	if (!g_shared && is_seek && (whence == SEEK_DATA || whence == SEEK_HOLE))
+		before_read(fd, o, 0, SIZE_MAX);
 	pl_hold();
 	int xs;
-	int r = pl_xlock(o->f, &xs);
+	int r = pl_xlock_read(o->f, &xs);
 	if (r < 0) {
 		pl_release();
 		*res = fail(-r);
@@ -819,8 +829,8 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 		/* Shared mode: ordered with the other processes' appends and
 		 * extending writes (shared_xwant), which take the end of the
 		 * file. */
-		int xs;
-		r = pl_xlock(f, &xs);
+		int xs = -1;
+		r = g_shared ? pl_xlock(f, &xs) : 0;
 		pthread_mutex_lock(&f->mu);
 		if (r == 0)
 			size_refresh(f, fd);
@@ -1018,6 +1028,48 @@ static void adopt_received(struct msghdr *m)
 			pl_adopt_fd(fd);
 		}
 	}
+}
+
+/* Descriptions sent away are another process's too (pl_pofd_xproc). */
+static void mark_sent(const struct msghdr *m)
+{
+	if (!g_active || !m || !m->msg_control)
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			struct pofd *o = pofd_of(fd);
+			if (o)
+				o->xproc = true;
+		}
+	}
+}
+
+EXPORT ssize_t sendmsg(int sock, const struct msghdr *m, int flags)
+{
+	static ssize_t (*next)(int, const struct msghdr *, int);
+	if (!next)
+		next = (ssize_t (*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+	if (!next)
+		return fail(ENOSYS);
+	mark_sent(m); /* before: the receiver may write at once */
+	return next(sock, m, flags);
+}
+
+EXPORT int sendmmsg(int sock, struct mmsghdr *v, unsigned n, int flags)
+{
+	static int (*next)(int, struct mmsghdr *, unsigned, int);
+	if (!next)
+		next = (int (*)(int, struct mmsghdr *, unsigned, int))dlsym(RTLD_NEXT, "sendmmsg");
+	if (!next)
+		return fail(ENOSYS);
+	for (unsigned i = 0; v && i < n; i++)
+		mark_sent(&v[i].msg_hdr);
+	return next(sock, v, n, flags);
 }
 
 EXPORT ssize_t recvmsg(int sock, struct msghdr *m, int flags)

@@ -4,7 +4,9 @@
 # 4 processes append records to one protected file, each from two threads
 # with a description each; a parent and its forked child write records
 # through one inherited descriptor; and the same with the descriptor sent to
-# the child over a UNIX socket (SCM_RIGHTS).  Every record must be in the
+# the child over a UNIX socket (SCM_RIGHTS); and a parent writing through a
+# descriptor its child reads through (the offset must end where the writes
+# and reads together moved it, in every mode).  Every record must be in the
 # file once and whole, without the library and with ATOMIO_SHARED=1.  In the
 # default mode (one process per store) the children are refused, each with a
 # message naming the file or the store, and nothing is written wrongly: the
@@ -37,13 +39,20 @@ run() {
 		$P "$kind" "$d" "$@" >"$d.out" 2>"$d.err" || true ;;
 	esac
 	grep -q 'intact:' "$d.out" || { cat "$d.out" "$d.err"; fail "$mode $kind: no result"; }
-	sed 's/.*intact: \([0-9]*\) \/ \([0-9]*\), errors reported: \([0-9]*\), size \([0-9]*\).*/\1 \2 \3 \4/' "$d.out"
+	sed -n 's/.*intact: \([0-9]*\) \/ \([0-9]*\), errors reported: \([0-9]*\), size \([0-9]*\).*/\1 \2 \3 \4/p' "$d.out"
 }
 
-printf '%-28s | %-15s | %-15s | %-15s | %s\n' "$N records per process" "appends intact" "shared offset" \
-	"SCM_RIGHTS" "errors reported"
+printf '%-28s | %-15s | %-15s | %-15s | %-15s | %s\n' "$N records per process" "appends intact" \
+	"shared offset" "SCM_RIGHTS" "reader's offset" "errors reported"
 bad=0
 for mode in plain shared default; do
+	# A child reads through the parent's descriptor while the parent
+	# writes: allowed in every mode, and every call moves the one offset.
+	set -- $(run $mode readers "$N")
+	[ "$1" = "$2" ] && [ "$3" = 0 ] && [ "$4" = $((N * 128)) ] || { echo "$mode readers: records"; bad=1; }
+	end=$(sed -n 's/^readers: offset at the end \([0-9]*\) .*/\1/p' "$T/$mode.readers.out")
+	[ "$end" = $((N * 128)) ] || { echo "$mode readers: the offset ends at $end, want $((N * 128))"; bad=1; }
+	r="$end / $((N * 128))"
 	set -- $(run $mode append $NP "$N") $(run $mode offset "$N") $(run $mode scm "$N")
 	a="$1 / $2" o="$5 / $6" s="$9 / ${10}"
 	errs=$(($3 + $7 + ${11}))
@@ -52,7 +61,7 @@ for mode in plain shared default; do
 	shared) label="preload, ATOMIO_SHARED=1" ;;
 	default) label="preload, default mode" ;;
 	esac
-	printf '%-28s | %-15s | %-15s | %-15s | %s\n' "$label" "$a" "$o" "$s" "$errs"
+	printf '%-28s | %-15s | %-15s | %-15s | %-15s | %s\n' "$label" "$a" "$o" "$s" "$r" "$errs"
 	# Never served wrongly: the file holds whole records only, each once.
 	for k in "$1 $4" "$5 $8" "$9 ${12}"; do
 		set -- $k "$@"

@@ -15,6 +15,8 @@
  *   posix scm DIR NREC            as offset, but the child was forked before
  *                                 the open and gets the descriptor over a
  *                                 UNIX socket (SCM_RIGHTS)
+ *   posix readers DIR NREC        as offset, but the child reads NREC
+ *                                 records' worth through it meanwhile
  *
  * A record is 64 bytes: its writer, its number and a checksum.  The writers
  * start together (a pipe they wait on) so that their writes interleave.
@@ -102,8 +104,15 @@ static void writer(int fd, int who, int nrec, int gate)
 	}
 }
 
-/* Count the distinct whole records of path; 0 when all are there. */
+/* Count the distinct whole records of path; 0 when all are there (and the
+ * file is want_size bytes, or only records when want_size < 0). */
+static int check_size(const char *kind, const char *path, int nwriters, int nrec, long want_size);
 static int check(const char *kind, const char *path, int nwriters, int nrec)
+{
+	return check_size(kind, path, nwriters, nrec, -1);
+}
+
+static int check_size(const char *kind, const char *path, int nwriters, int nrec, long want_size)
 {
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
@@ -127,9 +136,11 @@ static int check(const char *kind, const char *path, int nwriters, int nrec)
 	close(fd);
 	free(seen);
 	int err = atomic_load(g_err);
+	if (want_size < 0)
+		want_size = want * REC;
 	printf("%s intact: %ld / %ld, errors reported: %d, size %lld (want %ld)\n", kind, intact, want, err,
-	       (long long)sb.st_size, want * REC);
-	return intact == want && err == 0 && sb.st_size == want * REC ? 0 : 1;
+	       (long long)sb.st_size, want_size);
+	return intact == want && err == 0 && sb.st_size == want_size ? 0 : 1;
 }
 
 static int reap(int n)
@@ -273,6 +284,53 @@ static int run_offset(const char *dir, int nrec, bool scm)
 	return check(scm ? "SCM_RIGHTS offset" : "shared offset", path, 2, nrec);
 }
 
+/* A parent writes NREC records through a descriptor its child reads NREC
+ * records through at once (read(2) at the position): every call moves the
+ * one offset by 64 bytes, so it ends at 2 * NREC * 64 and the parent's
+ * records are all in the file (the file is that long from the start, so
+ * that no read meets its end). */
+static int run_readers(const char *dir, int nrec)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/readers.p", dir);
+	long size = 2L * nrec * REC;
+	int gate[2];
+	if (pipe(gate) < 0)
+		die("pipe");
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || ftruncate(fd, size) < 0)
+		die(path);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		char c, b[REC];
+		close(gate[1]);
+		if (read(gate[0], &c, 1) < 0)
+			die("gate");
+		for (int i = 0; i < nrec; i++) {
+			ssize_t n = read(fd, b, REC);
+			if (n != REC) {
+				if (atomic_fetch_add(g_err, 1) == 0)
+					fprintf(stderr, "posix: reader, read %d: returned %zd: %s\n", i, n,
+						n < 0 ? strerror(errno) : "short");
+				break;
+			}
+		}
+		_exit(0);
+	}
+	close(gate[0]);
+	close(gate[1]);
+	writer(fd, 0, nrec, -1);
+	if (reap(1))
+		fprintf(stderr, "posix: the child failed\n");
+	off_t end = lseek(fd, 0, SEEK_CUR);
+	close(fd);
+	printf("readers: offset at the end %lld (want %ld)\n", (long long)end, size);
+	int r = check_size("readers", path, 1, nrec, size);
+	return r || end != size;
+}
+
 int main(int argc, char **argv)
 {
 	g_err = mmap(NULL, sizeof(*g_err), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -283,6 +341,8 @@ int main(int argc, char **argv)
 		return run_append(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 4 && (!strcmp(argv[1], "offset") || !strcmp(argv[1], "scm")))
 		return run_offset(argv[2], atoi(argv[3]), !strcmp(argv[1], "scm"));
-	fprintf(stderr, "usage: posix append DIR NPROC NREC | posix offset|scm DIR NREC\n");
+	if (argc == 4 && !strcmp(argv[1], "readers"))
+		return run_readers(argv[2], atoi(argv[3]));
+	fprintf(stderr, "usage: posix append DIR NPROC NREC | posix offset|scm|readers DIR NREC\n");
 	return 2;
 }
