@@ -22,8 +22,9 @@
  * store, exclusive by the calls that close and reopen it (exec, rename and
  * unlink of a protected file, fork's prepare).  struct pfile.mu guards one
  * file's pending groups and logical size; struct pofd.pos_mu makes a write's
- * "read the position, commit, move the position" one step.  Lock order:
- * g_rw, then pos_mu, then pfile.mu, then g_mu (the file list and the
+ * "read the position, commit, move the position" one step (in shared mode
+ * with pl_xlock, which orders the processes too).  Lock order:
+ * g_rw, then pos_mu, then pl_xlock's slot, then pfile.mu, then g_mu (the file list and the
  * mappings); g_open_mu (opening the store) is taken with g_rw shared and
  * before any file's mu.  Completions: one waiter at a time polls the store
  * (state.c, poll_until: g_pmu, g_pcv, held by no one during atomio_poll);
@@ -139,6 +140,8 @@ struct pofd {
 	struct pfile *f;
 	int flags;           /* open flags; O_APPEND and O_DIRECT follow F_SETFL */
 	pthread_mutex_t pos_mu;
+	unsigned forkgen;    /* g_forkgen when made: another value, and xproc, say that other */
+	_Atomic bool xproc;  /* processes may hold the description too (pl_pofd_xproc) */
 };
 
 /* The descriptor table: fd -> pofd, or NULL for everything not protected. */
@@ -243,6 +246,27 @@ int pl_store_failed(void);
 void pl_file_gone(const char *path);
 /* Adopt protected descriptors inherited across exec. */
 void pl_adopt_inherited(void);
+/* Take the store-wide lock that orders f's appends, size changes (shared
+ * mode) and the calls at a description's position (shared mode, or a
+ * description other processes hold) between processes and between this
+ * process's threads; *slot = what to pass to pl_xunlock (-1: nothing taken:
+ * a vfork child).  g_rw held; before f->mu.  0, or -errno with a message
+ * naming the file. */
+int pl_xlock(struct pfile *f, int *slot);
+/* The description may be another process's too: made before a fork of
+ * this process, inherited across exec, sent or received over a socket. */
+extern _Atomic unsigned g_forkgen;
+static inline bool pl_pofd_xproc(const struct pofd *o)
+{
+	return o->xproc || o->forkgen != atomic_load_explicit(&g_forkgen, memory_order_relaxed);
+}
+/* The same for a read or seek at the position: in a process that cannot
+ * open the log for writing (nor so the store), none (0, *slot -1). */
+int pl_xlock_read(struct pfile *f, int *slot);
+void pl_xunlock(int slot);
+/* Protect a descriptor received over a socket (SCM_RIGHTS) that names a
+ * protected file, as an inherited one. */
+void pl_adopt_fd(int fd);
 /* --- group.c (ATOMIO_GROUP=1) --- */
 /* Add a write (or with iov NULL a size change to off) to f's pending group
  * (f->mu held).  0 or -errno (-ENOSPC: the group would outgrow the log). */

@@ -197,6 +197,7 @@ struct pofd *pofd_new(struct pfile *f, int flags)
 	atomic_fetch_add(&f->nopen, 1);
 	o->f = f;
 	o->flags = flags;
+	o->forkgen = atomic_load(&g_forkgen);
 	pthread_mutex_init(&o->pos_mu, NULL);
 	return o;
 }
@@ -715,6 +716,9 @@ struct pfile *pl_map_find(void *addr, size_t len)
 
 /* --- start, fork, exit ---------------------------------------------------------------------------- */
 
+static void xlk_init(void);
+static void xlk_child(void);
+
 static void at_prepare(void)
 {
 	if (!g_active)
@@ -727,10 +731,14 @@ static void at_prepare(void)
 		poll_until(NULL, 0, 0);
 	}
 }
+_Atomic unsigned g_forkgen;
+
 static void at_parent(void)
 {
-	if (g_active)
+	if (g_active) {
+		atomic_fetch_add(&g_forkgen, 1); /* every description so far is the child's too */
 		pl_unlock_excl();
+	}
 }
 static void at_child(void)
 {
@@ -746,6 +754,8 @@ static void at_child(void)
 	for (struct pfile *f = g_files; f; f = f->next)
 		pthread_mutex_init(&f->mu, NULL);
 	memset(&g_acc, 0, sizeof(g_acc)); /* the parent's to report */
+	atomic_fetch_add(&g_forkgen, 1); /* every description so far is the parent's too */
+	xlk_child();
 	if (g_shared) {
 		/* The parent's handle answers -EPERM here (atomio's own fork
 		 * handler closed its descriptors in the child): the child joins
@@ -854,6 +864,7 @@ __attribute__((constructor)) void pl_init(void)
 		return;
 	g_fdtab_n = (int)n;
 	real_install_ops();
+	xlk_init();
 	pthread_atfork(at_prepare, at_parent, at_child);
 	g_active = true;
 	if (!g_conflict)
@@ -931,7 +942,156 @@ void pl_adopt_inherited(void)
 		struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
 		struct pofd *o = f ? pofd_new(f, fl) : NULL;
 		if (o)
+			o->xproc = true; /* the process that exec'd may have forked first */
+		if (o)
 			pofd_set((int)fd, o);
 	}
 	closedir(d);
+}
+
+/* --- one writer of a file's end and of a shared offset, between processes ------------------- */
+
+/* Each process has its own struct pfile and pofd, so the file's logical
+ * size (f->size) and a description's position lock (pos_mu) order only the
+ * threads of one process.  What the kernel orders for all of them -- an
+ * O_APPEND write lands at the end whoever else appends (shared mode: the
+ * default has one writing process), a write through an open file
+ * description shared by several processes (fork, SCM_RIGHTS) advances its
+ * one offset, and a read or seek through it in another process (also a
+ * default mode's child, which may read) sees it advanced -- needs a lock
+ * they all see:
+ * an open-file-description lock on a byte of the log, one byte per slot
+ * (a hash of the file's device and inode), held from reading the end or
+ * the offset until the group is issued (shared mode: committed, durable and
+ * written home, so the next holder's fstat sees it) and the offset moved.  The log because
+ * every process of the store has it and it outlives them; bytes below
+ * atomio's own lock bytes (shm.h, LK_BASE).  Such a lock goes with its
+ * process: a process killed while it holds one leaves none behind.  Each
+ * process locks through a description of its own (opened after the fork:
+ * processes sharing a description would share its locks too); its threads
+ * share it, so a mutex per slot lets one thread of the process at a time
+ * hold the byte. */
+#define XLK_SLOTS 256
+#define XLK_BASE (1ull << 61)
+static pthread_mutex_t g_xmu[XLK_SLOTS];
+static pthread_mutex_t g_xfd_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_xfd = -1;
+static pid_t g_xpid; /* the process the slots and g_xfd belong to */
+
+static void xlk_init(void)
+{
+	for (int i = 0; i < XLK_SLOTS; i++)
+		pthread_mutex_init(&g_xmu[i], NULL);
+	g_xpid = getpid();
+}
+
+/* After fork (single-threaded child, no slot held: at_prepare took g_rw
+ * exclusive): the inherited description is the parent's. */
+static void xlk_child(void)
+{
+	xlk_init();
+	pthread_mutex_init(&g_xfd_mu, NULL);
+	if (g_xfd >= 0) {
+		pl_store_fd(g_xfd, false);
+		real.close(g_xfd);
+		g_xfd = -1;
+	}
+}
+
+static int xlk_fd(void)
+{
+	pthread_mutex_lock(&g_xfd_mu);
+	if (g_xfd < 0) {
+		int fd = real.open(g_log, O_RDWR | O_CLOEXEC);
+		if (fd >= 0) {
+			g_xfd = fd;
+			pl_store_fd(fd, true);
+		}
+	}
+	int fd = g_xfd >= 0 ? g_xfd : -errno;
+	pthread_mutex_unlock(&g_xfd_mu);
+	return fd;
+}
+
+/* The log cannot be opened for writing here (EACCES, EROFS, EPERM): this
+ * process can open no store either, so it writes no protected file. */
+static bool g_xfd_denied;
+
+static int xlock(struct pfile *f, int *slot, bool reader)
+{
+	*slot = -1;
+	/* A vfork child (no fork handler ran: getpid() is not the pid the
+	 * slots were set up for) shares its parent's memory but not its
+	 * descriptors: it leaves g_xfd alone, and takes no lock.  Its writes
+	 * are refused (pl_not_owner); its reads and seeks go as before. */
+	if (getpid() != g_xpid)
+		return 0;
+	uint64_t h = ((uint64_t)f->dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)f->ino * 0xc2b2ae3d27d4eb4full);
+	int s = (int)((h >> 32) % XLK_SLOTS);
+	if (reader && g_xfd_denied)
+		return 0;
+	pthread_mutex_lock(&g_xmu[s]);
+	int fd = xlk_fd();
+	if (reader && (fd == -EACCES || fd == -EROFS || fd == -EPERM || fd == -ENOENT)) {
+		/* No log yet: no process has a store, so none writes.  A
+		 * process that may only read (the log is not writable for it)
+		 * reads as without the lock: it cannot open the store, so no
+		 * write of it can race its reads; a writer sharing its
+		 * description may move the offset under a read of it. */
+		g_xfd_denied = fd != -ENOENT;
+		pthread_mutex_unlock(&g_xmu[s]);
+		return 0;
+	}
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(XLK_BASE + (uint64_t)s),
+			   .l_len = 1};
+	int r;
+	while (fd >= 0 && (r = real.fcntl(fd, F_OFD_SETLKW, &fl)) < 0 && errno == EINTR)
+		;
+	if (fd < 0 || r < 0) {
+		int e = fd < 0 ? -fd : errno;
+		pthread_mutex_unlock(&g_xmu[s]);
+		pl_msg(f->path, "refused: the lock that orders appends and shared file offsets between the "
+				"store's processes (on %s) cannot be taken: %s", g_log, strerror(e));
+		return -e;
+	}
+	*slot = s;
+	return 0;
+}
+
+int pl_xlock(struct pfile *f, int *slot) { return xlock(f, slot, false); }
+int pl_xlock_read(struct pfile *f, int *slot) { return xlock(f, slot, true); }
+
+void pl_xunlock(int slot)
+{
+	if (slot < 0)
+		return;
+	struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET,
+			   .l_start = (off_t)(XLK_BASE + (uint64_t)slot), .l_len = 1};
+	/* Unlocking a lock we hold does not fail but for a closed descriptor
+	 * (the store's descriptors cannot be closed by the program). */
+	(void)real.fcntl(g_xfd, F_OFD_SETLK, &fl);
+	pthread_mutex_unlock(&g_xmu[slot]);
+}
+
+/* A descriptor received over a UNIX socket (SCM_RIGHTS): protected as an
+ * inherited one is.  Its description is another process's too. */
+void pl_adopt_fd(int fd)
+{
+	char link[64], path[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (!g_active || n <= 0 || path[0] != '/' || pofd_of(fd))
+		return;
+	path[n] = 0;
+	struct stat sb;
+	if (!pl_match(path) || real.fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+		return;
+	int fl = real.fcntl(fd, F_GETFL);
+	struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
+	struct pofd *o = f ? pofd_new(f, fl) : NULL;
+	if (o)
+		o->xproc = true;
+	if (!o || pofd_set(fd, o) < 0)
+		pl_msg(path, "a descriptor received over a socket cannot be protected (out of memory or "
+			     "descriptor %d above the table): its writes would bypass the store", fd);
 }

@@ -35,6 +35,7 @@
 #include <linux/aio_abi.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -98,9 +99,12 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 	size_refresh(f, fd);
 	pthread_mutex_unlock(&f->mu);
 	if (st) {
+		/* Shared mode: O_TRUNC is ordered with the other processes'
+		 * appends (p_resize). */
+		int xs = -1;
+		int r = g_shared && (flags & O_TRUNC) ? pl_xlock(f, &xs) : 0;
 		pthread_mutex_lock(&f->mu);
-		int r = 0;
-		if (f->id < 0) {
+		if (r == 0 && f->id < 0) {
 			struct stat a;
 			int afd = atomio_file_fd(st, id);
 			if (afd < 0 || REAL(fstat)(afd, &a) < 0 || a.st_dev != sb.st_dev || a.st_ino != sb.st_ino)
@@ -113,6 +117,7 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 		if (r == 0 && (flags & O_TRUNC))
 			r = pl_issue(st, f, NULL, 0, 0);
 		pthread_mutex_unlock(&f->mu);
+		pl_xunlock(xs);
 		if (r < 0) {
 			pofd_put(o);
 			return r;
@@ -313,6 +318,32 @@ static bool dio_ok(struct pofd *o, const struct iovec *iov, int cnt, off_t off)
 	return ok;
 }
 
+/* Shared mode: whether a write appends.  The flag is the open file
+ * description's, which other processes share and may change (F_SETFL):
+ * the kernel's, not the copy this process noted. */
+static bool shared_append(int fd, struct pofd *o, int rwf)
+{
+	int fl = REAL(fcntl)(fd, F_GETFL);
+	return ((fl >= 0 ? fl : o->flags) & O_APPEND) || (rwf & RWF_APPEND);
+}
+
+/* Shared mode: a write takes the lock that orders the processes
+ * (pl_xlock) when it depends on, or moves, what they share: an append
+ * (the end of the file), a write at the position (the description's
+ * offset, which other processes may share), and a write that extends the
+ * file (an append of another process must not take the old end meanwhile
+ * and land under it).  A write inside the file changes neither, and
+ * commits beside the other processes' writes without the lock. */
+static bool shared_xwant(int fd, struct pofd *o, bool append, bool pos, off_t off, size_t total)
+{
+	struct stat sb;
+	if (!g_shared)
+		return pos && pl_pofd_xproc(o); /* the default: one writing process, its offset shared */
+	if (append || pos)
+		return true;
+	return REAL(fstat)(fd, &sb) < 0 || off > sb.st_size - (off_t)total;
+}
+
 /* One write of a protected descriptor.  off < 0 with at_pos: the position. */
 static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
 		       int rwf)
@@ -369,12 +400,19 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 	}
 	pl_backpressure();
 	bool pos = at_pos && off < 0, rejoined = false;
+	if (g_shared)
+		append = shared_append(fd, o, rwf);
+	bool xwant = shared_xwant(fd, o, append, pos, off, total);
+	int xs = -1;
 again:
 	if (pos)
 		pthread_mutex_lock(&o->pos_mu);
+	int r = xwant ? pl_xlock(f, &xs) : 0;
 	pthread_mutex_lock(&f->mu);
-	size_refresh(f, fd);
-	int r = f->id < 0 ? pl_register(st, f, 0, 0) : 0;
+	if (r == 0)
+		size_refresh(f, fd);
+	if (r == 0 && f->id < 0)
+		r = pl_register(st, f, 0, 0);
 	if (r == 0) {
 		if (append)
 			off = f->size;
@@ -392,6 +430,8 @@ again:
 	if (r == ATOMIO_EIDENTITY && g_shared && !rejoined) {
 		/* This process's handle still has the path open as the file this
 		 * one replaced: a handle of its own anew, then again. */
+		pl_xunlock(xs);
+		xs = -1;
 		if (pos)
 			pthread_mutex_unlock(&o->pos_mu);
 		pl_release();
@@ -408,6 +448,7 @@ again:
 		r = pl_commit_write(st, f, id, use, vn, off);
 	if (r == 0 && pos)
 		REAL(lseek)(fd, off + (off_t)total, SEEK_SET);
+	pl_xunlock(xs);
 	if (pos)
 		pthread_mutex_unlock(&o->pos_mu);
 	if (v && v != one)
@@ -538,12 +579,49 @@ static size_t iov_len(const struct iovec *iov, int cnt)
 	return t;
 }
 
+/* A read or seek that uses or moves the position of a description other
+ * processes may hold (in shared mode: any) waits for a write of another
+ * process through it that is between reading the offset and moving it
+ * (p_write holds pl_xlock there): the kernel's offset then stays the one
+ * truth.  Nothing is pending in shared mode, so the kernel's own read and
+ * seek are right under the lock; in the default mode the read waits for
+ * this process's pending groups first (before_read), as without the lock.
+ * false: no lock wanted (the caller goes on); else *res is the result. */
+static bool shared_pos_call(int fd, struct pofd *o, const struct iovec *iov, int cnt, int flags, bool is_seek,
+			    off_t seek, int whence, ssize_t *res)
+{
+	if (!g_shared && !(pl_pofd_xproc(o) && !g_group))
+		return false;
+	if (!g_shared && whence == SEEK_END && is_seek)
+		return false; /* the default's SEEK_END wants the size pending groups leave (p_lseek) */
+	if (!g_shared && !is_seek)
+		before_read(fd, o, -1, iov_len(iov, cnt));
+	if (!g_shared && is_seek && (whence == SEEK_DATA || whence == SEEK_HOLE))
+		before_read(fd, o, 0, SIZE_MAX);
+	pl_hold();
+	int xs;
+	int r = pl_xlock_read(o->f, &xs);
+	if (r < 0) {
+		pl_release();
+		*res = fail(-r);
+		return true;
+	}
+	*res = is_seek ? (ssize_t)REAL(lseek)(fd, seek, whence) : REAL(preadv2)(fd, iov, cnt, -1, flags);
+	int e = errno;
+	pl_xunlock(xs);
+	pl_release();
+	errno = e;
+	return true;
+}
+
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct pofd *o = pofd_of(fd);
 	ssize_t r;
 	struct iovec v = {buf, n};
 	if (is_prot(o) && group_read(fd, o, &v, 1, -1, true, &r))
+		return r;
+	if (is_prot(o) && shared_pos_call(fd, o, &v, 1, 0, false, 0, 0, &r))
 		return r;
 	if (is_prot(o))
 		before_read(fd, o, -1, n);
@@ -569,6 +647,8 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	ssize_t r;
 	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && group_read(fd, o, iov, cnt, -1, true, &r))
 		return r;
+	if (is_prot(o) && shared_pos_call(fd, o, iov, cnt, 0, false, 0, 0, &r))
+		return r;
 	if (is_prot(o))
 		before_read(fd, o, -1, iov_len(iov, cnt));
 	return REAL(readv)(fd, iov, cnt);
@@ -580,6 +660,8 @@ EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int 
 	ssize_t r;
 	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && off >= -1 &&
 	    group_read(fd, o, iov, cnt, off, off == -1, &r))
+		return r;
+	if (is_prot(o) && off == -1 && shared_pos_call(fd, o, iov, cnt, flags, false, 0, 0, &r))
 		return r;
 	if (is_prot(o))
 		before_read(fd, o, off, iov_len(iov, cnt));
@@ -632,6 +714,9 @@ static off_t p_lseek(int fd, off_t off, int whence)
 	struct pofd *o = pofd_of(fd);
 	if (!is_prot(o))
 		return REAL(lseek)(fd, off, whence);
+	ssize_t r;
+	if (shared_pos_call(fd, o, NULL, 0, 0, true, off, whence, &r))
+		return (off_t)r;
 	if (whence == SEEK_END) {
 		pthread_mutex_lock(&o->f->mu);
 		size_refresh(o->f, fd);
@@ -741,12 +826,20 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 		return fail(e);
 	}
 	for (bool rejoined = false;; rejoined = true) {
+		/* Shared mode: ordered with the other processes' appends and
+		 * extending writes (shared_xwant), which take the end of the
+		 * file. */
+		int xs = -1;
+		r = g_shared ? pl_xlock(f, &xs) : 0;
 		pthread_mutex_lock(&f->mu);
-		size_refresh(f, fd);
-		r = f->id < 0 ? pl_register(st, f, 0, 0) : 0;
+		if (r == 0)
+			size_refresh(f, fd);
+		if (r == 0 && f->id < 0)
+			r = pl_register(st, f, 0, 0);
 		if (r == 0 && (!only_grow || size > f->size))
 			r = pl_issue(st, f, NULL, 0, size);
 		pthread_mutex_unlock(&f->mu);
+		pl_xunlock(xs);
 		if (r != ATOMIO_EIDENTITY || !g_shared || rejoined)
 			break;
 		pl_release(); /* as in p_write */
@@ -914,6 +1007,95 @@ EXPORT ssize_t splice(int in, off_t *oin, int out, off_t *oout, size_t len, unsi
 		return fail(EINVAL);
 	wait_src(in);
 	return REAL(splice)(in, oin, out, oout, len, flags);
+}
+
+/* --- descriptors received over a socket -------------------------------------------- */
+
+/* SCM_RIGHTS hands another process's open file description over: a
+ * protected file's must be protected here too (its writes through the
+ * store, its offset the one the sender moves), as after fork. */
+static void adopt_received(struct msghdr *m)
+{
+	if (!g_active || !m || !m->msg_control)
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			pl_adopt_fd(fd);
+		}
+	}
+}
+
+/* Descriptions sent away are another process's too (pl_pofd_xproc). */
+static void mark_sent(const struct msghdr *m)
+{
+	if (!g_active || !m || !m->msg_control)
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			struct pofd *o = pofd_of(fd);
+			if (o)
+				o->xproc = true;
+		}
+	}
+}
+
+EXPORT ssize_t sendmsg(int sock, const struct msghdr *m, int flags)
+{
+	static ssize_t (*next)(int, const struct msghdr *, int);
+	if (!next)
+		next = (ssize_t (*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+	if (!next)
+		return fail(ENOSYS);
+	mark_sent(m); /* before: the receiver may write at once */
+	return next(sock, m, flags);
+}
+
+EXPORT int sendmmsg(int sock, struct mmsghdr *v, unsigned n, int flags)
+{
+	static int (*next)(int, struct mmsghdr *, unsigned, int);
+	if (!next)
+		next = (int (*)(int, struct mmsghdr *, unsigned, int))dlsym(RTLD_NEXT, "sendmmsg");
+	if (!next)
+		return fail(ENOSYS);
+	for (unsigned i = 0; v && i < n; i++)
+		mark_sent(&v[i].msg_hdr);
+	return next(sock, v, n, flags);
+}
+
+EXPORT ssize_t recvmsg(int sock, struct msghdr *m, int flags)
+{
+	static ssize_t (*next)(int, struct msghdr *, int);
+	if (!next)
+		next = (ssize_t (*)(int, struct msghdr *, int))dlsym(RTLD_NEXT, "recvmsg");
+	if (!next)
+		return fail(ENOSYS);
+	ssize_t r = next(sock, m, flags);
+	if (r >= 0)
+		adopt_received(m);
+	return r;
+}
+
+EXPORT int recvmmsg(int sock, struct mmsghdr *v, unsigned n, int flags, struct timespec *t)
+{
+	static int (*next)(int, struct mmsghdr *, unsigned, int, struct timespec *);
+	if (!next)
+		next = (int (*)(int, struct mmsghdr *, unsigned, int, struct timespec *))dlsym(RTLD_NEXT, "recvmmsg");
+	if (!next)
+		return fail(ENOSYS);
+	int r = next(sock, v, n, flags, t);
+	for (int i = 0; i < r; i++)
+		adopt_received(&v[i].msg_hdr);
+	return r;
 }
 
 /* --- Linux native AIO (libaio) ----------------------------------------------------- */
