@@ -62,6 +62,7 @@
  *              [--fork 25] [--large 25] [--deep 4] [flags]   ATOMIO_SEED=S
  */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
@@ -90,6 +91,7 @@ struct shm {
 	long limit;          /* ids below it may be taken (this round's) */
 	_Atomic int stop_readers;
 	_Atomic long commits, busy, errors, rollbacks, reads, ckpts, forks, probes, large, multi, selfkills, childtx;
+	char act[64][80]; /* what each process is doing (SQX_DEBUG's dump) */
 	_Atomic uint32_t acklog[MAXTX]; /* acknowledged ids + 1, in order (0: being written) */
 	struct txrec tx[MAXTX];
 };
@@ -157,7 +159,16 @@ static bool soft(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == S
 	} while (0)
 
 
-static int g_who; /* for messages: worker slot */
+static int g_who; /* for messages: worker slot (+32 in a forked child) */
+
+static void act(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = snprintf(S->act[g_who], sizeof(S->act[0]), "pid %d: ", getpid());
+	vsnprintf(S->act[g_who] + n, sizeof(S->act[0]) - (size_t)n, fmt, ap);
+	va_end(ap);
+}
 static bool g_creating; /* create_all: WAL set where asked */
 
 #define FAIL(...)                                                                  \
@@ -182,8 +193,15 @@ static void xexec(sqlite3 *db, const char *sql)
 	if (sqlite3_exec(db, sql, 0, 0, &err) != SQLITE_OK) {
 		if (getenv("SQX_DEBUG")) {
 			char cmd[4400];
-			snprintf(cmd, sizeof(cmd), "echo %s; cat /proc/locks; ls -li %s; ps -o pid,ppid,stat,wchan:24,cmd -g %d",
-				 sqlite3_db_filename(db, "main"), t_dir(), getpgrp());
+			struct stat sb;
+			const char *fn = sqlite3_db_filename(db, "main");
+			stat(fn, &sb);
+			fprintf(stderr, "DEBUG: %s (inode %lu) busy; locks on it, by process:\n", fn, (unsigned long)sb.st_ino);
+			for (int i = 0; i < 64; i++)
+				if (S->act[i][0])
+					fprintf(stderr, "  slot %d: %s\n", i, S->act[i]);
+			snprintf(cmd, sizeof(cmd), "grep ':%lu ' /proc/locks; grep -H ':%lu ' /proc/[0-9]*/fdinfo/* 2>/dev/null",
+				 (unsigned long)sb.st_ino, (unsigned long)sb.st_ino);
 			if (system(cmd)) {}
 		}
 		FAIL("'%s': %s (%d)", sql, err ? err : "?", sqlite3_extended_errcode(db));
@@ -205,11 +223,10 @@ static void uri(char *out, size_t n, int d, bool attach)
 static void schema_setup(sqlite3 *db, int d, const char *s, bool create, int cache)
 {
 	char sql[256];
-	snprintf(sql, sizeof(sql), "PRAGMA %s.synchronous=FULL; PRAGMA %s.cache_size=%d", s, s, cache);
-	xexec(db, sql);
-	if (g_kinds[d] != 'm' && !(create && k_wal(d)))
-		return;
-	snprintf(sql, sizeof(sql), "PRAGMA %s.journal_mode=%s", s, k_wal(d) ? "WAL" : "MEMORY");
+	const char *jm = g_kinds[d] == 'm' ? "MEMORY" : create && k_wal(d) ? "WAL" : NULL;
+	int n = snprintf(sql, sizeof(sql), "PRAGMA %s.synchronous=FULL; PRAGMA %s.cache_size=%d", s, s, cache);
+	if (jm)
+		snprintf(sql + n, sizeof(sql) - (size_t)n, "; PRAGMA %s.journal_mode=%s", s, jm);
 	for (int i = 0;; i++) {
 		int rc = sqlite3_exec(db, sql, 0, 0, 0);
 		if (rc == SQLITE_OK)
@@ -373,6 +390,7 @@ static int check_db(struct conn *c, int d, bool deep)
 static int reader_check(struct conn *c, bool deep)
 {
 	long nack = atomic_load(&S->nack);
+	act("read on conn main %d", c->main);
 	int rc = sqlite3_exec(c->db, "BEGIN", 0, 0, 0);
 	if (rc)
 		FAIL("BEGIN: %s", sqlite3_errmsg(c->db));
@@ -444,6 +462,7 @@ static void write_tx(struct conn *c, struct rng *r, bool may_kill)
 	bool large = g_large && !rndn(r, (unsigned)g_large) && (!multi || g_large_multi);
 	atomic_store(&S->tx[id].mask, mask);
 	atomic_store(&S->tx[id].state, ST_INFLIGHT);
+	act("write txid %ld mask %#x%s on conn main %d", id, mask, large ? " large" : "", c->main);
 	int rc = step_exec(c->db, rndn(r, 3) ? "BEGIN IMMEDIATE" : "BEGIN");
 	char sql[512];
 	sqlite3_stmt *ins = NULL;
@@ -498,6 +517,7 @@ static void write_tx(struct conn *c, struct rng *r, bool may_kill)
 		atomic_fetch_add(&S->rollbacks, 1);
 		return;
 	}
+	act("write txid %ld mask %#x: COMMIT", id, mask);
 	g_stage = "COMMIT";
 	rc = step_exec(c->db, "COMMIT");
 	if (rc)
@@ -533,6 +553,7 @@ static void checkpoint(struct conn *c, struct rng *r)
 {
 	static const char *modes[] = {"PASSIVE", "FULL", "RESTART", "TRUNCATE"};
 	char sql[128];
+	act("checkpoint on conn main %d", c->main);
 	for (int d = 0; d < g_ndb; d++) {
 		if (!(c->mask & (1u << d)) || !k_wal(d) || rndn(r, 2))
 			continue;
@@ -570,16 +591,23 @@ static void do_fork(struct conn *cs, int nc, struct rng *r, int slot)
 	struct conn *hold = &cs[0];
 	int probe_db = k_wal(hold->main) ? -1 : hold->main;
 	bool in_read = probe_db >= 0 && rndn(r, 2);
+	struct conn pr;
 	if (in_read) {
+		/* the probe's connection is opened (its schema read) before the
+		 * read begins: opened during it, it could wait for a writer that
+		 * waits for the read to end */
+		conn_open(&pr, probe_db, false, 5000);
 		char sql[128];
 		snprintf(sql, sizeof(sql), "BEGIN; SELECT count(*) FROM main.t");
 		if (sqlite3_exec(hold->db, sql, 0, 0, 0)) {
 			sqlite3_exec(hold->db, "ROLLBACK", 0, 0, 0);
 			atomic_fetch_add(&S->busy, 1);
+			conn_close(&pr);
 			return;
 		}
 	}
 	uint64_t cseed = rnd(r);
+	act("fork%s, conn main %d", in_read ? " in a read" : "", hold->main);
 	fflush(NULL);
 	pid_t p = fork();
 	if (p < 0)
@@ -594,6 +622,7 @@ static void do_fork(struct conn *cs, int nc, struct rng *r, int slot)
 		 * parent waits for this child */
 		if (in_read)
 			_exit(0);
+		g_who += 32;
 		struct rng cr = {cseed};
 		struct conn own;
 		conn_open(&own, pick_main(&cr), g_attach, 5000);
@@ -612,8 +641,8 @@ static void do_fork(struct conn *cs, int nc, struct rng *r, int slot)
 	if (in_read) {
 		/* the parent's SHARED lock on probe_db must hold: another
 		 * connection of the parent cannot commit a change there */
-		struct conn pr;
-		conn_open(&pr, probe_db, false, 0);
+		act("probe of db %d after the fork", probe_db);
+		sqlite3_busy_timeout(pr.db, 0);
 		int rc = sqlite3_exec(pr.db, "BEGIN IMMEDIATE; UPDATE main.c SET n = n; COMMIT", 0, 0, 0);
 		if (rc == SQLITE_OK)
 			FAIL("db %d: a connection committed while another connection of the same process held a read "
@@ -621,11 +650,14 @@ static void do_fork(struct conn *cs, int nc, struct rng *r, int slot)
 			     probe_db, g_fork_close ? " whose child closed its copy" : "");
 		if (!soft(rc))
 			FAIL("probe: %s", sqlite3_errmsg(pr.db));
-		if (!sqlite3_get_autocommit(pr.db))
+		/* conclusive where the probe got as far as the COMMIT (no other
+		 * writer had the database) */
+		if (!sqlite3_get_autocommit(pr.db)) {
 			xexec(pr.db, "ROLLBACK");
+			atomic_fetch_add(&S->probes, 1);
+		}
 		conn_close(&pr);
 		xexec(hold->db, "COMMIT");
-		atomic_fetch_add(&S->probes, 1);
 	}
 }
 
@@ -637,6 +669,7 @@ static void worker(int slot, int gen_no, bool is_reader)
 		CHECK(g_seen[d] = calloc((size_t)S->limit + 1, sizeof(struct seen)));
 	struct conn cs[8];
 	int nc = g_conns;
+	act("opening");
 	for (int i = 0; i < nc; i++) {
 		g_small_cache = rndn(&r, 2);
 		conn_open(&cs[i], pick_main(&r), g_attach, is_reader ? 2000 : 5000);
@@ -663,8 +696,10 @@ static void worker(int slot, int gen_no, bool is_reader)
 		else if (g_fork && !rndn(&r, (unsigned)(g_fork + 19) / 20))
 			do_fork(cs, nc, &r, slot);
 	}
+	act("closing");
 	for (int i = 0; i < nc; i++)
 		conn_close(&cs[i]);
+	act("done");
 	fflush(NULL);
 	_exit(0);
 }
