@@ -71,12 +71,16 @@
  * not go through atomio's system-call table, which the simulator replays.
  *
  *   t_sqlite_x [--kinds dwDm] [--writers 2] [--readers 1] [--conns 2]
- *              [--tx 120] [--rounds 2] [--solo 2] [--kills 1] [--selfkill 40]
+ *              [--tx 180] [--rounds 3] [--solo 2] [--threads 3] [--kills 1]
+ *              [--selfkill 40]
  *              [--fork 25] [--large 25] [--deep 4] [flags]   ATOMIO_SEED=S
  * (--solo N: every N-th round has one writer process and no readers;
+ * --threads N: every N-th round but a solo one runs each connection of a
+ * process on a thread of its own (no forks then);
  * --selfkill N, --fork N, --large N, --deep N: about one in N transactions,
  * operations, transactions, reads.)
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -114,9 +118,11 @@ struct shm {
 
 static struct shm *S;
 static uint64_t g_seed;
-static int g_ndb, g_writers = 2, g_readers = 1, g_conns = 2, g_rounds = 2, g_kills = 1;
-static long g_tx = T_SCALE(120);
+static int g_ndb, g_writers = 2, g_readers = 1, g_conns = 2, g_rounds = 3, g_kills = 1;
+static long g_tx = T_SCALE(180);
 static int g_solo = 2, g_selfkill = 40, g_fork = 25, g_large = 25, g_deep = 4;
+static int g_threads = 3;
+static bool g_threaded; /* this round: a thread per connection */
 static bool g_attach = true, g_ckpt = true, g_large_multi, g_fork_close, g_unix_main;
 static char g_kinds[MAXDB + 1] = "dwDm";
 static char g_path[MAXDB][4200];
@@ -256,7 +262,7 @@ static void schema_setup(sqlite3 *db, int d, const char *s, bool create, int cac
 
 /* A connection with main database m and (attach) every one after it;
  * cache_size 64 pages (large transactions spill) or 4000 (they do not). */
-static bool g_small_cache = true;
+static _Thread_local bool g_small_cache = true;
 static void conn_open(struct conn *c, int m, bool attach, int busy_ms)
 {
 	int cache = g_small_cache ? 64 : 4000;
@@ -305,7 +311,7 @@ struct seen {
 	bool t; /* t row present */
 };
 
-static struct seen *g_seen[MAXDB]; /* per database, per txid (the last check's) */
+static _Thread_local struct seen *g_seen[MAXDB]; /* per database, per txid (the last check's) */
 
 
 
@@ -453,7 +459,7 @@ static void maybe_selfkill(struct rng *r, int where)
 	}
 }
 
-static const char *g_stage;
+static _Thread_local const char *g_stage;
 
 /* One write transaction on c; the outcome recorded in the model. */
 static void write_tx(struct conn *c, struct rng *r, bool may_kill)
@@ -680,12 +686,60 @@ static void do_fork(struct conn *cs, int nc, struct rng *r, int slot)
 	}
 }
 
+static void seen_alloc(void)
+{
+	for (int d = 0; d < g_ndb; d++)
+		CHECK(g_seen[d] = calloc((size_t)S->limit + 1, sizeof(struct seen)));
+}
+
+static void run_ops(struct conn *cs, int nc, struct rng *r, int slot, bool is_reader)
+{
+	for (long op = 0;; op++) {
+		struct conn *c = &cs[rndn(r, (unsigned)nc)];
+		if (is_reader) {
+			if (atomic_load(&S->stop_readers))
+				break;
+			reader_check(c, g_deep && !rndn(r, (unsigned)g_deep));
+			if (g_ckpt && !rndn(r, 4))
+				checkpoint(c, r);
+			continue;
+		}
+		if (atomic_load(&S->next_tx) >= S->limit)
+			break;
+		unsigned what = rndn(r, 20);
+		if (what < 14)
+			write_tx(c, r, true);
+		else if (what < 17)
+			reader_check(c, g_deep && !rndn(r, (unsigned)g_deep));
+		else if (what < 19 && g_ckpt)
+			checkpoint(c, r);
+		else if (g_fork && !g_threaded && !rndn(r, (unsigned)(g_fork + 19) / 20))
+			do_fork(cs, nc, r, slot);
+	}
+}
+
+/* --threads: each connection of the process on a thread of its own. */
+struct thr {
+	pthread_t t;
+	struct conn c;
+	struct rng r;
+	int slot;
+	bool is_reader;
+};
+
+static void *thr_main(void *arg)
+{
+	struct thr *t = arg;
+	seen_alloc();
+	run_ops(&t->c, 1, &t->r, t->slot, t->is_reader);
+	return NULL;
+}
+
 static void worker(int slot, int gen_no, bool is_reader)
 {
 	g_who = slot;
 	struct rng r = {sq_mix(g_seed ^ ((uint64_t)slot << 32) ^ ((uint64_t)gen_no << 16) ^ 0x5eed)};
-	for (int d = 0; d < g_ndb; d++)
-		CHECK(g_seen[d] = calloc((size_t)S->limit + 1, sizeof(struct seen)));
+	seen_alloc();
 	struct conn cs[8];
 	int nc = g_conns;
 	act("opening");
@@ -693,27 +747,21 @@ static void worker(int slot, int gen_no, bool is_reader)
 		g_small_cache = rndn(&r, 2);
 		conn_open(&cs[i], pick_main(&r), g_attach, is_reader ? 2000 : 5000);
 	}
-	for (long op = 0;; op++) {
-		struct conn *c = &cs[rndn(&r, (unsigned)nc)];
-		if (is_reader) {
-			if (atomic_load(&S->stop_readers))
-				break;
-			reader_check(c, g_deep && !rndn(&r, (unsigned)g_deep));
-			if (g_ckpt && !rndn(&r, 4))
-				checkpoint(c, &r);
-			continue;
+	if (g_threaded) {
+		struct thr th[8];
+		for (int i = 0; i < nc; i++) {
+			th[i].c = cs[i];
+			th[i].r.s = rnd(&r);
+			th[i].slot = slot;
+			th[i].is_reader = is_reader;
+			CHECK_OK(pthread_create(&th[i].t, NULL, thr_main, &th[i]));
 		}
-		if (atomic_load(&S->next_tx) >= S->limit)
-			break;
-		unsigned what = rndn(&r, 20);
-		if (what < 14)
-			write_tx(c, &r, true);
-		else if (what < 17)
-			reader_check(c, g_deep && !rndn(&r, (unsigned)g_deep));
-		else if (what < 19 && g_ckpt)
-			checkpoint(c, &r);
-		else if (g_fork && !rndn(&r, (unsigned)(g_fork + 19) / 20))
-			do_fork(cs, nc, &r, slot);
+		for (int i = 0; i < nc; i++) {
+			CHECK_OK(pthread_join(th[i].t, NULL));
+			cs[i] = th[i].c;
+		}
+	} else {
+		run_ops(cs, nc, &r, slot, is_reader);
 	}
 	act("closing");
 	for (int i = 0; i < nc; i++)
@@ -782,7 +830,8 @@ static void final_check(int round)
 		}
 		present += have != 0;
 	}
-	printf("round %d: %ld transactions present; checked whole in every database%s\n", round, present,
+	printf("round %d%s: %ld transactions present; checked whole in every database%s\n", round,
+	       g_threaded ? " (a thread per connection)" : g_solo && round % g_solo == 0 ? " (solo)" : "", present,
 	       cfailed_present ? " (and present: transactions whose COMMIT failed)" : "");
 	if (cfailed_present)
 		printf("round %d: %ld transactions whose COMMIT returned an error are present (whole in each database)\n",
@@ -816,7 +865,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: t_sqlite_x [--kinds dwDm] [--writers N] [--readers N] [--conns N] [--tx N] "
 			"[--rounds N] [--kills N] [--selfkill N] [--fork N] [--large N] [--deep N] [--large-multi] "
-			"[--fork-close] [--unix-main] [--no-attach] [--no-fork] [--no-large] [--no-kill] [--no-ckpt] "
+			"[--fork-close] [--unix-main] [--threads N] [--no-attach] [--no-fork] [--no-large] [--no-kill] [--no-ckpt] "
 			"[--no-readers]\n");
 	exit(2);
 }
@@ -836,7 +885,7 @@ int main(int argc, char **argv)
 	}
 		NUM("--writers", g_writers) NUM("--readers", g_readers) NUM("--conns", g_conns) NUM("--tx", g_tx)
 		NUM("--rounds", g_rounds) NUM("--kills", g_kills) NUM("--selfkill", g_selfkill) NUM("--fork", g_fork)
-		NUM("--large", g_large) NUM("--deep", g_deep) NUM("--solo", g_solo)
+		NUM("--large", g_large) NUM("--deep", g_deep) NUM("--solo", g_solo) NUM("--threads", g_threads)
 		if (!strcmp(a, "--kinds") && v) {
 			snprintf(g_kinds, sizeof(g_kinds), "%s", v);
 			i++;
@@ -857,8 +906,8 @@ int main(int argc, char **argv)
 		usage();
 	g_seed = t_seed(1);
 	printf("kinds %s, %d writers, %d readers, %d connections each, %ld transactions in %d rounds (every %d-th "
-	       "solo), %d kills a round, selfkill 1/%d, fork 1/%d, large 1/%d%s%s%s%s%s\n",
-	       g_kinds, g_writers, g_readers, g_conns, g_tx, g_rounds, g_solo, g_kills, g_selfkill, g_fork, g_large,
+	       "solo, every %d-th a thread per connection), %d kills a round, selfkill 1/%d, fork 1/%d, large 1/%d%s%s%s%s%s\n",
+	       g_kinds, g_writers, g_readers, g_conns, g_tx, g_rounds, g_solo, g_threads, g_kills, g_selfkill, g_fork, g_large,
 	       g_large_multi ? ", large multi" : "", g_fork_close ? ", fork-close" : "",
 	       g_unix_main ? ", unix main" : "", g_attach ? "" : ", no attach", g_ckpt ? "" : ", no checkpoints");
 	fflush(stdout);
@@ -880,6 +929,7 @@ int main(int argc, char **argv)
 		/* a solo round: one writer process, no readers (what a process
 		 * alone does differently: its stores and locks are nobody else's) */
 		bool solo = g_solo && round % g_solo == 0;
+		g_threaded = !solo && g_threads && round % g_threads == 0;
 		int nw = solo ? 1 : g_writers, np = solo ? 1 : g_writers + g_readers;
 		for (int i = 0; i < np; i++)
 			g_pids[i] = spawn(i, ++gen_no, i >= nw);
