@@ -31,8 +31,9 @@
  * processes, and writers now and then) check, in one read transaction per
  * connection: every transaction present in a database is whole there (its
  * t row, its rows, their bytes), none failed or unused is present, c.n
- * counts t, and every transaction acknowledged before the read began is
- * there.  Writers also run WAL checkpoints, and fork with their
+ * counts t, every transaction acknowledged before the read began is
+ * there, and one over an atomic set (below) is in all of its databases the
+ * read holds or in none.  Writers also run WAL checkpoints, and fork with their
  * connections open: the child leaves the inherited connections alone (or,
  * --fork-close, closes them, as SQLite allows), opens its own and writes
  * and reads beside the parent; a fork during a read transaction of the
@@ -434,6 +435,18 @@ static int reader_check(struct conn *c, bool deep)
 		for (int d = 0; d < g_ndb; d++)
 			if ((m & (1u << d)) && !g_seen[d][id].nrows)
 				FAIL("db %d: txid %ld was acknowledged before this read began, and is missing", d, id);
+	}
+	/* across databases: a transaction over an atomic set (no WAL database
+	 * in it) is in all of them that this read holds or in none: the read
+	 * holds SHARED on each, so no commit lands between its reads of two */
+	for (long id = 0; id < S->limit; id++) {
+		unsigned m = atomic_load(&S->tx[id].mask), in = m & c->mask, have = 0;
+		for (int d = 0; d < g_ndb; d++)
+			if ((in & (1u << d)) && g_seen[d][id].nrows)
+				have |= 1u << d;
+		if (have && have != in && atomic_set(m))
+			FAIL("txid %ld over %#x, an atomic set: this read finds it in %#x of %#x: half a transaction", id,
+			     m, have, in);
 	}
 	xexec(c->db, "COMMIT");
 	atomic_fetch_add(&S->reads, 1);
