@@ -160,7 +160,7 @@ check-sqlite-suite: deps
 # (--tx, --rounds, --writers, --kills, ..., and the flags of the features
 # that find known bugs: --large-multi --fork-close --unix-main),
 # SQLITE_X_SEEDS= the seeds, one run each.
-SQLITE_X_ARGS ?= --kinds dwDmW --tx 1500 --rounds 6 --writers 3 --readers 2 --conns 3 --kills 3
+SQLITE_X_ARGS ?= --kinds dwDmWs --tx 1500 --rounds 6 --writers 3 --readers 2 --conns 3 --kills 3
 SQLITE_X_SEEDS ?= 1 2 3
 .PHONY: sqlite-x
 sqlite-x: deps

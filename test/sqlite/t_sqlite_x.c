@@ -7,7 +7,8 @@
  *
  * The databases (--kinds, one letter each): d atomio in SQLite's default
  * mode (DELETE; journals in memory), m atomio MEMORY, w atomio WAL, D unix
- * DELETE, W unix WAL.  atomio databases get 1 MiB logs, so that a large
+ * DELETE, W unix WAL, s atomio switched between WAL and DELETE by the
+ * writers now and then (counted as WAL by the oracle).  atomio databases get 1 MiB logs, so that a large
  * transaction (1.2 to 2.5 MiB per database) overflows them.
  * Every database holds r(txid, k, v) (v: bytes that are a function of the
  * seed, txid, database and k), t(txid, mask, nrows, bytes) (one row per
@@ -71,7 +72,7 @@
  * the unix-VFS databases, SQLite's WAL index and every process's locks do
  * not go through atomio's system-call table, which the simulator replays.
  *
- *   t_sqlite_x [--kinds dwDm] [--writers 2] [--readers 1] [--conns 2]
+ *   t_sqlite_x [--kinds dwDms] [--writers 2] [--readers 1] [--conns 2]
  *              [--tx 180] [--rounds 3] [--solo 2] [--threads 3] [--kills 1]
  *              [--selfkill 40]
  *              [--fork 25] [--large 25] [--deep 4] [flags]   ATOMIO_SEED=S
@@ -111,7 +112,7 @@ struct shm {
 	_Atomic long next_tx, nack;
 	long limit;          /* ids below it may be taken (this round's) */
 	_Atomic int stop_readers;
-	_Atomic long commits, busy, errors, rollbacks, reads, ckpts, forks, probes, large, multi, selfkills, childtx;
+	_Atomic long switches, commits, busy, errors, rollbacks, reads, ckpts, forks, probes, large, multi, selfkills, childtx;
 	char act[64][80]; /* what each process is doing (SQX_DEBUG's dump) */
 	_Atomic uint32_t acklog[MAXTX]; /* acknowledged ids + 1, in order (0: being written) */
 	struct txrec tx[MAXTX];
@@ -125,11 +126,12 @@ static int g_solo = 2, g_selfkill = 40, g_fork = 25, g_large = 25, g_deep = 4;
 static int g_threads = 3;
 static bool g_threaded; /* this round: a thread per connection */
 static bool g_attach = true, g_ckpt = true, g_large_multi, g_fork_close, g_unix_main;
-static char g_kinds[MAXDB + 1] = "dwDm";
+static char g_kinds[MAXDB + 1] = "dwDms";
 static char g_path[MAXDB][4200];
 
-static bool k_atomio(int d) { return g_kinds[d] == 'd' || g_kinds[d] == 'm' || g_kinds[d] == 'w'; }
-static bool k_wal(int d) { return g_kinds[d] == 'w' || g_kinds[d] == 'W'; }
+static bool k_atomio(int d) { return g_kinds[d] == 'd' || g_kinds[d] == 'm' || g_kinds[d] == 'w' || g_kinds[d] == 's'; }
+/* WAL, or may be (s: switched between WAL and DELETE as the run goes) */
+static bool k_wal(int d) { return g_kinds[d] == 'w' || g_kinds[d] == 'W' || g_kinds[d] == 's'; }
 static bool k_delete(int d) { return g_kinds[d] == 'd' || g_kinds[d] == 'D'; }
 
 /* Does SQLite (or the VFS) promise that a transaction over the databases
@@ -246,7 +248,7 @@ static void uri(char *out, size_t n, int d, bool attach)
 static void schema_setup(sqlite3 *db, int d, const char *s, bool create, int cache)
 {
 	char sql[256];
-	const char *jm = g_kinds[d] == 'm' ? "MEMORY" : create && k_wal(d) ? "WAL" : NULL;
+	const char *jm = g_kinds[d] == 'm' ? "MEMORY" : create && k_wal(d) && g_kinds[d] != 's' ? "WAL" : NULL;
 	int n = snprintf(sql, sizeof(sql), "PRAGMA %s.synchronous=FULL; PRAGMA %s.cache_size=%d", s, s, cache);
 	if (jm)
 		snprintf(sql + n, sizeof(sql) - (size_t)n, "; PRAGMA %s.journal_mode=%s", s, jm);
@@ -595,6 +597,17 @@ static void checkpoint(struct conn *c, struct rng *r)
 	for (int d = 0; d < g_ndb; d++) {
 		if (!(c->mask & (1u << d)) || !k_wal(d) || rndn(r, 2))
 			continue;
+		if (g_kinds[d] == 's' && rndn(r, 2)) {
+			/* the switch: SQLite refuses it (busy) while others use
+			 * the database; WAL persists in the file, DELETE too (the
+			 * other connections follow) */
+			snprintf(sql, sizeof(sql), "PRAGMA %s.journal_mode=%s", c->name[d], rndn(r, 2) ? "WAL" : "DELETE");
+			int rc = sqlite3_exec(c->db, sql, 0, 0, 0);
+			if (rc && !soft(rc))
+				FAIL("%s: %s", sql, sqlite3_errmsg(c->db));
+			atomic_fetch_add(&S->switches, rc == SQLITE_OK);
+			continue;
+		}
 		snprintf(sql, sizeof(sql), "PRAGMA %s.wal_checkpoint(%s)", c->name[d], modes[rndn(r, 4)]);
 		int rc = sqlite3_exec(c->db, sql, 0, 0, 0);
 		if (rc && !soft(rc))
@@ -876,7 +889,7 @@ static void kill_all(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: t_sqlite_x [--kinds dwDm] [--writers N] [--readers N] [--conns N] [--tx N] "
+	fprintf(stderr, "usage: t_sqlite_x [--kinds dwDms] [--writers N] [--readers N] [--conns N] [--tx N] "
 			"[--rounds N] [--kills N] [--selfkill N] [--fork N] [--large N] [--deep N] [--large-multi] "
 			"[--fork-close] [--unix-main] [--threads N] [--no-attach] [--no-fork] [--no-large] [--no-kill] [--no-ckpt] "
 			"[--no-readers]\n");
@@ -914,7 +927,7 @@ int main(int argc, char **argv)
 		else usage();
 	}
 	g_ndb = (int)strlen(g_kinds);
-	if (g_ndb < 1 || g_ndb > MAXDB || strspn(g_kinds, "dmwDW") != (size_t)g_ndb || g_conns < 1 || g_conns > 8 ||
+	if (g_ndb < 1 || g_ndb > MAXDB || strspn(g_kinds, "dmwsDW") != (size_t)g_ndb || g_conns < 1 || g_conns > 8 ||
 	    g_writers < 1 || g_writers + g_readers > 32 || g_tx < 1 || g_tx * 1 >= MAXTX || g_rounds < 1)
 		usage();
 	g_seed = t_seed(1);
@@ -1010,9 +1023,9 @@ int main(int argc, char **argv)
 	}
 	printf("%ld transactions: %ld committed (%ld over several databases, %ld large), %ld rolled back, %ld busy, "
 	       "%ld failed with an error; %ld reads checked, %ld checkpoints, %ld forks (%ld child transactions, "
-	       "%ld lock probes); %d kills, %ld self-kills, %d writers restarted\n",
+	       "%ld lock probes), %ld journal mode switches run; %d kills, %ld self-kills, %d writers restarted\n",
 	       g_tx, (long)S->commits, (long)S->multi, (long)S->large, (long)S->rollbacks, (long)S->busy,
-	       (long)S->errors, (long)S->reads, (long)S->ckpts, (long)S->forks, (long)S->childtx, (long)S->probes,
+	       (long)S->errors, (long)S->reads, (long)S->ckpts, (long)S->forks, (long)S->childtx, (long)S->probes, (long)S->switches,
 	       kills, (long)S->selfkills, respawns);
 	return 0;
 }
