@@ -185,6 +185,16 @@ static bool soft(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == S
 
 
 static int g_who; /* for messages: worker slot (+32 in a forked child) */
+static pid_t g_driver; /* the test's own process */
+
+/* The driver exits (its directory removed at exit); a worker or child
+ * leaves the directory to the driver. */
+static void fail_exit(void)
+{
+	if (getpid() == g_driver)
+		exit(1);
+	_exit(1);
+}
 
 static void act(const char *fmt, ...)
 {
@@ -202,7 +212,7 @@ static bool g_creating; /* create_all: WAL set where asked */
 		fprintf(stderr, __VA_ARGS__);                                      \
 		fprintf(stderr, "\n");                                             \
 		fflush(stderr);                                                    \
-		_exit(1);                                                          \
+		fail_exit();                                                       \
 	} while (0)
 
 struct conn {
@@ -874,6 +884,7 @@ static pid_t spawn(int slot, int gen_no, bool is_reader)
 	CHECK(p >= 0);
 	if (p == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* none left looping if the test dies */
+		setenv("ATOMIO_KEEP", "1", 1);    /* an exit() here leaves the directory to the driver */
 		worker(slot, gen_no, is_reader);
 	}
 	return p;
@@ -931,6 +942,7 @@ int main(int argc, char **argv)
 	    g_writers < 1 || g_writers + g_readers > 32 || g_tx < 1 || g_tx * 1 >= MAXTX || g_rounds < 1)
 		usage();
 	g_seed = t_seed(1);
+	g_driver = getpid();
 	printf("kinds %s, %d writers, %d readers, %d connections each, %ld transactions in %d rounds (every %d-th "
 	       "solo, every %d-th a thread per connection), %d kills a round, selfkill 1/%d, fork 1/%d, large 1/%d%s%s%s%s%s\n",
 	       g_kinds, g_writers, g_readers, g_conns, g_tx, g_rounds, g_solo, g_threads, g_kills, g_selfkill, g_fork, g_large,
