@@ -467,13 +467,9 @@ static int reader_check(struct conn *c, bool deep)
 
 /* ---- writing ---- */
 
-/* A statement that may meet a busy database; anything else fails the test
- * unless it is an I/O error of a COMMIT (counted as failed). */
-static int step_exec(sqlite3 *db, const char *sql)
-{
-	int rc = sqlite3_exec(db, sql, 0, 0, 0);
-	return rc;
-}
+/* A statement of a write transaction: its result goes to write_tx's
+ * failure path (busy and I/O errors count as failures, corruption fails). */
+static int step_exec(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, 0, 0, 0); }
 
 static void maybe_selfkill(struct rng *r, int where)
 {
@@ -939,7 +935,7 @@ int main(int argc, char **argv)
 	}
 	g_ndb = (int)strlen(g_kinds);
 	if (g_ndb < 1 || g_ndb > MAXDB || strspn(g_kinds, "dmwsDW") != (size_t)g_ndb || g_conns < 1 || g_conns > 8 ||
-	    g_writers < 1 || g_writers + g_readers > 32 || g_tx < 1 || g_tx * 1 >= MAXTX || g_rounds < 1)
+	    g_writers < 1 || g_writers + g_readers > 32 || g_tx < 1 || g_tx >= MAXTX || g_rounds < 1)
 		usage();
 	g_seed = t_seed(1);
 	g_driver = getpid();
@@ -1030,7 +1026,8 @@ int main(int argc, char **argv)
 			kill_all();
 			return 1;
 		}
-		/* in-flight ids of dead writers, and ids taken past the limit */
+		/* nobody left: the in-flight transactions of killed writers are
+		 * settled now (all or none of an atomic set, whole in each) */
 		final_check(round);
 	}
 	printf("%ld transactions: %ld committed (%ld over several databases, %ld large), %ld rolled back, %ld busy, "
