@@ -158,6 +158,8 @@ typedef struct aconn {
 	bool ready;          /* the group was synced: commit it with the others */
 	unsigned streak;     /* write locks taken since it last handed one off (turns) */
 	struct aconn *rnext; /* this thread's ready connections (t_ready) */
+	struct aconn *cnext; /* g_conns */
+	bool inherited;      /* a copy in a child after fork (fork_child): never used */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
 	size_t maplen;
 	struct pend pend;
@@ -169,6 +171,8 @@ typedef struct aconn {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct adb *g_dbs;
 static struct avfs *g_vfs;
+/* This process's open main-database connections (fork_child). */
+static struct aconn *g_conns;
 
 static const sqlite3_io_methods aio_methods;
 
@@ -433,6 +437,8 @@ static bool f_btime(const char *path, struct statx_timestamp *t)
 /* 0, -EAGAIN on a conflict, or another negative errno. */
 static int ofd(int fd, short type, off_t start, off_t len)
 {
+	if (fd < 0)
+		return -EBADF; /* an inherited connection's (fork_child): no locks */
 	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
 	int r;
 	do
@@ -1608,6 +1614,18 @@ static int begin_group(aconn *c)
 
 /* --- io methods ---------------------------------------------------------------- */
 
+/* A connection a forked child inherited (fork_child) is refused every lock,
+ * write and commit: they would act on the parent's locks or store.  Its
+ * pending group, a copy of the parent's, is dropped. */
+static int x_inherited(aconn *c, int rc)
+{
+	ready_drop(c);
+	pend_clear(&c->pend);
+	sqlite3_log(rc, "atomio: %s: a connection inherited across fork() is not usable in the child "
+		    "(open a new one there)", c->db->db_path);
+	return rc;
+}
+
 static void release_db(struct adb *d);
 static void leave_write(aconn *c);
 static int enter_write(aconn *c);
@@ -1623,8 +1641,16 @@ static int x_close(sqlite3_file *f)
 		unlock_all(c);
 	leave_write(c);
 	int rc = c->real->pMethods ? c->real->pMethods->xClose(c->real) : SQLITE_OK;
+	pthread_mutex_lock(&g_mu);
+	for (aconn **pp = &g_conns; *pp; pp = &(*pp)->cnext)
+		if (*pp == c) {
+			*pp = c->cnext;
+			break;
+		}
+	pthread_mutex_unlock(&g_mu);
 	release_db(c->db);
-	close(c->lockfd); /* releases our OFD locks */
+	if (c->lockfd >= 0)
+		close(c->lockfd); /* releases our OFD locks */
 	c->base.pMethods = NULL;
 	return rc;
 }
@@ -1699,6 +1725,8 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 {
 	aconn *c = (aconn *)f;
 	int rc;
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_WRITE);
 	if (wal_mode(c->db)) {
 		rc = wal_direct(c, SQLITE_IOERR_WRITE);
 		int r = rc == SQLITE_OK ? f_pwrite_all(c->db->dfd, buf, (size_t)amt, (off_t)off) : 0;
@@ -1738,6 +1766,8 @@ static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
 	aconn *c = (aconn *)f;
 	int rc;
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_TRUNCATE);
 	if (wal_mode(c->db)) {
 		rc = wal_direct(c, SQLITE_IOERR_TRUNCATE);
 		if (rc == SQLITE_OK && f_ftruncate(c->db->dfd, (off_t)size) < 0)
@@ -1764,6 +1794,8 @@ static int x_sync(sqlite3_file *f, int flags)
 	 * is nothing left to sync.  Any other sync commits what is pending. */
 	aconn *c = (aconn *)f;
 	count_sync(flags); /* as the unix VFS counts each xSync (the group's log write is this sync) */
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_FSYNC);
 	if (wal_mode(c->db) && !c->ready && !c->pend.active) /* a checkpoint's */
 		return c->db->dfd >= 0 && f_fdatasync(c->db->dfd) == 0 ? SQLITE_OK : SQLITE_IOERR_FSYNC;
 	return c->ready ? SQLITE_OK : commit_group(c, false);
@@ -1962,6 +1994,8 @@ static int x_lock(sqlite3_file *f, int level)
 	int r, rc;
 	if (c->elock >= level)
 		return SQLITE_OK;
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_LOCK);
 	if (level == SQLITE_LOCK_SHARED)
 		return lock_shared(c);
 	if (!c->counted && !c->nolock && !wal_mode(c->db)) {
@@ -1993,6 +2027,12 @@ static int x_unlock(sqlite3_file *f, int level)
 	aconn *c = (aconn *)f;
 	if (c->elock <= level)
 		return SQLITE_OK;
+	if (c->inherited) {
+		ready_drop(c);
+		pend_clear(&c->pend);
+		c->elock = level;
+		return SQLITE_OK;
+	}
 	bool wrote = c->elock >= SQLITE_LOCK_RESERVED;
 	/* A group not committed is not part of the database: the transaction
 	 * was rolled back or failed.  Drop it; the file never saw it.  Also a
@@ -2067,6 +2107,9 @@ static int pragma(aconn *c, char **az)
 static int x_file_control(sqlite3_file *f, int op, void *arg)
 {
 	aconn *c = (aconn *)f;
+	if (c->inherited && (op == SQLITE_FCNTL_SYNC || op == SQLITE_FCNTL_COMMIT_PHASETWO ||
+			     op == SQLITE_FCNTL_COMMIT_ATOMIC_WRITE))
+		return x_inherited(c, SQLITE_IOERR_FSYNC);
 	switch (op) {
 	case SQLITE_FCNTL_SYNC:
 		/* Phase one of a commit (also with synchronous=OFF, where no xSync
@@ -2241,6 +2284,20 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
  * child inherited must not be used (SQLite's rule for every VFS), and
  * closing it frees its copy without touching the store (forked).  g_mu is
  * held across the fork so that the list is whole in the child. */
+/*
+ * The connections the child inherited hold the parent's locks: an OFD lock
+ * belongs to the open file description, which the child shares, so one
+ * unlock or lock of the child's (SQLite's close of the connection unlocks,
+ * and in WAL mode first takes EXCLUSIVE, which the shared description
+ * grants at once, then checkpoints and deletes the WAL) would act on the
+ * parent's.  The unix VFS's POSIX locks are not inherited: its child holds
+ * none, and its close leaves the parent's alone.  So the child closes its
+ * copy of every connection's lock descriptor here (the description and its
+ * locks stay the parent's, and die with the parent's last descriptor, not
+ * with a child that outlives it), and an inherited connection never locks,
+ * writes or commits: a lock is refused (SQLite's close then skips the WAL
+ * checkpoint, as under the unix VFS where the parent's SHARED refuses it),
+ * an unlock only forgets, a write or commit fails (x_inherited). */
 static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
 static void fork_child(void)
@@ -2251,6 +2308,13 @@ static void fork_child(void)
 		d->forked = true;
 	}
 	g_dbs = NULL;
+	for (aconn *c = g_conns; c; c = c->cnext) {
+		c->inherited = true;
+		if (c->lockfd >= 0)
+			close(c->lockfd);
+		c->lockfd = -1;
+	}
+	g_conns = NULL;
 	pthread_mutex_unlock(&g_mu);
 }
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
@@ -2754,6 +2818,10 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
 		goto fail;
 	}
 	c->base.pMethods = &aio_methods;
+	pthread_mutex_lock(&g_mu);
+	c->cnext = g_conns;
+	g_conns = c;
+	pthread_mutex_unlock(&g_mu);
 	/* Recover now if no writer holds the store, so that a damaged log is
 	 * reported at open.  Without waiting: if someone holds a lock, the
 	 * first SHARED lock checks again. */
