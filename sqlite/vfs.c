@@ -12,8 +12,10 @@
  * every commit right before xSync (and in its place with synchronous=OFF), or
  * at SQLITE_FCNTL_COMMIT_ATOMIC_WRITE in a batch-atomic build.  Without a
  * rollback journal on disk the synced group waits for phase two
- * (SQLITE_FCNTL_COMMIT_PHASETWO), so that all databases of a transaction
- * over ATTACHed ones commit as one group (commit_set).  xSync itself then has
+ * (SQLITE_FCNTL_COMMIT_PHASETWO) or, where SQLite ignores phase two's
+ * result (a super-journal), for the super-journal's deletion, so that all
+ * databases of a transaction over ATTACHed ones commit as one group
+ * (commit_set), or its COMMIT fails (x_file_control).  xSync itself then has
  * nothing to do: an acknowledged group is durable in the log, and the store's
  * checkpoint syncs the file before the log space is reused.  A group still
  * pending when the lock drops below RESERVED, synced or not, was never
@@ -1326,6 +1328,12 @@ static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsi
 	return 0;
 }
 
+/* Bytes of log a group needs, counting every entry as its own range. */
+static uint64_t group_need(const struct pend *p)
+{
+	return 64 + 32 * ((uint64_t)p->n + 2) + (uint64_t)p->bytes;
+}
+
 /* Ranges a group may take at most, logged whole: one per page and two
  * truncations (add_group). */
 static int64_t group_ranges(const struct pend *p) { return (int64_t)p->n + 2; }
@@ -1500,10 +1508,22 @@ static void remove_marker(struct adb *d)
 static int commit_set(aconn **m, int n)
 {
 	struct adb *pd = m[0]->db;
+	/* Each write was checked against its own database's log (x_write);
+	 * the set goes to the first one's, which must hold all of it: grown
+	 * if not (the groups are still in memory only), else nothing is
+	 * written and the COMMIT fails. */
+	uint64_t need = 0;
+	for (int i = 0; i < n; i++)
+		need += group_need(&m[i]->pend);
+	if (need > pd->capacity) {
+		pthread_mutex_lock(&g_mu);
+		grow_store(pd, need);
+		pthread_mutex_unlock(&g_mu);
+	}
 	atomio *st = writer_store(pd);
 	char list[MAX_SET * 1100];
 	size_t len = 0;
-	int r = st ? 0 : -EIO;
+	int r = !st ? -EIO : need > pd->capacity ? -E2BIG : 0;
 	for (int i = 0; i < n && r == 0; i++) {
 		fold_truncation(m[i]);
 		size_t l = strlen(m[i]->db->db_path);
@@ -1576,27 +1596,47 @@ static int commit_set(aconn **m, int n)
 	return r == 0 ? SQLITE_OK : commit_failed(m[0], r, committed);
 }
 
-/* Phase two of c's commit: commit every group of the transaction (this
- * thread's ready connections), as one. */
+/* The commit of c's transaction: every group of it (this thread's ready
+ * connections), as one.  More databases than one group may name: refused,
+ * nothing written (SQLite's default limit on ATTACH keeps below it). */
 static int commit_ready(aconn *c)
 {
 	if (!c->ready)
 		return commit_group(c, false); /* e.g. a truncation after the commit */
 	aconn *m[MAX_SET];
-	int n = 0;
+	int n = 0, more = 0;
 	for (aconn *x = t_ready; x; x = x->rnext)
 		if (x->pend.active && n < MAX_SET)
 			m[n++] = x;
+		else if (x->pend.active)
+			more++;
+	if (more) {
+		sqlite3_log(SQLITE_IOERR_WRITE, "atomio: a transaction over %d databases (at most %d "
+			    "commit as one); nothing was written", n + more, MAX_SET);
+		while (t_ready) {
+			aconn *x = t_ready;
+			ready_drop(x);
+			pend_clear(&x->pend);
+		}
+		return SQLITE_IOERR_WRITE;
+	}
 	if (n <= 1 || !t_ready || t_ready->rnext == NULL)
 		return commit_group(c, true);
 	return commit_set(m, n);
 }
 
-/* Bytes of log a group needs, counting every entry as its own range. */
-static uint64_t group_need(const struct pend *p)
+/* SQLite deletes the super-journal of a transaction over several databases
+ * (vdbeCommit): its commit point, and the last step of the commit whose
+ * result it honours (phase two's are ignored there).  Kept in memory (all
+ * its journals ours), it commits the groups its phase one synced. */
+static int commit_at_super_delete(void)
 {
-	return 64 + 32 * ((uint64_t)p->n + 2) + (uint64_t)p->bytes;
+	for (aconn *x = t_ready; x; x = x->rnext)
+		if (x->pend.active)
+			return commit_ready(x);
+	return SQLITE_OK;
 }
+
 
 static int x_file_size(sqlite3_file *f, sqlite3_int64 *size);
 
@@ -1629,6 +1669,8 @@ static int x_inherited(aconn *c, int rc)
 static void release_db(struct adb *d);
 static void leave_write(aconn *c);
 static int enter_write(aconn *c);
+static bool super_in_memory(const char *name);
+static int journal_to_disk(struct adb *d);
 
 static int x_close(sqlite3_file *f)
 {
@@ -2116,12 +2158,26 @@ static int x_file_control(sqlite3_file *f, int op, void *arg)
 		 * follows).  With a rollback journal on disk, that journal is the
 		 * commit record (and SQLite's own super-journal makes a commit
 		 * over several databases atomic): commit now.  Without one, the
-		 * group waits for phase two, so that the groups of all databases
-		 * of the transaction commit as one (commit_ready). */
+		 * group waits, so that the groups of all databases of the
+		 * transaction commit as one (commit_ready), at a step whose
+		 * result SQLite honours: phase two where there is no
+		 * super-journal (arg NULL: vdbeCommit's simple case), the
+		 * super-journal's deletion where there is one in memory
+		 * (commit_at_super_delete).  A super-journal on disk (another
+		 * VFS's: a main database of the unix VFS) is the commit point of
+		 * the others, and phase two, after its deletion, is ignored:
+		 * commit now, after our journal, naming it, is on disk and
+		 * synced, so that a crash before its deletion rolls this
+		 * database back with the others, as SQLite's rollback mode
+		 * does. */
 		if (!c->pend.active)
 			return SQLITE_OK;
 		if (journal_on_disk(c->db))
 			return commit_group(c, false);
+		if (arg && !super_in_memory(arg)) {
+			int rc = journal_to_disk(c->db);
+			return rc != SQLITE_OK ? rc : commit_group(c, false);
+		}
 		ready_add(c);
 		return SQLITE_OK;
 	case SQLITE_FCNTL_COMMIT_PHASETWO:
@@ -2390,8 +2446,9 @@ struct mfile {
 	sqlite3_file *disk;    /* the file on disk */
 };
 
-/* Main journals in memory (for a super-journal's check) and the names of
- * super-journals kept in memory and closed, which SQLite deletes next. */
+/* Journals in memory, main and super (for a super-journal's check and
+ * super_in_memory), and the names of super-journals kept in memory and
+ * closed, which SQLite deletes next. */
 static struct mfile *g_journals;
 struct gone {
 	struct gone *next;
@@ -2548,15 +2605,59 @@ static int mf_to_disk(struct mfile *m)
 	return SQLITE_OK;
 }
 
+/* The main journal of that name kept in memory, the newest (mf_sync).
+ * g_mu held. */
+static struct mfile *newest_journal(const char *name)
+{
+	struct mfile *j = g_journals;
+	while (j && (j->super || strcmp(j->name, name)))
+		j = j->next;
+	return j;
+}
+
+/* Is the super-journal of that name one of ours, in memory? */
+static bool super_in_memory(const char *name)
+{
+	pthread_mutex_lock(&g_mu);
+	struct mfile *j = g_journals;
+	while (j && !(j->super && !j->disk && !strcmp(j->name, name)))
+		j = j->next;
+	pthread_mutex_unlock(&g_mu);
+	return j != NULL;
+}
+
+/* d's main journal in memory, if it has one, written to disk and synced:
+ * it names a super-journal on disk (SQLite wrote that name into it before
+ * the database's phase-one sync), so that a crash before the super-journal
+ * is deleted finds it hot and rolls d back with the others.  The journal
+ * belongs to this connection's transaction: nobody else uses it meanwhile. */
+static int journal_to_disk(struct adb *d)
+{
+	char *name = suffixed(d->db_path, "-journal");
+	if (!name)
+		return SQLITE_IOERR_NOMEM;
+	pthread_mutex_lock(&g_mu);
+	struct mfile *j = newest_journal(name);
+	pthread_mutex_unlock(&g_mu);
+	free(name);
+	if (!j || j->disk)
+		return SQLITE_OK; /* MEMORY or OFF mode (SQLite's own), or on disk already */
+	int rc = mf_to_disk(j);
+	if (rc == SQLITE_OK)
+		rc = j->disk->pMethods->xSync(j->disk, SQLITE_SYNC_FULL);
+	return rc;
+}
+
 /* The super-journal is synced once it names every journal of the
  * transaction, before any of them is committed.  Where each one is a
- * journal of ours in memory it stays in memory.  Where one is on disk (a
+ * journal of ours in memory it stays in memory (the transaction commits
+ * at its deletion: commit_at_super_delete).  Where one is on disk (a
  * database through another VFS), that journal names it and SQLite reads it
  * when it finds that journal hot after a crash: the super-journal goes to
- * disk, and so do the journals of ours it names, so that the transaction
- * commits as SQLite's rollback mode does (each database's group at its
- * phase-one sync: journal_on_disk), all of it rolled back after a crash
- * before the super-journal is deleted. */
+ * disk, and so do the journals of ours it names, each at its database's
+ * phase-one sync, before its group commits there (journal_to_disk), so
+ * that the transaction commits as SQLite's rollback mode does, all of it
+ * rolled back after a crash before the super-journal is deleted. */
 static int mf_sync(sqlite3_file *f, int flags)
 {
 	struct mfile *m = (struct mfile *)f;
@@ -2570,30 +2671,17 @@ static int mf_sync(sqlite3_file *f, int flags)
 	mf_read(f, all, (int)m->size, 0);
 	all[m->size] = 0;
 	bool mem = true;
-	for (int pass = 0; pass < 2; pass++) {
-		for (char *p = all; p < all + m->size; p += strlen(p) + 1) {
-			/* The newest journal of that name: the transaction's own.
-			 * An older one is another connection's, finished (PERSIST
-			 * and TRUNCATE keep it open until their connection unlocks)
-			 * and opened before this one's: a connection opens a
-			 * journal under RESERVED, which one connection holds at a
-			 * time. */
-			pthread_mutex_lock(&g_mu);
-			struct mfile *j = g_journals;
-			while (j && (j->super || strcmp(j->name, p)))
-				j = j->next;
-			pthread_mutex_unlock(&g_mu);
-			if (pass == 0 && (!j || j->disk))
-				mem = false;
-			/* The journals belong to this connection's transaction:
-			 * nobody else uses them meanwhile. */
-			if (pass == 1 && j && !j->disk && mf_to_disk(j) != SQLITE_OK) {
-				free(all);
-				return SQLITE_IOERR_WRITE;
-			}
-		}
-		if (mem)
-			break;
+	for (char *p = all; p < all + m->size; p += strlen(p) + 1) {
+		/* The newest journal of that name: the transaction's own.  An
+		 * older one is another connection's, finished (PERSIST and
+		 * TRUNCATE keep it open until their connection unlocks) and
+		 * opened before this one's: a connection opens a journal under
+		 * RESERVED, which one connection holds at a time. */
+		pthread_mutex_lock(&g_mu);
+		struct mfile *j = newest_journal(p);
+		pthread_mutex_unlock(&g_mu);
+		if (!j || j->disk)
+			mem = false;
 	}
 	int rc = SQLITE_OK;
 	if (!mem) {
@@ -2656,7 +2744,7 @@ static int mf_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int fla
 	m->flags = flags;
 	pthread_mutex_lock(&g_mu);
 	bool ours = super || our_journal(name);
-	if (ours && !super) {
+	if (ours) {
 		m->next = g_journals; /* newest first (mf_sync) */
 		g_journals = m;
 	}
@@ -2684,7 +2772,7 @@ static int mf_delete(sqlite3_vfs *real, const char *name, int sync)
 			*pp = g->next;
 			pthread_mutex_unlock(&g_mu);
 			free(g);
-			return SQLITE_OK;
+			return commit_at_super_delete();
 		}
 	bool ours = our_journal(name);
 	pthread_mutex_unlock(&g_mu);

@@ -28,9 +28,9 @@ walnodirsync) expr='s/\t\tsync_dir_of\(w->name\);/\t\t(void)sync_dir_of;/' ;;
 # a journal opened without SQLITE_OPEN_CREATE (a hot one SQLite rolls back) kept in memory too
 hotmem)    expr='s/if \(!name \|\| !\(flags & SQLITE_OPEN_CREATE\) \|\| /if (!name || /' ;;
 # the super-journal always in memory, also where a journal of another VFS names it
-supermem)  expr='s/\t\t\tif \(pass == 0 && \(!j \|\| j->disk\)\)\n/\t\t\tif (0 \&\& pass == 0 \&\& (!j || j->disk))\n/' ;;
-# the super-journal on disk, but the journals of ours it names left in memory
-nomembers) expr='s/if \(pass == 1 && j && !j->disk && mf_to_disk\(j\) != SQLITE_OK\)/if (0 \&\& pass == 1 \&\& j \&\& !j->disk \&\& mf_to_disk(j) != SQLITE_OK)/' ;;
+supermem)  expr='s/\t\tif \(!j \|\| j->disk\)\n\t\t\tmem = false;/\t\tif (0 \&\& (!j || j->disk))\n\t\t\tmem = false;/' ;;
+# the super-journal on disk, but the journals of ours it names left in memory (and their groups committed after its deletion)
+nomembers) expr='s/\t\tif \(arg && !super_in_memory\(arg\)\) \{/\t\tif (0 \&\& arg \&\& !super_in_memory(arg)) {/' ;;
 # a group synced for a commit that then failed (no phase two) committed at the unlock, with whatever SQLite's rollback did to it since
 readycommit) expr='s/\tready_drop\(c\);\n\tpend_clear\(&c->pend\);\n\tif \(level == SQLITE_LOCK_SHARED\)/\tif (c->ready)\n\t\tcommit_group(c, false);\n\tpend_clear(\&c->pend);\n\tif (level == SQLITE_LOCK_SHARED)/' ;;
 # the group that switches a database to WAL leaves the store open and its log with live groups
