@@ -221,6 +221,7 @@ static __thread struct {
 	ino_t ino, hino;
 	bool busy, excl; /* refused; refused EXCLUSIVE (readers to leave) */
 	uint32_t handed; /* the hand-off's token (turns_sleep), for hdev/hino */
+	struct aconn *conn; /* refused EXCLUSIVE: the connection (readers_left) */
 } t_turn;
 
 static uint32_t handed_to(struct adb *d)
@@ -233,6 +234,7 @@ static int turn_busy(aconn *c, bool excl)
 {
 	t_turn.busy = true;
 	t_turn.excl = excl;
+	t_turn.conn = excl ? c : NULL;
 	t_turn.dev = c->db->dev;
 	t_turn.ino = c->db->ino;
 	return SQLITE_BUSY;
@@ -2964,10 +2966,49 @@ static int v_randomness(sqlite3_vfs *v, int n, char *out)
  * leaves.  Any other sleep, or one longer than TURNS_SLEEP_MAX_US (an
  * application's own handler), is the real VFS's. */
 #define TURNS_SLEEP_MAX_US 200000
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Do readers still hold SHARED beside c, refused EXCLUSIVE?  c is looked
+ * up among the open connections (it may have been closed since), and
+ * asked under g_mu, so that its descriptor stays open meanwhile; another
+ * connection at its address answers for itself, which costs at most a
+ * sleep cut short or slept whole. */
+static bool readers_left(aconn *c)
+{
+	bool left = true;
+	pthread_mutex_lock(&g_mu);
+	aconn *x = g_conns;
+	while (x && x != c)
+		x = x->cnext;
+	if (x && x->lockfd >= 0) {
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHARED_FIRST,
+				   .l_len = SHARED_SIZE};
+		left = fcntl(x->lockfd, F_OFD_GETLK, &fl) < 0 || fl.l_type != F_UNLCK;
+	}
+	pthread_mutex_unlock(&g_mu);
+	return left;
+}
+
+/* SQLite's busy handler counts each sleep as the whole delay it asked for
+ * (sqliteDefaultBusyCallback adds up its table of delays, not the time
+ * slept), so a sleep that ends early spends the busy timeout for nothing:
+ * a writer refused EXCLUSIVE, woken at every SHARED lock dropped while
+ * other readers stay, was refused for good long before its timeout.  So
+ * that sleep ends early only once no reader is left (or it is handed the
+ * lock), else sleeps on to the end of its delay; and the time actually
+ * slept is returned (sqlite3_sleep's answer). */
 static int v_sleep(sqlite3_vfs *v, int us)
 {
 	bool busy = t_turn.busy;
+	aconn *conn = t_turn.conn;
 	t_turn.busy = false;
+	t_turn.conn = NULL;
 	if (!busy || us <= 0 || us > TURNS_SLEEP_MAX_US)
 		return real_vfs(v)->xSleep(real_vfs(v), us);
 	pthread_mutex_lock(&g_mu);
@@ -2981,7 +3022,14 @@ static int v_sleep(sqlite3_vfs *v, int us)
 			release_db(d);
 		return real_vfs(v)->xSleep(real_vfs(v), us);
 	}
-	uint32_t tok = turns_sleep(t, t_turn.excl, (uint64_t)us * 1000u);
+	uint64_t start = mono_ns(), ns = (uint64_t)us * 1000u, el = 0;
+	uint32_t tok;
+	for (;;) {
+		tok = turns_sleep(t, t_turn.excl, ns - el);
+		el = mono_ns() - start;
+		if (tok || !t_turn.excl || el >= ns || !conn || !readers_left(conn))
+			break;
+	}
 	turns_unpin(d);
 	if (tok) {
 		t_turn.handed = tok;
@@ -2989,7 +3037,7 @@ static int v_sleep(sqlite3_vfs *v, int us)
 		t_turn.hino = d->ino;
 	}
 	release_db(d);
-	return us;
+	return el < ns ? (int)(el / 1000u) : us;
 }
 static int v_current_time(sqlite3_vfs *v, double *t) { return real_vfs(v)->xCurrentTime(real_vfs(v), t); }
 static int v_get_last_error(sqlite3_vfs *v, int n, char *out)
