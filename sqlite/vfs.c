@@ -159,7 +159,9 @@ typedef struct aconn {
 	bool counted;        /* in the database's nres (a write transaction) */
 	bool ready;          /* the group was synced: commit it with the others */
 	unsigned streak;     /* write locks taken since it last handed one off (turns) */
-	struct aconn *rnext; /* this thread's ready connections (t_ready) */
+	struct aconn *rnext; /* g_ready */
+	pthread_t rowner;    /* the thread that synced the group (ready_add) */
+	bool rbusy;          /* in a commit of rowner's (ready_take): not freed meanwhile */
 	struct aconn *cnext; /* g_conns */
 	bool inherited;      /* a copy in a child after fork (fork_child): never used */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
@@ -179,10 +181,17 @@ static struct aconn *g_conns;
 static const sqlite3_io_methods aio_methods;
 
 /* Connections whose groups SQLite synced (phase one of a commit) and that
- * wait for phase two: all databases of one transaction, since SQLite runs a
- * connection's commit in one thread, phase one for every database, then
- * phase two for each. */
-static __thread struct aconn *t_ready;
+ * wait for its commit point: a thread's ones are all the databases of one
+ * transaction, since SQLite runs a connection's commit in one thread, phase
+ * one for every database, then the commit.  One list for all threads,
+ * under its own mutex (a leaf: nothing else is taken while it is held),
+ * not one per thread: with locking_mode=EXCLUSIVE SQLite never unlocks, so
+ * a group synced by a ROLLBACK's playback stays ready (until the
+ * connection writes again: x_write), and the connection may then be closed
+ * by another thread, which must unlink it from a list it cannot reach
+ * otherwise. */
+static pthread_mutex_t g_rmu = PTHREAD_MUTEX_INITIALIZER;
+static struct aconn *g_ready;
 
 static atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
 
@@ -1437,27 +1446,75 @@ static int commit_group(aconn *c, bool fold)
 
 static void ready_add(aconn *c)
 {
-	if (c->ready)
-		return;
-	c->ready = true;
-	c->rnext = NULL;
-	aconn **pp = &t_ready;
-	while (*pp)
-		pp = &(*pp)->rnext;
-	*pp = c;
+	pthread_mutex_lock(&g_rmu);
+	c->rowner = pthread_self();
+	if (!c->ready) {
+		c->ready = true;
+		c->rnext = NULL;
+		aconn **pp = &g_ready;
+		while (*pp)
+			pp = &(*pp)->rnext;
+		*pp = c;
+	}
+	pthread_mutex_unlock(&g_rmu);
 }
 
 static void ready_drop(aconn *c)
 {
-	if (!c->ready)
-		return;
-	for (aconn **pp = &t_ready; *pp; pp = &(*pp)->rnext)
-		if (*pp == c) {
-			*pp = c->rnext;
-			break;
+	pthread_mutex_lock(&g_rmu);
+	if (c->ready) {
+		for (aconn **pp = &g_ready; *pp; pp = &(*pp)->rnext)
+			if (*pp == c) {
+				*pp = c->rnext;
+				break;
+			}
+		c->ready = false;
+		c->rnext = NULL;
+	}
+	pthread_mutex_unlock(&g_rmu);
+}
+
+/* This thread's ready connections with a pending group, oldest first, up
+ * to max in m (*more: how many beyond), marked in use until ready_give
+ * (another thread's x_close of one, stale in EXCLUSIVE mode, waits). */
+static int ready_take(aconn **m, int max, int *more)
+{
+	int n = 0;
+	*more = 0;
+	pthread_mutex_lock(&g_rmu);
+	for (aconn *x = g_ready; x; x = x->rnext)
+		if (x->pend.active && pthread_equal(x->rowner, pthread_self())) {
+			if (n < max) {
+				x->rbusy = true;
+				m[n++] = x;
+			} else {
+				(*more)++;
+			}
 		}
-	c->ready = false;
-	c->rnext = NULL;
+	pthread_mutex_unlock(&g_rmu);
+	return n;
+}
+
+static void ready_give(aconn **m, int n)
+{
+	pthread_mutex_lock(&g_rmu);
+	for (int i = 0; i < n; i++)
+		m[i]->rbusy = false;
+	pthread_mutex_unlock(&g_rmu);
+}
+
+/* c is being closed: off the list, once no commit uses it. */
+static void ready_forget(aconn *c)
+{
+	pthread_mutex_lock(&g_rmu);
+	while (c->rbusy) {
+		pthread_mutex_unlock(&g_rmu);
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&g_rmu);
+	}
+	pthread_mutex_unlock(&g_rmu);
+	ready_drop(c);
 }
 
 static int sync_dir_of(const char *path)
@@ -1598,46 +1655,39 @@ static int commit_set(aconn **m, int n)
 	return r == 0 ? SQLITE_OK : commit_failed(m[0], r, committed);
 }
 
-/* The commit of c's transaction: every group of it (this thread's ready
- * connections), as one.  More databases than one group may name: refused,
+/* The commit of c's transaction (NULL: this thread's): every group of it
+ * (this thread's ready connections), as one.  More databases than one group may name: refused,
  * nothing written (SQLite's default limit on ATTACH keeps below it). */
 static int commit_ready(aconn *c)
 {
-	if (!c->ready)
+	if (c && !c->ready)
 		return commit_group(c, false); /* e.g. a truncation after the commit */
 	aconn *m[MAX_SET];
-	int n = 0, more = 0;
-	for (aconn *x = t_ready; x; x = x->rnext)
-		if (x->pend.active && n < MAX_SET)
-			m[n++] = x;
-		else if (x->pend.active)
-			more++;
+	int more, rc;
+	int n = ready_take(m, MAX_SET, &more);
 	if (more) {
+		/* the others are dropped at the rollback's unlock */
 		sqlite3_log(SQLITE_IOERR_WRITE, "atomio: a transaction over %d databases (at most %d "
 			    "commit as one); nothing was written", n + more, MAX_SET);
-		while (t_ready) {
-			aconn *x = t_ready;
-			ready_drop(x);
-			pend_clear(&x->pend);
+		for (int i = 0; i < n; i++) {
+			ready_drop(m[i]);
+			pend_clear(&m[i]->pend);
 		}
-		return SQLITE_IOERR_WRITE;
+		rc = SQLITE_IOERR_WRITE;
+	} else if (n <= 1) {
+		rc = n ? commit_group(m[0], true) : c ? commit_group(c, true) : SQLITE_OK;
+	} else {
+		rc = commit_set(m, n);
 	}
-	if (n <= 1 || !t_ready || t_ready->rnext == NULL)
-		return commit_group(c, true);
-	return commit_set(m, n);
+	ready_give(m, n);
+	return rc;
 }
 
 /* SQLite deletes the super-journal of a transaction over several databases
  * (vdbeCommit): its commit point, and the last step of the commit whose
  * result it honours (phase two's are ignored there).  Kept in memory (all
  * its journals ours), it commits the groups its phase one synced. */
-static int commit_at_super_delete(void)
-{
-	for (aconn *x = t_ready; x; x = x->rnext)
-		if (x->pend.active)
-			return commit_ready(x);
-	return SQLITE_OK;
-}
+static int commit_at_super_delete(void) { return commit_ready(NULL); }
 
 
 static int x_file_size(sqlite3_file *f, sqlite3_int64 *size);
@@ -1677,7 +1727,7 @@ static int journal_to_disk(struct adb *d);
 static int x_close(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
-	ready_drop(c); /* never committed: see x_unlock */
+	ready_forget(c); /* never committed: see x_unlock */
 	pend_clear(&c->pend);
 	if (c->map)
 		munmap(c->map, c->maplen);
@@ -1785,6 +1835,11 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
+	/* SQLite writes nothing between a commit's phase-one sync and its
+	 * commit point: a synced group written again was synced by something
+	 * else (a ROLLBACK's playback, in EXCLUSIVE mode, where no unlock
+	 * follows), and waits for its own transaction's sync. */
+	ready_drop(c);
 	if (pend_write(&c->pend, buf, amt, off) < 0)
 		return SQLITE_IOERR_NOMEM;
 	bool fits = group_need(&c->pend) <= c->db->capacity;

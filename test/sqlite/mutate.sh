@@ -10,7 +10,7 @@ set -eu
 name=$1
 case $name in
 # each database's group committed on its own, at its own phase two (as SQLite itself does in MEMORY mode)
-separate)  expr='s/\tif \(n <= 1 \|\| !t_ready \|\| t_ready->rnext == NULL\)\n/\tif (1 || n <= 1 || !t_ready || t_ready->rnext == NULL)\n/' ;;
+separate)  expr='s/\t} else if \(n <= 1\) \{\n/\t} else if (1 || n <= 1) {\n/' ;;
 # no markers: a database's recovery does not know that its group lies in another's log
 nomarker)  expr='s/\t\tr = write_marker\(m\[i\]->db, list, len\);/\t\tr = (0 \&\& write_marker(m[i]->db, list, len));/' ;;
 # the markers' names not made durable (their directory not synced)
