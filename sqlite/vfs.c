@@ -210,12 +210,26 @@ static struct turns *turns_pin(struct adb *d)
 }
 static void turns_unpin(struct adb *d) { __atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST); }
 
+/* d's store, held as turns_pin holds its words, for a use outside g_mu
+ * (settle, atomio_stats): another thread may unpublish and close it
+ * meanwhile (wal_drop_store at a WAL file's open, settle's drop of a store
+ * whose log went), and waits for the pin.  NULL: no store.  store_unpin. */
+static atomio *store_pin(struct adb *d)
+{
+	__atomic_add_fetch(&d->npin, 1, __ATOMIC_SEQ_CST);
+	atomio *st = __atomic_load_n(&d->st, __ATOMIC_SEQ_CST);
+	if (!st)
+		__atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST);
+	return st;
+}
+static void store_unpin(struct adb *d) { __atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST); }
+
 /* d's store stops being this process's (g_mu held; the caller closes it).
  * A thread may still be using its turns words: wait (a sleep in v_sleep is
  * bounded, TURNS_SLEEP_MAX_US). */
 static void store_unpublish(struct adb *d)
 {
-	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->st, NULL, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->turns, NULL, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&d->npin, __ATOMIC_SEQ_CST)) {
 		struct timespec ts = {0, 100000};
@@ -1998,8 +2012,11 @@ static int settle(aconn *c)
 		st = writer_store(d);
 	}
 	pthread_mutex_unlock(&g_mu);
-	if (rc == SQLITE_OK && st) {
+	/* Pinned: a WAL file's open by another connection (wal_drop_store)
+	 * may close the store meanwhile; then there is nothing to settle. */
+	if (rc == SQLITE_OK && st && (st = store_pin(d))) {
 		int r = atomio_settle(st);
+		store_unpin(d);
 		if (r < 0) {
 			log_atomio(SQLITE_IOERR, d, "settling", r, d->store_err);
 			rc = SQLITE_IOERR_LOCK;
@@ -2186,10 +2203,12 @@ static int pragma(aconn *c, char **az)
 {
 	const char *name = az[1];
 	if (!sqlite3_stricmp(name, "atomio_stats")) {
-		atomio *st = writer_store(c->db);
+		atomio *st = store_pin(c->db);
 		struct atomio_stats s = {0};
-		if (st)
+		if (st) {
 			atomio_stats(st, &s);
+			store_unpin(c->db);
+		}
 		az[0] = sqlite3_mprintf("writer=%d commits=%llu bytes_logged=%llu bytes_home=%llu "
 					"log_syncs=%llu data_syncs=%llu checkpoints=%llu "
 					"groups_recovered=%llu",
