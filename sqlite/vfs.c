@@ -101,6 +101,16 @@
 #define SHARED_FIRST (PENDING_BYTE + 2)
 #define SHARED_SIZE 510
 #define LOCK_SPAN (2 + SHARED_SIZE)
+/* The byte after SQLite's: held (write) by a connection of this VFS while
+ * it holds the exclusive lock only to look at or recover the log (at its
+ * open, or a reader's recovery of a group marker), so that a reader refused
+ * SHARED meanwhile waits for it rather than report SQLITE_BUSY, which no
+ * open of the unix VFS ever causes (lock_shared).  SQLite's lock page is
+ * never data, and SQLite locks no byte of it but its own. */
+#define PROBE_BYTE (SHARED_FIRST + SHARED_SIZE)
+/* How long such a reader waits at most: a look at the log takes
+ * microseconds, a recovery replays the log. */
+#define PROBE_WAIT_MS 500
 
 #define LOG_SUFFIX "-atomio"
 /* Beside each database of a transaction over several (ATTACH), for as long
@@ -1947,17 +1957,19 @@ static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
  * held again on return. */
 static int recover_marked(aconn *c)
 {
+	bool probing = ofd(c->lockfd, F_WRLCK, PROBE_BYTE, 1) == 0;
 	unlock_all(c);
 	int rc = grab_exclusive(c);
-	if (rc != SQLITE_OK)
-		return rc;
-	rc = recover_release(c->db);
-	if (rc != SQLITE_OK) {
-		unlock_all(c);
-		return rc;
+	if (rc == SQLITE_OK) {
+		rc = recover_release(c->db);
+		if (rc != SQLITE_OK)
+			unlock_all(c);
+		else
+			to_shared(c);
 	}
-	to_shared(c);
-	return SQLITE_OK;
+	if (probing)
+		ofd(c->lockfd, F_UNLCK, PROBE_BYTE, 1);
+	return rc;
 }
 
 /* SETTLE.  Called with SHARED just taken, before SQLite reads anything.
@@ -2060,6 +2072,26 @@ static void leave_write(aconn *c)
 /* SHARED from NONE.  First, while another connection is being handed the
  * write lock, wait for it to take it (turns.h): the writer that just
  * released is back here long before a sleeper wakes. */
+static int take_shared(aconn *c)
+{
+	/* As the unix VFS: hold PENDING (read) while taking the SHARED range,
+	 * so that a writer waiting on PENDING keeps new readers out. */
+	int r = ofd(c->lockfd, F_RDLCK, PENDING_BYTE, 1);
+	if (r == 0) {
+		r = ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
+		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
+	}
+	return r;
+}
+
+/* Does a connection hold the exclusive lock only to look at the log
+ * (PROBE_BYTE)? */
+static bool log_probed(aconn *c)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = PROBE_BYTE, .l_len = 1};
+	return fcntl(c->lockfd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
 static int lock_shared(aconn *c)
 {
 	struct turns *t = turns_pin(c->db);
@@ -2067,12 +2099,11 @@ static int lock_shared(aconn *c)
 		turns_yield(t, handed_to(c->db));
 		turns_unpin(c->db);
 	}
-	/* As the unix VFS: hold PENDING (read) while taking the SHARED range,
-	 * so that a writer waiting on PENDING keeps new readers out. */
-	int r = ofd(c->lockfd, F_RDLCK, PENDING_BYTE, 1);
-	if (r == 0) {
-		r = ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
-		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
+	int r = take_shared(c);
+	for (int i = 0; r == -EAGAIN && i < PROBE_WAIT_MS && log_probed(c); i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+		r = take_shared(c);
 	}
 	if (r < 0)
 		return r == -EAGAIN ? turn_busy(c, false) : SQLITE_IOERR_RDLOCK;
@@ -2989,11 +3020,14 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
 	/* Recover now if no writer holds the store, so that a damaged log is
 	 * reported at open.  Without waiting: if someone holds a lock, the
 	 * first SHARED lock checks again. */
-	if (!writer_store(c->db) && grab_exclusive(c) == SQLITE_OK) {
-		c->elock = SQLITE_LOCK_EXCLUSIVE;
-		int p = probe(c->db);
-		rc = p < 0 ? SQLITE_IOERR : p == PROBE_DIRTY ? recover_release(c->db) : SQLITE_OK;
-		unlock_all(c);
+	if (!writer_store(c->db) && ofd(c->lockfd, F_WRLCK, PROBE_BYTE, 1) == 0) {
+		if (grab_exclusive(c) == SQLITE_OK) {
+			c->elock = SQLITE_LOCK_EXCLUSIVE;
+			int p = probe(c->db);
+			rc = p < 0 ? SQLITE_IOERR : p == PROBE_DIRTY ? recover_release(c->db) : SQLITE_OK;
+			unlock_all(c);
+		}
+		ofd(c->lockfd, F_UNLCK, PROBE_BYTE, 1);
 		if (rc != SQLITE_OK) {
 			x_close(f);
 			return SQLITE_CANTOPEN;
