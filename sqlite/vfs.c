@@ -12,8 +12,10 @@
  * every commit right before xSync (and in its place with synchronous=OFF), or
  * at SQLITE_FCNTL_COMMIT_ATOMIC_WRITE in a batch-atomic build.  Without a
  * rollback journal on disk the synced group waits for phase two
- * (SQLITE_FCNTL_COMMIT_PHASETWO), so that all databases of a transaction
- * over ATTACHed ones commit as one group (commit_set).  xSync itself then has
+ * (SQLITE_FCNTL_COMMIT_PHASETWO) or, where SQLite ignores phase two's
+ * result (a super-journal), for the super-journal's deletion, so that all
+ * databases of a transaction over ATTACHed ones commit as one group
+ * (commit_set), or its COMMIT fails (x_file_control).  xSync itself then has
  * nothing to do: an acknowledged group is durable in the log, and the store's
  * checkpoint syncs the file before the log space is reused.  A group still
  * pending when the lock drops below RESERVED, synced or not, was never
@@ -99,6 +101,16 @@
 #define SHARED_FIRST (PENDING_BYTE + 2)
 #define SHARED_SIZE 510
 #define LOCK_SPAN (2 + SHARED_SIZE)
+/* The byte after SQLite's: held (write) by a connection of this VFS while
+ * it holds the exclusive lock only to look at or recover the log (at its
+ * open, or a reader's recovery of a group marker), so that a reader refused
+ * SHARED meanwhile waits for it rather than report SQLITE_BUSY, which no
+ * open of the unix VFS ever causes (lock_shared).  SQLite's lock page is
+ * never data, and SQLite locks no byte of it but its own. */
+#define PROBE_BYTE (SHARED_FIRST + SHARED_SIZE)
+/* How long such a reader waits at most: a look at the log takes
+ * microseconds, a recovery replays the log. */
+#define PROBE_WAIT_MS 500
 
 #define LOG_SUFFIX "-atomio"
 /* Beside each database of a transaction over several (ATTACH), for as long
@@ -157,7 +169,11 @@ typedef struct aconn {
 	bool counted;        /* in the database's nres (a write transaction) */
 	bool ready;          /* the group was synced: commit it with the others */
 	unsigned streak;     /* write locks taken since it last handed one off (turns) */
-	struct aconn *rnext; /* this thread's ready connections (t_ready) */
+	struct aconn *rnext; /* g_ready */
+	pthread_t rowner;    /* the thread that synced the group (ready_add) */
+	bool rbusy;          /* in a commit of rowner's (ready_take): not freed meanwhile */
+	struct aconn *cnext; /* g_conns */
+	bool inherited;      /* a copy in a child after fork (fork_child): never used */
 	unsigned char *map;  /* the file, read-only, for the diff (map_base) */
 	size_t maplen;
 	struct pend pend;
@@ -169,14 +185,23 @@ typedef struct aconn {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct adb *g_dbs;
 static struct avfs *g_vfs;
+/* This process's open main-database connections (fork_child). */
+static struct aconn *g_conns;
 
 static const sqlite3_io_methods aio_methods;
 
 /* Connections whose groups SQLite synced (phase one of a commit) and that
- * wait for phase two: all databases of one transaction, since SQLite runs a
- * connection's commit in one thread, phase one for every database, then
- * phase two for each. */
-static __thread struct aconn *t_ready;
+ * wait for its commit point: a thread's ones are all the databases of one
+ * transaction, since SQLite runs a connection's commit in one thread, phase
+ * one for every database, then the commit.  One list for all threads,
+ * under its own mutex (a leaf: nothing else is taken while it is held),
+ * not one per thread: with locking_mode=EXCLUSIVE SQLite never unlocks, so
+ * a group synced by a ROLLBACK's playback stays ready (until the
+ * connection writes again: x_write), and the connection may then be closed
+ * by another thread, which must unlink it from a list it cannot reach
+ * otherwise. */
+static pthread_mutex_t g_rmu = PTHREAD_MUTEX_INITIALIZER;
+static struct aconn *g_ready;
 
 static atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
 
@@ -195,12 +220,26 @@ static struct turns *turns_pin(struct adb *d)
 }
 static void turns_unpin(struct adb *d) { __atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST); }
 
+/* d's store, held as turns_pin holds its words, for a use outside g_mu
+ * (settle, atomio_stats): another thread may unpublish and close it
+ * meanwhile (wal_drop_store at a WAL file's open, settle's drop of a store
+ * whose log went), and waits for the pin.  NULL: no store.  store_unpin. */
+static atomio *store_pin(struct adb *d)
+{
+	__atomic_add_fetch(&d->npin, 1, __ATOMIC_SEQ_CST);
+	atomio *st = __atomic_load_n(&d->st, __ATOMIC_SEQ_CST);
+	if (!st)
+		__atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST);
+	return st;
+}
+static void store_unpin(struct adb *d) { __atomic_sub_fetch(&d->npin, 1, __ATOMIC_SEQ_CST); }
+
 /* d's store stops being this process's (g_mu held; the caller closes it).
  * A thread may still be using its turns words: wait (a sleep in v_sleep is
  * bounded, TURNS_SLEEP_MAX_US). */
 static void store_unpublish(struct adb *d)
 {
-	__atomic_store_n(&d->st, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->st, NULL, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&d->turns, NULL, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&d->npin, __ATOMIC_SEQ_CST)) {
 		struct timespec ts = {0, 100000};
@@ -215,6 +254,7 @@ static __thread struct {
 	ino_t ino, hino;
 	bool busy, excl; /* refused; refused EXCLUSIVE (readers to leave) */
 	uint32_t handed; /* the hand-off's token (turns_sleep), for hdev/hino */
+	struct aconn *conn; /* refused EXCLUSIVE: the connection (readers_left) */
 } t_turn;
 
 static uint32_t handed_to(struct adb *d)
@@ -227,6 +267,7 @@ static int turn_busy(aconn *c, bool excl)
 {
 	t_turn.busy = true;
 	t_turn.excl = excl;
+	t_turn.conn = excl ? c : NULL;
 	t_turn.dev = c->db->dev;
 	t_turn.ino = c->db->ino;
 	return SQLITE_BUSY;
@@ -433,6 +474,8 @@ static bool f_btime(const char *path, struct statx_timestamp *t)
 /* 0, -EAGAIN on a conflict, or another negative errno. */
 static int ofd(int fd, short type, off_t start, off_t len)
 {
+	if (fd < 0)
+		return -EBADF; /* an inherited connection's (fork_child): no locks */
 	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
 	int r;
 	do
@@ -1320,6 +1363,12 @@ static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsi
 	return 0;
 }
 
+/* Bytes of log a group needs, counting every entry as its own range. */
+static uint64_t group_need(const struct pend *p)
+{
+	return 64 + 32 * ((uint64_t)p->n + 2) + (uint64_t)p->bytes;
+}
+
 /* Ranges a group may take at most, logged whole: one per page and two
  * truncations (add_group). */
 static int64_t group_ranges(const struct pend *p) { return (int64_t)p->n + 2; }
@@ -1421,27 +1470,75 @@ static int commit_group(aconn *c, bool fold)
 
 static void ready_add(aconn *c)
 {
-	if (c->ready)
-		return;
-	c->ready = true;
-	c->rnext = NULL;
-	aconn **pp = &t_ready;
-	while (*pp)
-		pp = &(*pp)->rnext;
-	*pp = c;
+	pthread_mutex_lock(&g_rmu);
+	c->rowner = pthread_self();
+	if (!c->ready) {
+		c->ready = true;
+		c->rnext = NULL;
+		aconn **pp = &g_ready;
+		while (*pp)
+			pp = &(*pp)->rnext;
+		*pp = c;
+	}
+	pthread_mutex_unlock(&g_rmu);
 }
 
 static void ready_drop(aconn *c)
 {
-	if (!c->ready)
-		return;
-	for (aconn **pp = &t_ready; *pp; pp = &(*pp)->rnext)
-		if (*pp == c) {
-			*pp = c->rnext;
-			break;
+	pthread_mutex_lock(&g_rmu);
+	if (c->ready) {
+		for (aconn **pp = &g_ready; *pp; pp = &(*pp)->rnext)
+			if (*pp == c) {
+				*pp = c->rnext;
+				break;
+			}
+		c->ready = false;
+		c->rnext = NULL;
+	}
+	pthread_mutex_unlock(&g_rmu);
+}
+
+/* This thread's ready connections with a pending group, oldest first, up
+ * to max in m (*more: how many beyond), marked in use until ready_give
+ * (another thread's x_close of one, stale in EXCLUSIVE mode, waits). */
+static int ready_take(aconn **m, int max, int *more)
+{
+	int n = 0;
+	*more = 0;
+	pthread_mutex_lock(&g_rmu);
+	for (aconn *x = g_ready; x; x = x->rnext)
+		if (x->pend.active && pthread_equal(x->rowner, pthread_self())) {
+			if (n < max) {
+				x->rbusy = true;
+				m[n++] = x;
+			} else {
+				(*more)++;
+			}
 		}
-	c->ready = false;
-	c->rnext = NULL;
+	pthread_mutex_unlock(&g_rmu);
+	return n;
+}
+
+static void ready_give(aconn **m, int n)
+{
+	pthread_mutex_lock(&g_rmu);
+	for (int i = 0; i < n; i++)
+		m[i]->rbusy = false;
+	pthread_mutex_unlock(&g_rmu);
+}
+
+/* c is being closed: off the list, once no commit uses it. */
+static void ready_forget(aconn *c)
+{
+	pthread_mutex_lock(&g_rmu);
+	while (c->rbusy) {
+		pthread_mutex_unlock(&g_rmu);
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&g_rmu);
+	}
+	pthread_mutex_unlock(&g_rmu);
+	ready_drop(c);
 }
 
 static int sync_dir_of(const char *path)
@@ -1494,10 +1591,22 @@ static void remove_marker(struct adb *d)
 static int commit_set(aconn **m, int n)
 {
 	struct adb *pd = m[0]->db;
+	/* Each write was checked against its own database's log (x_write);
+	 * the set goes to the first one's, which must hold all of it: grown
+	 * if not (the groups are still in memory only), else nothing is
+	 * written and the COMMIT fails. */
+	uint64_t need = 0;
+	for (int i = 0; i < n; i++)
+		need += group_need(&m[i]->pend);
+	if (need > pd->capacity) {
+		pthread_mutex_lock(&g_mu);
+		grow_store(pd, need);
+		pthread_mutex_unlock(&g_mu);
+	}
 	atomio *st = writer_store(pd);
 	char list[MAX_SET * 1100];
 	size_t len = 0;
-	int r = st ? 0 : -EIO;
+	int r = !st ? -EIO : need > pd->capacity ? -E2BIG : 0;
 	for (int i = 0; i < n && r == 0; i++) {
 		fold_truncation(m[i]);
 		size_t l = strlen(m[i]->db->db_path);
@@ -1570,27 +1679,40 @@ static int commit_set(aconn **m, int n)
 	return r == 0 ? SQLITE_OK : commit_failed(m[0], r, committed);
 }
 
-/* Phase two of c's commit: commit every group of the transaction (this
- * thread's ready connections), as one. */
+/* The commit of c's transaction (NULL: this thread's): every group of it
+ * (this thread's ready connections), as one.  More databases than one group may name: refused,
+ * nothing written (SQLite's default limit on ATTACH keeps below it). */
 static int commit_ready(aconn *c)
 {
-	if (!c->ready)
+	if (c && !c->ready)
 		return commit_group(c, false); /* e.g. a truncation after the commit */
 	aconn *m[MAX_SET];
-	int n = 0;
-	for (aconn *x = t_ready; x; x = x->rnext)
-		if (x->pend.active && n < MAX_SET)
-			m[n++] = x;
-	if (n <= 1 || !t_ready || t_ready->rnext == NULL)
-		return commit_group(c, true);
-	return commit_set(m, n);
+	int more, rc;
+	int n = ready_take(m, MAX_SET, &more);
+	if (more) {
+		/* the others are dropped at the rollback's unlock */
+		sqlite3_log(SQLITE_IOERR_WRITE, "atomio: a transaction over %d databases (at most %d "
+			    "commit as one); nothing was written", n + more, MAX_SET);
+		for (int i = 0; i < n; i++) {
+			ready_drop(m[i]);
+			pend_clear(&m[i]->pend);
+		}
+		rc = SQLITE_IOERR_WRITE;
+	} else if (n <= 1) {
+		rc = n ? commit_group(m[0], true) : c ? commit_group(c, true) : SQLITE_OK;
+	} else {
+		rc = commit_set(m, n);
+	}
+	ready_give(m, n);
+	return rc;
 }
 
-/* Bytes of log a group needs, counting every entry as its own range. */
-static uint64_t group_need(const struct pend *p)
-{
-	return 64 + 32 * ((uint64_t)p->n + 2) + (uint64_t)p->bytes;
-}
+/* SQLite deletes the super-journal of a transaction over several databases
+ * (vdbeCommit): its commit point, and the last step of the commit whose
+ * result it honours (phase two's are ignored there).  Kept in memory (all
+ * its journals ours), it commits the groups its phase one synced. */
+static int commit_at_super_delete(void) { return commit_ready(NULL); }
+
 
 static int x_file_size(sqlite3_file *f, sqlite3_int64 *size);
 
@@ -1608,14 +1730,28 @@ static int begin_group(aconn *c)
 
 /* --- io methods ---------------------------------------------------------------- */
 
+/* A connection a forked child inherited (fork_child) is refused every lock,
+ * write and commit: they would act on the parent's locks or store.  Its
+ * pending group, a copy of the parent's, is dropped. */
+static int x_inherited(aconn *c, int rc)
+{
+	ready_drop(c);
+	pend_clear(&c->pend);
+	sqlite3_log(rc, "atomio: %s: a connection inherited across fork() is not usable in the child "
+		    "(open a new one there)", c->db->db_path);
+	return rc;
+}
+
 static void release_db(struct adb *d);
 static void leave_write(aconn *c);
 static int enter_write(aconn *c);
+static bool super_in_memory(const char *name);
+static int journal_to_disk(struct adb *d);
 
 static int x_close(sqlite3_file *f)
 {
 	aconn *c = (aconn *)f;
-	ready_drop(c); /* never committed: see x_unlock */
+	ready_forget(c); /* never committed: see x_unlock */
 	pend_clear(&c->pend);
 	if (c->map)
 		munmap(c->map, c->maplen);
@@ -1623,8 +1759,16 @@ static int x_close(sqlite3_file *f)
 		unlock_all(c);
 	leave_write(c);
 	int rc = c->real->pMethods ? c->real->pMethods->xClose(c->real) : SQLITE_OK;
+	pthread_mutex_lock(&g_mu);
+	for (aconn **pp = &g_conns; *pp; pp = &(*pp)->cnext)
+		if (*pp == c) {
+			*pp = c->cnext;
+			break;
+		}
+	pthread_mutex_unlock(&g_mu);
 	release_db(c->db);
-	close(c->lockfd); /* releases our OFD locks */
+	if (c->lockfd >= 0)
+		close(c->lockfd); /* releases our OFD locks */
 	c->base.pMethods = NULL;
 	return rc;
 }
@@ -1699,6 +1843,8 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 {
 	aconn *c = (aconn *)f;
 	int rc;
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_WRITE);
 	if (wal_mode(c->db)) {
 		rc = wal_direct(c, SQLITE_IOERR_WRITE);
 		int r = rc == SQLITE_OK ? f_pwrite_all(c->db->dfd, buf, (size_t)amt, (off_t)off) : 0;
@@ -1713,6 +1859,11 @@ static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 	rc = begin_group(c);
 	if (rc != SQLITE_OK)
 		return rc;
+	/* SQLite writes nothing between a commit's phase-one sync and its
+	 * commit point: a synced group written again was synced by something
+	 * else (a ROLLBACK's playback, in EXCLUSIVE mode, where no unlock
+	 * follows), and waits for its own transaction's sync. */
+	ready_drop(c);
 	if (pend_write(&c->pend, buf, amt, off) < 0)
 		return SQLITE_IOERR_NOMEM;
 	bool fits = group_need(&c->pend) <= c->db->capacity;
@@ -1738,6 +1889,8 @@ static int x_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
 	aconn *c = (aconn *)f;
 	int rc;
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_TRUNCATE);
 	if (wal_mode(c->db)) {
 		rc = wal_direct(c, SQLITE_IOERR_TRUNCATE);
 		if (rc == SQLITE_OK && f_ftruncate(c->db->dfd, (off_t)size) < 0)
@@ -1764,6 +1917,8 @@ static int x_sync(sqlite3_file *f, int flags)
 	 * is nothing left to sync.  Any other sync commits what is pending. */
 	aconn *c = (aconn *)f;
 	count_sync(flags); /* as the unix VFS counts each xSync (the group's log write is this sync) */
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_FSYNC);
 	if (wal_mode(c->db) && !c->ready && !c->pend.active) /* a checkpoint's */
 		return c->db->dfd >= 0 && f_fdatasync(c->db->dfd) == 0 ? SQLITE_OK : SQLITE_IOERR_FSYNC;
 	return c->ready ? SQLITE_OK : commit_group(c, false);
@@ -1802,17 +1957,19 @@ static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
  * held again on return. */
 static int recover_marked(aconn *c)
 {
+	bool probing = ofd(c->lockfd, F_WRLCK, PROBE_BYTE, 1) == 0;
 	unlock_all(c);
 	int rc = grab_exclusive(c);
-	if (rc != SQLITE_OK)
-		return rc;
-	rc = recover_release(c->db);
-	if (rc != SQLITE_OK) {
-		unlock_all(c);
-		return rc;
+	if (rc == SQLITE_OK) {
+		rc = recover_release(c->db);
+		if (rc != SQLITE_OK)
+			unlock_all(c);
+		else
+			to_shared(c);
 	}
-	to_shared(c);
-	return SQLITE_OK;
+	if (probing)
+		ofd(c->lockfd, F_UNLCK, PROBE_BYTE, 1);
+	return rc;
 }
 
 /* SETTLE.  Called with SHARED just taken, before SQLite reads anything.
@@ -1867,8 +2024,11 @@ static int settle(aconn *c)
 		st = writer_store(d);
 	}
 	pthread_mutex_unlock(&g_mu);
-	if (rc == SQLITE_OK && st) {
+	/* Pinned: a WAL file's open by another connection (wal_drop_store)
+	 * may close the store meanwhile; then there is nothing to settle. */
+	if (rc == SQLITE_OK && st && (st = store_pin(d))) {
 		int r = atomio_settle(st);
+		store_unpin(d);
 		if (r < 0) {
 			log_atomio(SQLITE_IOERR, d, "settling", r, d->store_err);
 			rc = SQLITE_IOERR_LOCK;
@@ -1912,6 +2072,26 @@ static void leave_write(aconn *c)
 /* SHARED from NONE.  First, while another connection is being handed the
  * write lock, wait for it to take it (turns.h): the writer that just
  * released is back here long before a sleeper wakes. */
+static int take_shared(aconn *c)
+{
+	/* As the unix VFS: hold PENDING (read) while taking the SHARED range,
+	 * so that a writer waiting on PENDING keeps new readers out. */
+	int r = ofd(c->lockfd, F_RDLCK, PENDING_BYTE, 1);
+	if (r == 0) {
+		r = ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
+		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
+	}
+	return r;
+}
+
+/* Does a connection hold the exclusive lock only to look at the log
+ * (PROBE_BYTE)? */
+static bool log_probed(aconn *c)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = PROBE_BYTE, .l_len = 1};
+	return fcntl(c->lockfd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
 static int lock_shared(aconn *c)
 {
 	struct turns *t = turns_pin(c->db);
@@ -1919,12 +2099,11 @@ static int lock_shared(aconn *c)
 		turns_yield(t, handed_to(c->db));
 		turns_unpin(c->db);
 	}
-	/* As the unix VFS: hold PENDING (read) while taking the SHARED range,
-	 * so that a writer waiting on PENDING keeps new readers out. */
-	int r = ofd(c->lockfd, F_RDLCK, PENDING_BYTE, 1);
-	if (r == 0) {
-		r = ofd(c->lockfd, F_RDLCK, SHARED_FIRST, SHARED_SIZE);
-		ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 1);
+	int r = take_shared(c);
+	for (int i = 0; r == -EAGAIN && i < PROBE_WAIT_MS && log_probed(c); i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+		r = take_shared(c);
 	}
 	if (r < 0)
 		return r == -EAGAIN ? turn_busy(c, false) : SQLITE_IOERR_RDLOCK;
@@ -1962,6 +2141,8 @@ static int x_lock(sqlite3_file *f, int level)
 	int r, rc;
 	if (c->elock >= level)
 		return SQLITE_OK;
+	if (c->inherited)
+		return x_inherited(c, SQLITE_IOERR_LOCK);
 	if (level == SQLITE_LOCK_SHARED)
 		return lock_shared(c);
 	if (!c->counted && !c->nolock && !wal_mode(c->db)) {
@@ -1993,6 +2174,12 @@ static int x_unlock(sqlite3_file *f, int level)
 	aconn *c = (aconn *)f;
 	if (c->elock <= level)
 		return SQLITE_OK;
+	if (c->inherited) {
+		ready_drop(c);
+		pend_clear(&c->pend);
+		c->elock = level;
+		return SQLITE_OK;
+	}
 	bool wrote = c->elock >= SQLITE_LOCK_RESERVED;
 	/* A group not committed is not part of the database: the transaction
 	 * was rolled back or failed.  Drop it; the file never saw it.  Also a
@@ -2047,10 +2234,12 @@ static int pragma(aconn *c, char **az)
 {
 	const char *name = az[1];
 	if (!sqlite3_stricmp(name, "atomio_stats")) {
-		atomio *st = writer_store(c->db);
+		atomio *st = store_pin(c->db);
 		struct atomio_stats s = {0};
-		if (st)
+		if (st) {
 			atomio_stats(st, &s);
+			store_unpin(c->db);
+		}
 		az[0] = sqlite3_mprintf("writer=%d commits=%llu bytes_logged=%llu bytes_home=%llu "
 					"log_syncs=%llu data_syncs=%llu checkpoints=%llu "
 					"groups_recovered=%llu",
@@ -2067,18 +2256,35 @@ static int pragma(aconn *c, char **az)
 static int x_file_control(sqlite3_file *f, int op, void *arg)
 {
 	aconn *c = (aconn *)f;
+	if (c->inherited && (op == SQLITE_FCNTL_SYNC || op == SQLITE_FCNTL_COMMIT_PHASETWO ||
+			     op == SQLITE_FCNTL_COMMIT_ATOMIC_WRITE))
+		return x_inherited(c, SQLITE_IOERR_FSYNC);
 	switch (op) {
 	case SQLITE_FCNTL_SYNC:
 		/* Phase one of a commit (also with synchronous=OFF, where no xSync
 		 * follows).  With a rollback journal on disk, that journal is the
 		 * commit record (and SQLite's own super-journal makes a commit
 		 * over several databases atomic): commit now.  Without one, the
-		 * group waits for phase two, so that the groups of all databases
-		 * of the transaction commit as one (commit_ready). */
+		 * group waits, so that the groups of all databases of the
+		 * transaction commit as one (commit_ready), at a step whose
+		 * result SQLite honours: phase two where there is no
+		 * super-journal (arg NULL: vdbeCommit's simple case), the
+		 * super-journal's deletion where there is one in memory
+		 * (commit_at_super_delete).  A super-journal on disk (another
+		 * VFS's: a main database of the unix VFS) is the commit point of
+		 * the others, and phase two, after its deletion, is ignored:
+		 * commit now, after our journal, naming it, is on disk and
+		 * synced, so that a crash before its deletion rolls this
+		 * database back with the others, as SQLite's rollback mode
+		 * does. */
 		if (!c->pend.active)
 			return SQLITE_OK;
 		if (journal_on_disk(c->db))
 			return commit_group(c, false);
+		if (arg && !super_in_memory(arg)) {
+			int rc = journal_to_disk(c->db);
+			return rc != SQLITE_OK ? rc : commit_group(c, false);
+		}
 		ready_add(c);
 		return SQLITE_OK;
 	case SQLITE_FCNTL_COMMIT_PHASETWO:
@@ -2241,6 +2447,20 @@ static struct adb *get_db(int fd, const char *path, uint64_t log_size)
  * child inherited must not be used (SQLite's rule for every VFS), and
  * closing it frees its copy without touching the store (forked).  g_mu is
  * held across the fork so that the list is whole in the child. */
+/*
+ * The connections the child inherited hold the parent's locks: an OFD lock
+ * belongs to the open file description, which the child shares, so one
+ * unlock or lock of the child's (SQLite's close of the connection unlocks,
+ * and in WAL mode first takes EXCLUSIVE, which the shared description
+ * grants at once, then checkpoints and deletes the WAL) would act on the
+ * parent's.  The unix VFS's POSIX locks are not inherited: its child holds
+ * none, and its close leaves the parent's alone.  So the child closes its
+ * copy of every connection's lock descriptor here (the description and its
+ * locks stay the parent's, and die with the parent's last descriptor, not
+ * with a child that outlives it), and an inherited connection never locks,
+ * writes or commits: a lock is refused (SQLite's close then skips the WAL
+ * checkpoint, as under the unix VFS where the parent's SHARED refuses it),
+ * an unlock only forgets, a write or commit fails (x_inherited). */
 static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
 static void fork_child(void)
@@ -2251,6 +2471,13 @@ static void fork_child(void)
 		d->forked = true;
 	}
 	g_dbs = NULL;
+	for (aconn *c = g_conns; c; c = c->cnext) {
+		c->inherited = true;
+		if (c->lockfd >= 0)
+			close(c->lockfd);
+		c->lockfd = -1;
+	}
+	g_conns = NULL;
 	pthread_mutex_unlock(&g_mu);
 }
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
@@ -2326,8 +2553,9 @@ struct mfile {
 	sqlite3_file *disk;    /* the file on disk */
 };
 
-/* Main journals in memory (for a super-journal's check) and the names of
- * super-journals kept in memory and closed, which SQLite deletes next. */
+/* Journals in memory, main and super (for a super-journal's check and
+ * super_in_memory), and the names of super-journals kept in memory and
+ * closed, which SQLite deletes next. */
 static struct mfile *g_journals;
 struct gone {
 	struct gone *next;
@@ -2484,15 +2712,59 @@ static int mf_to_disk(struct mfile *m)
 	return SQLITE_OK;
 }
 
+/* The main journal of that name kept in memory, the newest (mf_sync).
+ * g_mu held. */
+static struct mfile *newest_journal(const char *name)
+{
+	struct mfile *j = g_journals;
+	while (j && (j->super || strcmp(j->name, name)))
+		j = j->next;
+	return j;
+}
+
+/* Is the super-journal of that name one of ours, in memory? */
+static bool super_in_memory(const char *name)
+{
+	pthread_mutex_lock(&g_mu);
+	struct mfile *j = g_journals;
+	while (j && !(j->super && !j->disk && !strcmp(j->name, name)))
+		j = j->next;
+	pthread_mutex_unlock(&g_mu);
+	return j != NULL;
+}
+
+/* d's main journal in memory, if it has one, written to disk and synced:
+ * it names a super-journal on disk (SQLite wrote that name into it before
+ * the database's phase-one sync), so that a crash before the super-journal
+ * is deleted finds it hot and rolls d back with the others.  The journal
+ * belongs to this connection's transaction: nobody else uses it meanwhile. */
+static int journal_to_disk(struct adb *d)
+{
+	char *name = suffixed(d->db_path, "-journal");
+	if (!name)
+		return SQLITE_IOERR_NOMEM;
+	pthread_mutex_lock(&g_mu);
+	struct mfile *j = newest_journal(name);
+	pthread_mutex_unlock(&g_mu);
+	free(name);
+	if (!j || j->disk)
+		return SQLITE_OK; /* MEMORY or OFF mode (SQLite's own), or on disk already */
+	int rc = mf_to_disk(j);
+	if (rc == SQLITE_OK)
+		rc = j->disk->pMethods->xSync(j->disk, SQLITE_SYNC_FULL);
+	return rc;
+}
+
 /* The super-journal is synced once it names every journal of the
  * transaction, before any of them is committed.  Where each one is a
- * journal of ours in memory it stays in memory.  Where one is on disk (a
+ * journal of ours in memory it stays in memory (the transaction commits
+ * at its deletion: commit_at_super_delete).  Where one is on disk (a
  * database through another VFS), that journal names it and SQLite reads it
  * when it finds that journal hot after a crash: the super-journal goes to
- * disk, and so do the journals of ours it names, so that the transaction
- * commits as SQLite's rollback mode does (each database's group at its
- * phase-one sync: journal_on_disk), all of it rolled back after a crash
- * before the super-journal is deleted. */
+ * disk, and so do the journals of ours it names, each at its database's
+ * phase-one sync, before its group commits there (journal_to_disk), so
+ * that the transaction commits as SQLite's rollback mode does, all of it
+ * rolled back after a crash before the super-journal is deleted. */
 static int mf_sync(sqlite3_file *f, int flags)
 {
 	struct mfile *m = (struct mfile *)f;
@@ -2506,30 +2778,17 @@ static int mf_sync(sqlite3_file *f, int flags)
 	mf_read(f, all, (int)m->size, 0);
 	all[m->size] = 0;
 	bool mem = true;
-	for (int pass = 0; pass < 2; pass++) {
-		for (char *p = all; p < all + m->size; p += strlen(p) + 1) {
-			/* The newest journal of that name: the transaction's own.
-			 * An older one is another connection's, finished (PERSIST
-			 * and TRUNCATE keep it open until their connection unlocks)
-			 * and opened before this one's: a connection opens a
-			 * journal under RESERVED, which one connection holds at a
-			 * time. */
-			pthread_mutex_lock(&g_mu);
-			struct mfile *j = g_journals;
-			while (j && (j->super || strcmp(j->name, p)))
-				j = j->next;
-			pthread_mutex_unlock(&g_mu);
-			if (pass == 0 && (!j || j->disk))
-				mem = false;
-			/* The journals belong to this connection's transaction:
-			 * nobody else uses them meanwhile. */
-			if (pass == 1 && j && !j->disk && mf_to_disk(j) != SQLITE_OK) {
-				free(all);
-				return SQLITE_IOERR_WRITE;
-			}
-		}
-		if (mem)
-			break;
+	for (char *p = all; p < all + m->size; p += strlen(p) + 1) {
+		/* The newest journal of that name: the transaction's own.  An
+		 * older one is another connection's, finished (PERSIST and
+		 * TRUNCATE keep it open until their connection unlocks) and
+		 * opened before this one's: a connection opens a journal under
+		 * RESERVED, which one connection holds at a time. */
+		pthread_mutex_lock(&g_mu);
+		struct mfile *j = newest_journal(p);
+		pthread_mutex_unlock(&g_mu);
+		if (!j || j->disk)
+			mem = false;
 	}
 	int rc = SQLITE_OK;
 	if (!mem) {
@@ -2592,7 +2851,7 @@ static int mf_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int fla
 	m->flags = flags;
 	pthread_mutex_lock(&g_mu);
 	bool ours = super || our_journal(name);
-	if (ours && !super) {
+	if (ours) {
 		m->next = g_journals; /* newest first (mf_sync) */
 		g_journals = m;
 	}
@@ -2620,7 +2879,7 @@ static int mf_delete(sqlite3_vfs *real, const char *name, int sync)
 			*pp = g->next;
 			pthread_mutex_unlock(&g_mu);
 			free(g);
-			return SQLITE_OK;
+			return commit_at_super_delete();
 		}
 	bool ours = our_journal(name);
 	pthread_mutex_unlock(&g_mu);
@@ -2754,14 +3013,21 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
 		goto fail;
 	}
 	c->base.pMethods = &aio_methods;
+	pthread_mutex_lock(&g_mu);
+	c->cnext = g_conns;
+	g_conns = c;
+	pthread_mutex_unlock(&g_mu);
 	/* Recover now if no writer holds the store, so that a damaged log is
 	 * reported at open.  Without waiting: if someone holds a lock, the
 	 * first SHARED lock checks again. */
-	if (!writer_store(c->db) && grab_exclusive(c) == SQLITE_OK) {
-		c->elock = SQLITE_LOCK_EXCLUSIVE;
-		int p = probe(c->db);
-		rc = p < 0 ? SQLITE_IOERR : p == PROBE_DIRTY ? recover_release(c->db) : SQLITE_OK;
-		unlock_all(c);
+	if (!writer_store(c->db) && ofd(c->lockfd, F_WRLCK, PROBE_BYTE, 1) == 0) {
+		if (grab_exclusive(c) == SQLITE_OK) {
+			c->elock = SQLITE_LOCK_EXCLUSIVE;
+			int p = probe(c->db);
+			rc = p < 0 ? SQLITE_IOERR : p == PROBE_DIRTY ? recover_release(c->db) : SQLITE_OK;
+			unlock_all(c);
+		}
+		ofd(c->lockfd, F_UNLCK, PROBE_BYTE, 1);
 		if (rc != SQLITE_OK) {
 			x_close(f);
 			return SQLITE_CANTOPEN;
@@ -2808,10 +3074,49 @@ static int v_randomness(sqlite3_vfs *v, int n, char *out)
  * leaves.  Any other sleep, or one longer than TURNS_SLEEP_MAX_US (an
  * application's own handler), is the real VFS's. */
 #define TURNS_SLEEP_MAX_US 200000
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Do readers still hold SHARED beside c, refused EXCLUSIVE?  c is looked
+ * up among the open connections (it may have been closed since), and
+ * asked under g_mu, so that its descriptor stays open meanwhile; another
+ * connection at its address answers for itself, which costs at most a
+ * sleep cut short or slept whole. */
+static bool readers_left(aconn *c)
+{
+	bool left = true;
+	pthread_mutex_lock(&g_mu);
+	aconn *x = g_conns;
+	while (x && x != c)
+		x = x->cnext;
+	if (x && x->lockfd >= 0) {
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHARED_FIRST,
+				   .l_len = SHARED_SIZE};
+		left = fcntl(x->lockfd, F_OFD_GETLK, &fl) < 0 || fl.l_type != F_UNLCK;
+	}
+	pthread_mutex_unlock(&g_mu);
+	return left;
+}
+
+/* SQLite's busy handler counts each sleep as the whole delay it asked for
+ * (sqliteDefaultBusyCallback adds up its table of delays, not the time
+ * slept), so a sleep that ends early spends the busy timeout for nothing:
+ * a writer refused EXCLUSIVE, woken at every SHARED lock dropped while
+ * other readers stay, was refused for good long before its timeout.  So
+ * that sleep ends early only once no reader is left (or it is handed the
+ * lock), else sleeps on to the end of its delay; and the time actually
+ * slept is returned (sqlite3_sleep's answer). */
 static int v_sleep(sqlite3_vfs *v, int us)
 {
 	bool busy = t_turn.busy;
+	aconn *conn = t_turn.conn;
 	t_turn.busy = false;
+	t_turn.conn = NULL;
 	if (!busy || us <= 0 || us > TURNS_SLEEP_MAX_US)
 		return real_vfs(v)->xSleep(real_vfs(v), us);
 	pthread_mutex_lock(&g_mu);
@@ -2825,7 +3130,14 @@ static int v_sleep(sqlite3_vfs *v, int us)
 			release_db(d);
 		return real_vfs(v)->xSleep(real_vfs(v), us);
 	}
-	uint32_t tok = turns_sleep(t, t_turn.excl, (uint64_t)us * 1000u);
+	uint64_t start = mono_ns(), ns = (uint64_t)us * 1000u, el = 0;
+	uint32_t tok;
+	for (;;) {
+		tok = turns_sleep(t, t_turn.excl, ns - el);
+		el = mono_ns() - start;
+		if (tok || !t_turn.excl || el >= ns || !conn || !readers_left(conn))
+			break;
+	}
 	turns_unpin(d);
 	if (tok) {
 		t_turn.handed = tok;
@@ -2833,7 +3145,7 @@ static int v_sleep(sqlite3_vfs *v, int us)
 		t_turn.hino = d->ino;
 	}
 	release_db(d);
-	return us;
+	return el < ns ? (int)(el / 1000u) : us;
 }
 static int v_current_time(sqlite3_vfs *v, double *t) { return real_vfs(v)->xCurrentTime(real_vfs(v), t); }
 static int v_get_last_error(sqlite3_vfs *v, int n, char *out)

@@ -10,7 +10,7 @@ set -eu
 name=$1
 case $name in
 # each database's group committed on its own, at its own phase two (as SQLite itself does in MEMORY mode)
-separate)  expr='s/\tif \(n <= 1 \|\| !t_ready \|\| t_ready->rnext == NULL\)\n/\tif (1 || n <= 1 || !t_ready || t_ready->rnext == NULL)\n/' ;;
+separate)  expr='s/\t} else if \(n <= 1\) \{\n/\t} else if (1 || n <= 1) {\n/' ;;
 # no markers: a database's recovery does not know that its group lies in another's log
 nomarker)  expr='s/\t\tr = write_marker\(m\[i\]->db, list, len\);/\t\tr = (0 \&\& write_marker(m[i]->db, list, len));/' ;;
 # the markers' names not made durable (their directory not synced)
@@ -28,9 +28,9 @@ walnodirsync) expr='s/\t\tsync_dir_of\(w->name\);/\t\t(void)sync_dir_of;/' ;;
 # a journal opened without SQLITE_OPEN_CREATE (a hot one SQLite rolls back) kept in memory too
 hotmem)    expr='s/if \(!name \|\| !\(flags & SQLITE_OPEN_CREATE\) \|\| /if (!name || /' ;;
 # the super-journal always in memory, also where a journal of another VFS names it
-supermem)  expr='s/\t\t\tif \(pass == 0 && \(!j \|\| j->disk\)\)\n/\t\t\tif (0 \&\& pass == 0 \&\& (!j || j->disk))\n/' ;;
-# the super-journal on disk, but the journals of ours it names left in memory
-nomembers) expr='s/if \(pass == 1 && j && !j->disk && mf_to_disk\(j\) != SQLITE_OK\)/if (0 \&\& pass == 1 \&\& j \&\& !j->disk \&\& mf_to_disk(j) != SQLITE_OK)/' ;;
+supermem)  expr='s/\t\tif \(!j \|\| j->disk\)\n\t\t\tmem = false;/\t\tif (0 \&\& (!j || j->disk))\n\t\t\tmem = false;/' ;;
+# the super-journal on disk, but the journals of ours it names left in memory (and their groups committed after its deletion)
+nomembers) expr='s/\t\tif \(arg && !super_in_memory\(arg\)\) \{/\t\tif (0 \&\& arg \&\& !super_in_memory(arg)) {/' ;;
 # a group synced for a commit that then failed (no phase two) committed at the unlock, with whatever SQLite's rollback did to it since
 readycommit) expr='s/\tready_drop\(c\);\n\tpend_clear\(&c->pend\);\n\tif \(level == SQLITE_LOCK_SHARED\)/\tif (c->ready)\n\t\tcommit_group(c, false);\n\tpend_clear(\&c->pend);\n\tif (level == SQLITE_LOCK_SHARED)/' ;;
 # the group that switches a database to WAL leaves the store open and its log with live groups
