@@ -157,8 +157,8 @@ check-sqlite-suite: deps
 # The multi-connection exerciser (test/sqlite/t_sqlite_x.c, issue 35) at
 # length, niced (make check runs its short slice with the defaults; this:
 # minutes a seed): SQLITE_X_ARGS= for its options
-# (--tx, --rounds, --writers, --kills, ..., and the flags of the features
-# that find known bugs: --large-multi --fork-close --unix-main),
+# (--tx, --rounds, --writers, --kills, ..., --no-large-multi,
+# --no-fork-close, --no-unix-main),
 # SQLITE_X_SEEDS= the seeds, one run each.
 SQLITE_X_ARGS ?= --kinds dwDmWs --tx 1500 --rounds 6 --writers 3 --readers 2 --conns 3 --kills 3
 SQLITE_X_SEEDS ?= 1 2 3

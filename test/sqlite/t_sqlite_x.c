@@ -15,8 +15,8 @@
  * transaction that wrote the database: which databases it wrote and what it
  * put here) and c.n (incremented by every transaction that writes the
  * database).  A connection opens database m as main and ATTACHes those
- * after it (so that every connection locks in the same order); a unix-VFS
- * main with atomio databases after it only with --unix-main.
+ * after it (so that every connection locks in the same order), a unix-VFS
+ * main with atomio databases after it too (--no-unix-main: not).
  *
  * Writer processes take transaction ids from shared memory (the model:
  * each id's state, unused / in flight / acknowledged / failed, and the
@@ -35,8 +35,8 @@
  * counts t, every transaction acknowledged before the read began is
  * there, and one over an atomic set (below) is in all of its databases the
  * read holds or in none.  Writers also run WAL checkpoints, and fork with their
- * connections open: the child leaves the inherited connections alone (or,
- * --fork-close, closes them, as SQLite allows), opens its own and writes
+ * connections open: the child leaves the inherited connections alone or
+ * (half of them) closes them, as SQLite allows, opens its own and writes
  * and reads beside the parent; a fork during a read transaction of the
  * parent in a rollback database checks afterwards that another connection
  * of the parent still cannot commit there (the parent's SHARED lock holds).
@@ -52,20 +52,18 @@
  * group) or all in DELETE mode (SQLite's super-journal); elsewhere each
  * database holds it whole or not at all.
  *
- * Features that find bugs not yet fixed are off by default (make check runs
- * the defaults); each flag names the bug it hits (issue 35):
- *   --large-multi  large transactions over several databases: item 1, a COMMIT
- *                  over several atomio databases that overflows the first
- *                  one's log returns OK and the transaction is gone (in the
- *                  solo rounds: "acknowledged ... and is missing")
- *   --fork-close   the child closes the inherited connections: item 2, the
- *                  child's close releases the parent's locks (the lock probe
- *                  commits; in WAL, the parent's later commits are lost and
- *                  its database reads as malformed)
- *   --unix-main    connections with a unix-VFS main and atomio databases
- *                  attached: item 3, a writer killed after the super-journal
- *                  is deleted leaves the atomio half out ("half a transaction")
- * Switches for what is on: --no-attach --no-fork --no-large --no-kill
+ * Three features found bugs of issue 35 (fixed); each can be turned off:
+ *   --no-large-multi  no large transactions over several databases (item 1:
+ *                  a COMMIT over several atomio databases that overflowed the
+ *                  first one's log returned OK and the transaction was gone;
+ *                  in the solo rounds: "acknowledged ... and is missing")
+ *   --no-fork-close   no child closes the inherited connections (item 2: the
+ *                  child's close released the parent's locks: the lock probe
+ *                  committed; in WAL, the parent's later commits were lost)
+ *   --no-unix-main    no unix-VFS main with atomio databases attached (item 3:
+ *                  a writer killed after the super-journal was deleted left
+ *                  the atomio half out: "half a transaction")
+ * Other switches: --no-attach --no-fork --no-large --no-kill
  * --no-ckpt --no-readers, --solo 0 (no solo rounds), --kinds (drop WAL or
  * unix databases).
  * Power cuts are not simulated here (t_sqlite_sim does, for one process):
@@ -125,7 +123,7 @@ static long g_tx = T_SCALE(180);
 static int g_solo = 2, g_selfkill = 40, g_fork = 25, g_large = 25, g_deep = 4;
 static int g_threads = 3;
 static bool g_threaded; /* this round: a thread per connection */
-static bool g_attach = true, g_ckpt = true, g_large_multi, g_fork_close, g_unix_main;
+static bool g_attach = true, g_ckpt = true, g_large_multi = true, g_fork_close = true, g_unix_main = true;
 static char g_kinds[MAXDB + 1] = "dwDms";
 static char g_path[MAXDB][4200];
 
@@ -664,14 +662,17 @@ static void do_fork(struct conn *cs, int nc, struct rng *r, int slot)
 		}
 	}
 	uint64_t cseed = rnd(r);
-	act("fork%s, conn main %d", in_read ? " in a read" : "", hold->main);
+	/* half the children close the connections they inherited (as SQLite
+	 * allows), half leave them alone */
+	bool close_them = g_fork_close && (cseed & 1);
+	act("fork%s%s, conn main %d", in_read ? " in a read" : "", close_them ? ", the child closes" : "", hold->main);
 	fflush(NULL);
 	pid_t p = fork();
 	if (p < 0)
 		FAIL("fork: %s", strerror(errno));
 	if (p == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (g_fork_close)
+		if (close_them)
 			for (int i = 0; i < nc; i++)
 				sqlite3_close(cs[i].db); /* may be busy (the read): then kept */
 		/* during the parent's read, nothing more: a write here could wait
@@ -704,7 +705,7 @@ static void do_fork(struct conn *cs, int nc, struct rng *r, int slot)
 		if (rc == SQLITE_OK)
 			FAIL("db %d: a connection committed while another connection of the same process held a read "
 			     "transaction (from before a fork%s): the parent's lock is gone",
-			     probe_db, g_fork_close ? " whose child closed its copy" : "");
+			     probe_db, close_them ? " whose child closed its copy" : "");
 		if (!soft(rc))
 			FAIL("probe: %s", sqlite3_errmsg(pr.db));
 		/* conclusive where the probe got as far as the COMMIT (no other
@@ -897,8 +898,8 @@ static void kill_all(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: t_sqlite_x [--kinds dwDms] [--writers N] [--readers N] [--conns N] [--tx N] "
-			"[--rounds N] [--kills N] [--selfkill N] [--fork N] [--large N] [--deep N] [--large-multi] "
-			"[--fork-close] [--unix-main] [--threads N] [--no-attach] [--no-fork] [--no-large] [--no-kill] [--no-ckpt] "
+			"[--rounds N] [--kills N] [--selfkill N] [--fork N] [--large N] [--deep N] [--no-large-multi] "
+			"[--no-fork-close] [--no-unix-main] [--threads N] [--no-attach] [--no-fork] [--no-large] [--no-kill] [--no-ckpt] "
 			"[--no-readers]\n");
 	exit(2);
 }
@@ -922,9 +923,9 @@ int main(int argc, char **argv)
 		if (!strcmp(a, "--kinds") && v) {
 			snprintf(g_kinds, sizeof(g_kinds), "%s", v);
 			i++;
-		} else if (!strcmp(a, "--large-multi")) g_large_multi = true;
-		else if (!strcmp(a, "--fork-close")) g_fork_close = true;
-		else if (!strcmp(a, "--unix-main")) g_unix_main = true;
+		} else if (!strcmp(a, "--no-large-multi")) g_large_multi = false;
+		else if (!strcmp(a, "--no-fork-close")) g_fork_close = false;
+		else if (!strcmp(a, "--no-unix-main")) g_unix_main = false;
 		else if (!strcmp(a, "--no-attach")) g_attach = false;
 		else if (!strcmp(a, "--no-fork")) g_fork = 0;
 		else if (!strcmp(a, "--no-large")) g_large = 0;
