@@ -226,6 +226,8 @@ static void mutate(int ino, struct mut m)
 {
 	struct ino *f = &inos[ino];
 	m.boundary = !group_mode;
+	if (m.len < 0)
+		m.tag = (uint32_t)opno; /* (a write's tag is its op already: shown at a failure) */
 	apply(f->data, &f->size, &m);
 	if (f->prot) {
 		mut_push(f, m);
@@ -966,7 +968,7 @@ static int check_file(int prot, int name, uint64_t *states)
 		(*states)++;
 		return 0;
 	}
-	int bestk = 0;
+	int bestk = 0, inner = 0;
 	for (int k = 0; k < f->nm; k++) {
 		apply(cand, &cs, &f->m[k]);
 		int64_t d = first_diff(rbuf, n, cand, cs);
@@ -974,20 +976,22 @@ static int check_file(int prot, int name, uint64_t *states)
 			*states += (uint64_t)k + 2;
 			return 0;
 		}
-		if (d < 0) {
-			fprintf(stderr, "pfsx: %s is the state after mutation %d of %d since its last sync, not a group boundary\n",
-				path, k + 1, f->nm);
-			return 1;
-		}
+		if (d < 0 && !inner) /* a later identical state may be a boundary */
+			inner = k + 1;
 		if (d > best)
 			best = d, bestk = k + 1;
 	}
-	fprintf(stderr, "pfsx: %s (%" PRId64 " bytes) is no state the contract allows: its last sync (%" PRId64
+	if (inner)
+		fprintf(stderr, "pfsx: %s is the state after mutation %d of %d since its last sync, not a group boundary\n",
+			path, inner, f->nm);
+	else
+		fprintf(stderr, "pfsx: %s (%" PRId64 " bytes) is no state the contract allows: its last sync (%" PRId64
 			" bytes) plus a prefix of the %d mutations since; nearest: after %d mutations, first difference at %" PRId64 "\n",
 		path, n, f->ssize, f->nm, bestk, best);
 	for (int k = 0; k < f->nm && k < 40; k++)
-		fprintf(stderr, "  mutation %d: %s off %" PRId64 " len %" PRId64 " tag %u%s\n", k + 1,
-			f->m[k].len < 0 ? "size" : "write", f->m[k].off, f->m[k].len, f->m[k].tag, f->m[k].boundary ? " |" : "");
+		fprintf(stderr, "  mutation %d: %s off %" PRId64 " len %" PRId64 " (op %u)%s\n", k + 1,
+			f->m[k].len < 0 ? "size" : "write", f->m[k].off, f->m[k].len, f->m[k].tag,
+			f->m[k].boundary ? ", then a group boundary" : "");
 	return 1;
 }
 
