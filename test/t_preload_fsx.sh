@@ -11,6 +11,7 @@
 #   PFSX_SEED (default $ATOMIO_SEED, else 1)  PFSX_SEEDS runs per mode (default 1)
 #   PFSX_OPS ops a run (default 2000)         PFSX_KILLS kill rounds, half in group mode (default 10)
 #   PFSX_X op classes excluded (default: the list below; PFSX_X= runs every class)
+#   PFSX_BIN the exerciser (default build/preload-test/pfsx)
 #   PFSX_LONG=1 (make preload-fsx): defaults 20 seeds, 50000 ops, 1000 kills
 #
 # Excluded by default, each for a bug of the library it hits (issue 34 unless
@@ -27,7 +28,7 @@
 #   unlink         forked then is not refused its writes to a protected file (pwrite returns the count, not EPERM)
 set -eu
 SO=build/libatomio_preload.so
-P=build/preload-test/pfsx
+P=${PFSX_BIN:-build/preload-test/pfsx}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -f $SO ] && [ -x $P ] || fail "not built: $SO $P"
 SEED=${PFSX_SEED:-${ATOMIO_SEED:-1}}
