@@ -42,6 +42,7 @@ XO=${X:+-x $X}
 echo "seed $SEED (PFSX_SEED or ATOMIO_SEED to repeat): $SEEDS runs of $OPS ops and $KILLS kills, each half in group mode; excluded: ${X:-none}"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-pfsx-XXXXXX")
 trap '[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM
 SOP=$(realpath $SO)
 PP=$(realpath $P)
 
