@@ -10,9 +10,10 @@
 #
 #   PFSX_SEED (default $ATOMIO_SEED, else 1)  PFSX_SEEDS runs per mode (default 1)
 #   PFSX_OPS ops a run (default 2000)         PFSX_KILLS kill rounds, half in group mode (default 10)
+#   PFSX_KILL_OPS ops of a kill round's run, killed at a seeded one of them (default 2000)
 #   PFSX_X op classes excluded (default: the list below; PFSX_X= runs every class)
 #   PFSX_BIN the exerciser (default build/preload-test/pfsx)
-#   PFSX_LONG=1 (make preload-fsx): defaults 20 seeds, 50000 ops, 1000 kills
+#   PFSX_LONG=1 (make preload-fsx): defaults 10 seeds (1M ops in all), 50000 ops, 1000 kills
 #
 # Excluded by default, each for a bug of the library it hits (issue 34 unless
 # said; enable a class when its fix has merged):
@@ -33,13 +34,14 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -f $SO ] && [ -x $P ] || fail "not built: $SO $P"
 SEED=${PFSX_SEED:-${ATOMIO_SEED:-1}}
 if [ -n "${PFSX_LONG:-}" ]; then
-	SEEDS=${PFSX_SEEDS:-20} OPS=${PFSX_OPS:-50000} KILLS=${PFSX_KILLS:-1000}
+	SEEDS=${PFSX_SEEDS:-10} OPS=${PFSX_OPS:-50000} KILLS=${PFSX_KILLS:-1000}
 else
 	SEEDS=${PFSX_SEEDS:-1} OPS=${PFSX_OPS:-2000} KILLS=${PFSX_KILLS:-10}
 fi
+KOPS=${PFSX_KILL_OPS:-2000}
 X=${PFSX_X-stat,holes,fdopen,vfork,execread,rename,unlink}
 XO=${X:+-x $X}
-echo "seed $SEED (PFSX_SEED or ATOMIO_SEED to repeat): $SEEDS runs of $OPS ops and $KILLS kills, each half in group mode; excluded: ${X:-none}"
+echo "seed $SEED (PFSX_SEED or ATOMIO_SEED to repeat): $SEEDS runs of $OPS ops and $KILLS kills in runs of $KOPS, each half in group mode; excluded: ${X:-none}"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-pfsx-XXXXXX")
 trap '[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM
@@ -72,14 +74,14 @@ k=0 kops=0
 while [ $k -lt "$KILLS" ]; do
 	g=$((k % 2)) s=$((SEED * 100000 + k))
 	# the op to die at: seeded, from 1 to the run's length
-	at=$(awk -v s="$s" -v n="$OPS" 'BEGIN { srand(s); printf "%d", 1 + int(rand() * n) }')
+	at=$(awk -v s="$s" -v n="$KOPS" 'BEGIN { srand(s); printf "%d", 1 + int(rand() * n) }')
 	d="$T/kill$k"
 	mkdir -p "$d/data"
 	st=0
-	run "$d" $g -s $s -n $OPS -k $at >"$d/out" 2>"$d/err" || st=$?
+	run "$d" $g -s $s -n $KOPS -k $at >"$d/out" 2>"$d/err" || st=$?
 	[ $st -eq 137 ] || { grep -v refused "$d/err" | tail -n 40; fail "kill round $k: seed $s, ATOMIO_GROUP=$g, -k $at: status $st, not SIGKILL"; }
-	run "$d" $g -s $s -n $OPS -c $at >"$d/cout" 2>"$d/cerr" ||
-		{ grep -v refused "$d/cerr" | tail -n 60; fail "kill round $k: seed $s, ATOMIO_GROUP=$g, killed before op $at: $PP $XO -s $s -n $OPS -k $at DIR, then -c $at"; }
+	run "$d" $g -s $s -n $KOPS -c $at >"$d/cout" 2>"$d/cerr" ||
+		{ grep -v refused "$d/cerr" | tail -n 60; fail "kill round $k: seed $s, ATOMIO_GROUP=$g, killed before op $at: $PP $XO -s $s -n $KOPS -k $at DIR, then -c $at"; }
 	kops=$((kops + at))
 	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$d"
 	k=$((k + 1))
