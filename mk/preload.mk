@@ -60,3 +60,14 @@ install-preload: $(PRELOAD_SO)
 	install -m 644 man/atomio_preload.7 $(DESTDIR)$(MANDIR)/man7/
 uninstall-preload:
 	rm -f $(DESTDIR)$(PRELOADDIR)/$(notdir $(PRELOAD_SO)) $(DESTDIR)$(MANDIR)/man7/atomio_preload.7
+
+# The model-based exerciser (issue 34): test/preload/pfsx.c, run by
+# test/t_preload_fsx.sh (a short deterministic slice in make check) and by
+# `make preload-fsx` (the long run: PFSX_SEEDS, PFSX_OPS, PFSX_KILLS, PFSX_SEED,
+# PFSX_X; the script's head says what each means).
+$(BUILD)/preload-test/pfsx: test/preload/pfsx.c | $(BUILD)/preload-test
+	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
+CHECK_DEPS += $(BUILD)/preload-test/pfsx
+.PHONY: preload-fsx
+preload-fsx: $(PRELOAD_SO) $(BUILD)/preload-test/pfsx
+	PFSX_LONG=1 nice -n 10 test/t_preload_fsx.sh
