@@ -356,7 +356,7 @@ static const struct {
 	U32(compress),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints), BOOL(bg), BOOL(fast), BOOL(dhome), BOOL(noproc),
-	BOOL(procs), INT(kill_pct), U32(kill_at),
+	BOOL(procs), INT(kill_pct), U32(kill_at), U32(kill_role), INT(kill_step),
 };
 
 char *cs_cfg_format(const struct cs_cfg *c)
@@ -460,6 +460,10 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 		       " images matched only with a pending pad not landed\n",
 		       label, s->handles, s->kills, s->kills_log, s->kills_home, s->kills_ckpt, s->kills_before,
 		       s->kills_held, s->pads, s->pad_groups, s->pad_images);
+	if (s->role_steps)
+		printf("%s: kill points: %" PRIu64 " steps of the chosen roles reached, %" PRIu64
+		       " deaths at the kill point; %" PRIu64 " acknowledged groups kept by the checked images (summed)\n",
+		       label, s->role_steps, s->role_kills, s->acked_checks);
 }
 
 /* --- the run ---------------------------------------------------------------------------- */
@@ -511,6 +515,14 @@ struct ctx {
 	struct simfs *fs;
 	struct genparams gp;
 	struct proc p[MAXP]; /* p[0]: the run's handle (every thread's, unless procs) */
+	/* kill points (crashsim.h, KILL POINTS): the batches the dead led (an
+	 * adopter leads them next), process 1's steps so far, whether it died
+	 * at its kill point, files it registered of its own */
+	uint64_t orph[64];
+	int norph;
+	int role_steps;
+	bool role_killed;
+	int extra_files;
 	int np;              /* handles: threads with procs, else 1 */
 	_Atomic int next_tag;
 	int ids[MAXF];       /* the ids of the first registration (every handle's) */
@@ -1301,6 +1313,7 @@ static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	uint64_t rpoints = simfs_points(img);
 	simfs_free(img);
 	x->s.images++;
+	x->s.acked_checks += lo;
 	if (rp && rp->verbose)
 		printf("point %llu (%s %s) image %llu/%llu [%llu..%llu]: %s\n",
 		       (unsigned long long)op->index, opname(op->kind), op->path, (unsigned long long)i,
@@ -1616,6 +1629,10 @@ static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_op
 }
 
 static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
+/* The process a worker thread is (procs): the hook kills it there. */
+static __thread struct proc *tl_me;
+/* The worker thread is registering a file new to the catalog (CS_ROLE_REG). */
+static __thread bool tl_registering;
 
 static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 {
@@ -1677,7 +1694,16 @@ static void before_hook(struct simfs *fs, const struct simfs_opinfo *op, void *a
 	/* one write in two: many deaths leave their write pending (what
 	 * the pad rule is about), some never issue it */
 	struct rng r = {mix64(x->c.seed ^ 0xbef0 ^ op->index)};
-	if (!x->failed && below(&r, 2) == 0)
+	if (!x->failed && (below(&r, 2) == 0 || (x->c.kill_role && tl_me == &x->p[1])))
+		maybe_die(x, fs, op);
+}
+
+/* When a write or sync is done (kill points only): process 1 may die there,
+ * the call complete and its caller not told. */
+static void after_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	struct ctx *x = arg;
+	if (!x->failed && tl_me == &x->p[1])
 		maybe_die(x, fs, op);
 }
 
@@ -1959,8 +1985,6 @@ struct worker {
 	int t, from, to;
 };
 
-/* The process a worker thread is (procs): the hook kills it there. */
-static __thread struct proc *tl_me;
 
 static void worker_finished(struct ctx *x)
 {
@@ -1968,6 +1992,22 @@ static void worker_finished(struct ctx *x)
 	x->wdone++;
 	pthread_cond_broadcast(&x->wcv);
 	pthread_mutex_unlock(&x->wmu);
+}
+
+/* CS_ROLE_REG: process 1 registers a file of its own, new to the catalog
+ * (no group writes it: the oracle's files are the others). */
+static void register_own(struct ctx *x, struct proc *p)
+{
+	char path[32];
+	snprintf(path, sizeof(path), "/d/r%d", x->extra_files++);
+	tl_registering = true;
+	int id = atomio_file_open(p->st, path, O_CREAT, 0644);
+	tl_registering = false;
+	if (id < 0) {
+		printf("CRASH-CHECK FAILED: atomio_file_open %s: %d %s: %s\n", path, id, atomio_strerror(id),
+		       p->errbuf);
+		x->failed = 1;
+	}
 }
 
 static void *worker_main(void *arg)
@@ -1979,6 +2019,8 @@ static void *worker_main(void *arg)
 		simfs_proc_set(p->tag);
 		tl_me = p;
 	}
+	if ((x->c.kill_role & CS_ROLE_REG) && p == &x->p[1] && !x->role_killed && !x->failed)
+		register_own(x, p);
 	for (int i = w->from; i < w->to && !x->failed; i++) {
 		uint64_t gid = 1 + (uint64_t)i * (uint64_t)x->c.threads + (uint64_t)w->t;
 		struct rng r = {mix64(x->c.seed ^ gid ^ 0xc4)};
@@ -2014,10 +2056,23 @@ static void *worker_main(void *arg)
  * it held.  Not while its thread holds the
  * store's shared mutex, which only the death of a real process releases
  * (robust mutex): then at its next crash point. */
+/* The role process 1 plays at this step (crashsim.h, KILL POINTS), 0 none. */
+static uint32_t role_of(struct ctx *x, struct proc *p, const struct simfs_opinfo *op, bool log, bool data)
+{
+	unsigned h = cs_store_holds(p->st, x->orph, x->norph);
+	return tl_registering ? CS_ROLE_REG
+	       : h & 4	      ? CS_ROLE_ADOPT
+	       : h & 2	      ? CS_ROLE_CKPT
+	       : op->kind == SIMFS_OP_WRITE && log && x->area_off && op->off >= x->area_off ? CS_ROLE_LOG
+	       : op->kind == SIMFS_OP_WRITE && data ? CS_ROLE_HOME
+	       : h & (1 | 8)			    ? CS_ROLE_LEAD
+						    : 0;
+}
+
 static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
 {
 	struct proc *p = tl_me;
-	if (!p || p->countdown < 0 || x->failed)
+	if (!p || x->failed)
 		return;
 	/* what the crash point is: 1 a log record (or pad) write, 2 a home
 	 * write, 4 a checkpoint's data sync or superblock write */
@@ -2030,15 +2085,35 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 					  ((op->kind == SIMFS_OP_FDATASYNC || op->kind == SIMFS_OP_FSYNC) && data)
 				  ? 4u
 				  : 0u;
-	if (x->c.kill_at && !(x->c.kill_at & kind))
-		return;
-	if (p->countdown > 0) {
-		p->countdown--;
-		return;
-	}
-	if (cs_store_holds_mutex(p->st)) {
-		x->s.kills_held++;
-		return;
+	bool at_point = false;
+	if (x->c.kill_role && p == &x->p[1]) {
+		/* a kill point: the step'th step of its roles, once a run */
+		if (x->role_killed || !(role_of(x, p, op, log, data) & x->c.kill_role))
+			return;
+		int step = x->role_steps++;
+		x->s.role_steps++;
+		if (step < x->c.kill_step)
+			return;
+		if (cs_store_holds_mutex(p->st)) {
+			x->s.kills_held++; /* the next step of its roles, then */
+			return;
+		}
+		x->role_killed = true;
+		x->s.role_kills++;
+		at_point = true;
+	} else {
+		if (p->countdown < 0)
+			return;
+		if (x->c.kill_at && !(x->c.kill_at & kind))
+			return;
+		if (p->countdown > 0) {
+			p->countdown--;
+			return;
+		}
+		if (cs_store_holds_mutex(p->st)) {
+			x->s.kills_held++;
+			return;
+		}
 	}
 	/* A dead process's thread stays blocked till the test process ends:
 	 * a long run stops killing after this many. */
@@ -2049,8 +2124,14 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 			printf("crashsim: 1000 processes died in this test process: no more deaths\n");
 		return;
 	}
-	CS_TRACE("P%llu proc %d dies%s at %s off %llu\n", (unsigned long long)op->index, p->tag,
-		 op->before ? " before" : "", op->path, (unsigned long long)op->off);
+	CS_TRACE("P%llu proc %d dies%s at %s off %llu%s\n", (unsigned long long)op->index, p->tag,
+		 op->before ? " before" : op->after ? " after" : "", op->path, (unsigned long long)op->off,
+		 at_point ? " (its kill point)" : "");
+	/* the batches it leads: whoever leads them next adopts them */
+	uint64_t ks[16];
+	int nk = cs_store_batches(p->st, ks, 16);
+	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
+		x->orph[x->norph++] = ks[i];
 	p->countdown = -1;
 	p->dead = true;
 	x->s.kills++;
@@ -2102,8 +2183,11 @@ static void run_phase(struct ctx *x, int ph, int from, int to)
 			simfs_proc_set(0);
 		}
 		struct rng r = {mix64(x->c.seed ^ 0xdead ^ ((uint64_t)ph << 8) ^ (uint64_t)t)};
-		p->countdown = t > 0 && (int)below(&r, 100) < x->c.kill_pct ? (int)below(&r, x->c.kill_at ? 6 : 40)
-									     : -1;
+		/* (with kill points, process 1 dies at its own: kill_pct picks
+		 * among the others) */
+		p->countdown = t > (x->c.kill_role ? 1 : 0) && (int)below(&r, 100) < x->c.kill_pct
+				       ? (int)below(&r, x->c.kill_at ? 6 : 40)
+				       : -1;
 	}
 	if (x->failed)
 		return;
@@ -2166,9 +2250,13 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		x->c.lazy = false;
 	if (x->c.threads > MAXP)
 		x->c.threads = MAXP;
-	if (!x->c.procs)
+	if (!x->c.procs) {
 		x->c.kill_pct = 0;
-	if (x->c.kill_pct) {
+		x->c.kill_role = 0;
+	}
+	if (x->c.kill_role && x->c.threads < 2)
+		x->c.threads = 2;
+	if (x->c.kill_pct || x->c.kill_role) {
 		/* a dead process's only thread is the one that dies; and no
 		 * fast path (a dead leader's atomic write may land or not
 		 * while its group is written again: not modelled) */
@@ -2235,8 +2323,10 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		}
 	}
 	simfs_set_hook(x->fs, run_hook, x);
-	if (x->c.kill_pct)
+	if (x->c.kill_pct || x->c.kill_role)
 		simfs_set_before_hook(x->fs, before_hook, x);
+	if (x->c.kill_role)
+		simfs_set_after_hook(x->fs, after_hook, x);
 	/* Before registration nothing is promised about files the application
 	 * has not synced. */
 	x->checking = x->c.setup && !x->c.appfiles;

@@ -285,6 +285,8 @@ struct simfs {
 	simfs_hook_fn hook;
 	void *hook_arg;
 	simfs_hook_fn before_hook;
+	simfs_hook_fn after_hook;
+	void *after_arg;
 	void *before_arg;
 	int in_hook;
 	int depth;           /* holds of lock by its holder (recursive) */
@@ -663,6 +665,25 @@ void simfs_set_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
 	fs->hook = fn;
 	fs->hook_arg = arg;
 	unlock(fs);
+}
+
+void simfs_set_after_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
+{
+	lock(fs);
+	fs->after_hook = fn;
+	fs->after_arg = arg;
+	unlock(fs);
+}
+
+/* The call is done (what it made durable is): the after hook, if any. */
+static void after_point(struct simfs *fs, struct simfs_opinfo *oi)
+{
+	if (fs->after_hook && !fs->in_hook) {
+		oi->after = true;
+		fs->in_hook++;
+		fs->after_hook(fs, oi, fs->after_arg);
+		fs->in_hook--;
+	}
 }
 
 void simfs_set_before_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
@@ -1497,6 +1518,7 @@ static ssize_t s_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off,
 	/* Durable on return: this write's own data and size items only. */
 	if (sync)
 		make_durable(fs, first, fs->nitems);
+	after_point(fs, &oi);
 	r = (ssize_t)len;
 out:
 	unlock(fs);
@@ -1535,6 +1557,8 @@ static int do_sync(int fd, bool data_only)
 	}
 	fs->pver++;
 	fold(fs);
+	if (!o_in->vol)
+		after_point(fs, &oi);
 	unlock(fs);
 	return 0;
 }
