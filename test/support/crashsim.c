@@ -481,6 +481,7 @@ struct proc {
 	int tag;        /* its simfs process (a new one each time it opens) */
 	bool dead;      /* died at a crash point of its thread: its handle is abandoned */
 	int countdown;  /* crash points of its thread before it dies; -1: it lives */
+	bool running;   /* procs: its worker thread runs the phase (under wmu) */
 	char errbuf[512]; /* its store reports here */
 };
 
@@ -1629,6 +1630,8 @@ static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_op
 }
 
 static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
+static void maybe_die_ckpter(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
+static void worker_finished(struct ctx *x, struct proc *p);
 /* The process a worker thread is (procs): the hook kills it there. */
 static __thread struct proc *tl_me;
 /* The worker thread is registering a file new to the catalog (CS_ROLE_REG). */
@@ -1683,6 +1686,8 @@ static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 	/* the power cut here is checked; now this thread's process may die
 	 * here instead */
 	maybe_die(x, fs, op);
+	if (!tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
+		maybe_die_ckpter(x, fs, op);
 }
 
 /* Before a write is done: this thread's process may die there instead, the
@@ -1696,6 +1701,51 @@ static void before_hook(struct simfs *fs, const struct simfs_opinfo *op, void *a
 	struct rng r = {mix64(x->c.seed ^ 0xbef0 ^ op->index)};
 	if (!x->failed && (below(&r, 2) == 0 || (x->c.kill_role && tl_me == &x->p[1])))
 		maybe_die(x, fs, op);
+	else if (!x->failed && !tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
+		maybe_die_ckpter(x, fs, op);
+}
+
+/* CS_ROLE_BGCKPT: a thread of no worker may be the checkpointer of a
+ * process but the first, running a background checkpoint: the process dies
+ * there, its worker stopped first where it holds nothing other processes
+ * share. */
+static bool may_park(void) { return !tl_me || !cs_store_holds_mutex(tl_me->st); }
+
+static void maybe_die_ckpter(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
+{
+	struct proc *p = NULL;
+	for (int i = 1; i < x->np && !p; i++)
+		if (!x->p[i].dead && x->p[i].st && cs_store_is_ckpter(x->p[i].st))
+			p = &x->p[i];
+	if (x->failed || x->role_killed || !p || !(cs_store_holds(p->st, NULL, 0) & 2))
+		return;
+	int step = x->role_steps++;
+	x->s.role_steps++;
+	if (step < x->c.kill_step)
+		return;
+	pthread_mutex_lock(&x->wmu);
+	bool running = p->running;
+	pthread_mutex_unlock(&x->wmu);
+	if (cs_store_holds_mutex(p->st) || !simfs_proc_stop(p->tag, running ? 1 : 0, may_park)) {
+		x->s.kills_held++; /* the next step, then */
+		return;
+	}
+	CS_TRACE("P%llu proc %d dies in its checkpointer%s at %s off %llu (its kill point)\n",
+		 (unsigned long long)op->index, p->tag, op->before ? " before" : op->after ? " after" : "",
+		 op->path, (unsigned long long)op->off);
+	uint64_t ks[16];
+	int nk = cs_store_batches(p->st, ks, 16);
+	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
+		x->orph[x->norph++] = ks[i];
+	x->role_killed = true;
+	x->s.role_kills++;
+	x->s.kills++;
+	x->s.kills_ckpt++;
+	x->s.kills_before += op->before;
+	p->countdown = -1;
+	p->dead = true;
+	worker_finished(x, p); /* its worker never runs again */
+	simfs_proc_die_as(fs, p->tag);
 }
 
 /* When a write or sync is done (kill points only): process 1 may die there,
@@ -1705,6 +1755,8 @@ static void after_hook(struct simfs *fs, const struct simfs_opinfo *op, void *ar
 	struct ctx *x = arg;
 	if (!x->failed && tl_me == &x->p[1])
 		maybe_die(x, fs, op);
+	else if (!x->failed && !tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
+		maybe_die_ckpter(x, fs, op);
 }
 
 /* --- the workload ---------------------------------------------------------------------------- */
@@ -1986,9 +2038,18 @@ struct worker {
 };
 
 
-static void worker_finished(struct ctx *x)
+static void worker_finished(struct ctx *x, struct proc *p)
 {
 	pthread_mutex_lock(&x->wmu);
+	if (x->c.procs) {
+		/* once: the checkpointer that killed its process may have
+		 * counted it */
+		if (!p->running) {
+			pthread_mutex_unlock(&x->wmu);
+			return;
+		}
+		p->running = false;
+	}
 	x->wdone++;
 	pthread_cond_broadcast(&x->wcv);
 	pthread_mutex_unlock(&x->wmu);
@@ -2046,7 +2107,7 @@ static void *worker_main(void *arg)
 	}
 	tl_me = NULL;
 	simfs_proc_set(0);
-	worker_finished(x);
+	worker_finished(x, p);
 	return NULL;
 }
 
@@ -2140,7 +2201,7 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	x->s.kills_ckpt += kind == 4;
 	x->s.kills_before += op->before;
 	tl_me = NULL;
-	worker_finished(x);
+	worker_finished(x, p);
 	simfs_proc_die(fs); /* never returns */
 }
 
@@ -2195,6 +2256,9 @@ static void run_phase(struct ctx *x, int ph, int from, int to)
 	x->wdone = 0;
 	for (int t = 0; t < nt; t++) {
 		w[t] = (struct worker){x, x->c.procs ? &x->p[t] : &x->p[0], t, from, to};
+		pthread_mutex_lock(&x->wmu);
+		w[t].p->running = true;
+		pthread_mutex_unlock(&x->wmu);
 		pthread_t th;
 		/* detached: a thread whose process dies never ends */
 		if (pthread_create(&th, NULL, worker_main, &w[t]) || pthread_detach(th))
@@ -2256,7 +2320,15 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	}
 	if (x->c.kill_role && x->c.threads < 2)
 		x->c.threads = 2;
-	if (x->c.kill_pct || x->c.kill_role) {
+	if (x->c.kill_role & CS_ROLE_BGCKPT) {
+		/* a background checkpoint's process dies: its checkpointer
+		 * thread runs (the only role counted), and no other dies
+		 * (a process of two threads dies only by its checkpointer) */
+		x->c.kill_role = CS_ROLE_BGCKPT;
+		x->c.bg = true;
+		x->c.fast = false;
+		x->c.kill_pct = 0;
+	} else if (x->c.kill_pct || x->c.kill_role) {
 		/* a dead process's only thread is the one that dies; and no
 		 * fast path (a dead leader's atomic write may land or not
 		 * while its group is written again: not modelled) */

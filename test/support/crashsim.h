@@ -229,6 +229,13 @@ struct cs_stats {
  *   CS_ROLE_HOME   its writes to the data files (home writes)
  *   CS_ROLE_LEAD   anything else while it holds the log role or leads a
  *                  batch (the log's syncs, its zeroing)
+ *   CS_ROLE_BGCKPT (alone, bg=1) its checkpointer thread while it holds the
+ *                  checkpoint: a background checkpoint's syncs and superblock
+ *                  write; the process dies there, its worker thread stopped
+ *                  first where it holds nothing other processes share
+ *                  (simfs_proc_stop); no other process dies in such a run.
+ *                  The steps are those of every process but the first
+ *                  (whichever's checkpointer the home stage asks)
  * Process 1 dies at step kill_step of the roles in kill_role (simfs_proc_die:
  * SIGKILL; its locks go, the others adopt), the power cut there is checked
  * first (at a crash point), and so is every crash point of the others after
@@ -241,6 +248,7 @@ struct cs_stats {
 #define CS_ROLE_ADOPT 8u
 #define CS_ROLE_REG 16u
 #define CS_ROLE_LEAD 32u
+#define CS_ROLE_BGCKPT 64u
 
 /* Defaults for a small sampled run. */
 void cs_cfg_default(struct cs_cfg *c);
@@ -265,6 +273,8 @@ bool cs_store_holds_mutex(struct atomio *st);
  * role, bit 1 the checkpoint, bit 2 a batch numbered in orph[0..norph) (the
  * batches of a process that died, so: it adopts), bit 3 a batch (it leads). */
 unsigned cs_store_holds(struct atomio *st, const uint64_t *orph, int norph);
+/* Is the calling thread st's checkpointer thread? */
+bool cs_store_is_ckpter(struct atomio *st);
 /* The batches the process of st leads (not free), at most max of them. */
 int cs_store_batches(struct atomio *st, uint64_t *ks, int max);
 

@@ -235,6 +235,18 @@ int simfs_proc_kill(struct simfs *fs, int tag);
  * blocks for good.  Never returns: nothing may wait for the thread (no
  * pthread_join). */
 _Noreturn void simfs_proc_die(struct simfs *fs);
+/* A process of several threads, killed by one of them (a store's
+ * checkpointer thread): its threads tagged tag park at their next simfs
+ * call or futex wait (simfs_ops.futex_wait) where may_park() says they hold
+ * nothing other processes share (NULL: anywhere), never inside the simfs;
+ * the call waits until `threads` of them are parked or waiting in a futex,
+ * a bounded number of times.  true: they are stopped, call
+ * simfs_proc_die_as next; false: they were let go on. */
+bool simfs_proc_stop(int tag, int threads, bool (*may_park)(void));
+/* From a hook: process tag dies (simfs_proc_kill), its stopped threads and
+ * any of its threads that comes back to the simfs never run again, and the
+ * calling thread (of another tag, or none) blocks for good. */
+_Noreturn void simfs_proc_die_as(struct simfs *fs, int tag);
 
 /* --- pending items and crash images ---------------------------------------------- */
 

@@ -53,3 +53,8 @@ int cs_store_batches(struct atomio *st, uint64_t *ks, int max)
 			ks[n++] = shm_bat(sh, b)->k;
 	return n;
 }
+
+bool cs_store_is_ckpter(struct atomio *st)
+{
+	return st && st->ckpter_on && pthread_equal(st->ckpter, pthread_self());
+}
