@@ -356,7 +356,7 @@ static const struct {
 	U32(compress),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints), BOOL(bg), BOOL(fast), BOOL(dhome), BOOL(noproc),
-	BOOL(procs), INT(kill_pct), U32(kill_at), U32(kill_role), INT(kill_step),
+	BOOL(procs), INT(kill_pct), U32(kill_at), U32(kill_role), INT(kill_step), BOOL(kill_sb),
 };
 
 char *cs_cfg_format(const struct cs_cfg *c)
@@ -1636,8 +1636,21 @@ static void worker_finished(struct ctx *x, struct proc *p);
 static __thread struct proc *tl_me;
 /* The worker thread is registering a file new to the catalog (CS_ROLE_REG). */
 static __thread bool tl_registering;
+/* This thread dies at its next pthread_mutex_lock outside the hooks
+ * (cs_mutex_lock_hook); the hooks it runs (tl_in_hook) lock freely. */
+static __thread struct ctx *tl_die_at_lock;
+static __thread int tl_in_hook;
+
+static void run_hook_in(struct simfs *fs, const struct simfs_opinfo *op, void *arg);
 
 static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	tl_in_hook++;
+	run_hook_in(fs, op, arg);
+	tl_in_hook--;
+}
+
+static void run_hook_in(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 {
 	struct ctx *x = arg;
 	if (x->failed)
@@ -1699,10 +1712,12 @@ static void before_hook(struct simfs *fs, const struct simfs_opinfo *op, void *a
 	/* one write in two: many deaths leave their write pending (what
 	 * the pad rule is about), some never issue it */
 	struct rng r = {mix64(x->c.seed ^ 0xbef0 ^ op->index)};
+	tl_in_hook++;
 	if (!x->failed && (below(&r, 2) == 0 || (x->c.kill_role && tl_me == &x->p[1])))
 		maybe_die(x, fs, op);
 	else if (!x->failed && !tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
 		maybe_die_ckpter(x, fs, op);
+	tl_in_hook--;
 }
 
 /* CS_ROLE_BGCKPT: a thread of no worker may be the checkpointer of a
@@ -1753,10 +1768,12 @@ static void maybe_die_ckpter(struct ctx *x, struct simfs *fs, const struct simfs
 static void after_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 {
 	struct ctx *x = arg;
+	tl_in_hook++;
 	if (!x->failed && tl_me == &x->p[1])
 		maybe_die(x, fs, op);
 	else if (!x->failed && !tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
 		maybe_die_ckpter(x, fs, op);
+	tl_in_hook--;
 }
 
 /* --- the workload ---------------------------------------------------------------------------- */
@@ -2151,10 +2168,26 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 		/* a kill point: the step'th step of its roles, once a run */
 		if (x->role_killed || !(role_of(x, p, op, log, data) & x->c.kill_role))
 			return;
+		if (x->c.kill_sb && !(op->kind == SIMFS_OP_WRITE && log && op->off < 2 * SB_SLOT))
+			return;
 		int step = x->role_steps++;
 		x->s.role_steps++;
+		bool run_on = false;
+		if (op->after && cs_lock_steps && step < x->c.kill_step) {
+			/* the call's second step after it: the thread runs on to
+			 * its next pthread_mutex_lock and dies there */
+			step = x->role_steps++;
+			x->s.role_steps++;
+			run_on = true;
+		}
 		if (step < x->c.kill_step)
 			return;
+		if (run_on) {
+			x->role_killed = true;
+			x->s.role_kills++;
+			tl_die_at_lock = x;
+			return;
+		}
 		if (cs_store_holds_mutex(p->st)) {
 			x->s.kills_held++; /* the next step of its roles, then */
 			return;
@@ -2203,6 +2236,34 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	tl_me = NULL;
 	worker_finished(x, p);
 	simfs_proc_die(fs); /* never returns */
+}
+
+bool cs_lock_steps;
+
+void cs_mutex_lock_hook(void)
+{
+	struct ctx *x = tl_die_at_lock;
+	if (!x || tl_in_hook)
+		return;
+	struct proc *p = tl_me;
+	if (!p || x->failed) {
+		tl_die_at_lock = NULL;
+		return;
+	}
+	if (cs_store_holds_mutex(p->st))
+		return; /* its next lock, then */
+	tl_die_at_lock = NULL;
+	CS_TRACE("proc %d dies at its next lock after its call (its kill point)\n", p->tag);
+	uint64_t ks[16];
+	int nk = cs_store_batches(p->st, ks, 16);
+	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
+		x->orph[x->norph++] = ks[i];
+	p->countdown = -1;
+	p->dead = true;
+	x->s.kills++;
+	tl_me = NULL;
+	worker_finished(x, p);
+	simfs_proc_die(x->fs); /* never returns */
 }
 
 static void between_groups(struct ctx *x, struct rng *r)

@@ -138,6 +138,7 @@ struct cs_cfg {
 	uint32_t kill_role; /* with procs: a KILL POINT (below): process 1 dies at step
 			       kill_step of these roles (CS_ROLE_*); 0 = none */
 	int kill_step;      /* ... counted from 0 over the run */
+	bool kill_sb;       /* ... counting only its superblock writes */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
@@ -249,6 +250,14 @@ struct cs_stats {
 #define CS_ROLE_REG 16u
 #define CS_ROLE_LEAD 32u
 #define CS_ROLE_BGCKPT 64u
+/* A test program linked with -Wl,--wrap=pthread_mutex_lock, whose wrapper
+ * calls cs_mutex_lock_hook() first, sets cs_lock_steps: then each write or
+ * sync of process 1 has a fourth step, after "after": the thread runs on
+ * from the call and dies at its next pthread_mutex_lock (the store's mutex
+ * or its own; not inside the harness's hooks) -- a death between two
+ * system calls, such as between a superblock write and the ring's reset. */
+extern bool cs_lock_steps;
+void cs_mutex_lock_hook(void);
 
 /* Defaults for a small sampled run. */
 void cs_cfg_default(struct cs_cfg *c);
