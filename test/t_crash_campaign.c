@@ -8,26 +8,31 @@
  * every acknowledged group whole (crashsim.h, the oracle).
  *
  * A KILL POINT is a role and a step count (crashsim.h, KILL POINTS):
- * process 1 of 3 dies at the step'th crash point (or just before the
- * step'th write) it reaches in that role.  Each point sweeps its steps from
+ * process 1 of 3 dies at the step'th step it reaches in that role: before,
+ * at (its crash point) or after one of its writes or syncs, or running on
+ * from it to its next pthread_mutex_lock (this program wraps it: a death
+ * between two system calls).  Each point sweeps its steps from
  * 0 until a round in which process 1 never reached the step.  Which
  * instruction a step is depends on how the processes interleave (they are
  * threads), so a seed gives the workload, not the schedule.
  *
  *   t_crash_campaign                   the slice run by make check: the points
- *                                      that pass (POINTS below), one seed
- *                                      ($ATOMIO_SEED or 1), steps 0-2
+ *                                      that pass (points[] below), one seed
+ *                                      ($ATOMIO_SEED or 1), steps 0-1 (under
+ *                                      the sanitizers step 0)
  *   t_crash_campaign --seeds N --steps M [--seed S] [--points a,b,...|all]
- *                    [--groups G]       the campaign (make crash-procs)
+ *                    [--groups G] [--samples N]   the campaign (make crash-procs)
+ *   t_crash_campaign --cfg K=V,...     one round
  *
  * Each round runs in a child process (a dead simulated process's thread
  * stays blocked till its test process ends, and a deadlock ends the child,
  * not the campaign).  A failure prints its point, seed, step and a line that
- * runs that round again (t_crash --cfg ...; with another interleaving).
+ * runs that round again (t_crash_campaign --cfg ...; with another
+ * interleaving).
  * The figures: rounds, kills (at the kill point, and the earlier deaths the
  * adopters take over), power cuts (crash images checked), acknowledged
  * groups, and the acknowledged groups the checked images had to keep.
- * timeout: 600
+ * timeout: 900
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -177,8 +182,9 @@ int main(int argc, char **argv)
 		i++;
 	}
 #ifdef ATOMIO_SAN
+	/* (each round costs several times more there) */
 	if (slice)
-		steps = 2, groups = 4;
+		steps = 1, groups = 4, samples = 1;
 #endif
 	/* the campaign: a longer workload by default */
 	if (!slice && groups == 6 && samples == 2)
