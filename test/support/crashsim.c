@@ -356,7 +356,7 @@ static const struct {
 	U32(compress),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints), BOOL(bg), BOOL(fast), BOOL(dhome), BOOL(noproc),
-	BOOL(procs), INT(kill_pct), U32(kill_at),
+	BOOL(procs), INT(kill_pct), U32(kill_at), U32(kill_role), INT(kill_step), BOOL(kill_sb),
 };
 
 char *cs_cfg_format(const struct cs_cfg *c)
@@ -460,6 +460,10 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 		       " images matched only with a pending pad not landed\n",
 		       label, s->handles, s->kills, s->kills_log, s->kills_home, s->kills_ckpt, s->kills_before,
 		       s->kills_held, s->pads, s->pad_groups, s->pad_images);
+	if (s->role_steps)
+		printf("%s: kill points: %" PRIu64 " steps of the chosen roles reached, %" PRIu64
+		       " deaths at the kill point; %" PRIu64 " acknowledged groups kept by the checked images (summed)\n",
+		       label, s->role_steps, s->role_kills, s->acked_checks);
 }
 
 /* --- the run ---------------------------------------------------------------------------- */
@@ -477,6 +481,7 @@ struct proc {
 	int tag;        /* its simfs process (a new one each time it opens) */
 	bool dead;      /* died at a crash point of its thread: its handle is abandoned */
 	int countdown;  /* crash points of its thread before it dies; -1: it lives */
+	bool running;   /* procs: its worker thread runs the phase (under wmu) */
 	char errbuf[512]; /* its store reports here */
 };
 
@@ -511,6 +516,14 @@ struct ctx {
 	struct simfs *fs;
 	struct genparams gp;
 	struct proc p[MAXP]; /* p[0]: the run's handle (every thread's, unless procs) */
+	/* kill points (crashsim.h, KILL POINTS): the batches the dead led (an
+	 * adopter leads them next), process 1's steps so far, whether it died
+	 * at its kill point, files it registered of its own */
+	uint64_t orph[64];
+	int norph;
+	int role_steps;
+	bool role_killed;
+	int extra_files;
 	int np;              /* handles: threads with procs, else 1 */
 	_Atomic int next_tag;
 	int ids[MAXF];       /* the ids of the first registration (every handle's) */
@@ -1304,6 +1317,7 @@ static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	uint64_t rpoints = simfs_points(img);
 	simfs_free(img);
 	x->s.images++;
+	x->s.acked_checks += lo;
 	if (rp && rp->verbose)
 		printf("point %llu (%s %s) image %llu/%llu [%llu..%llu]: %s\n",
 		       (unsigned long long)op->index, opname(op->kind), op->path, (unsigned long long)i,
@@ -1619,8 +1633,27 @@ static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_op
 }
 
 static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
+static void maybe_die_ckpter(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
+static void worker_finished(struct ctx *x, struct proc *p);
+/* The process a worker thread is (procs): the hook kills it there. */
+static __thread struct proc *tl_me;
+/* The worker thread is registering a file new to the catalog (CS_ROLE_REG). */
+static __thread bool tl_registering;
+/* This thread dies at its next pthread_mutex_lock outside the hooks
+ * (cs_mutex_lock_hook); the hooks it runs (tl_in_hook) lock freely. */
+static __thread struct ctx *tl_die_at_lock;
+static __thread int tl_in_hook;
+
+static void run_hook_in(struct simfs *fs, const struct simfs_opinfo *op, void *arg);
 
 static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	tl_in_hook++;
+	run_hook_in(fs, op, arg);
+	tl_in_hook--;
+}
+
+static void run_hook_in(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 {
 	struct ctx *x = arg;
 	if (x->failed)
@@ -1669,6 +1702,8 @@ static void run_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
 	/* the power cut here is checked; now this thread's process may die
 	 * here instead */
 	maybe_die(x, fs, op);
+	if (!tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
+		maybe_die_ckpter(x, fs, op);
 }
 
 /* Before a write is done: this thread's process may die there instead, the
@@ -1680,8 +1715,68 @@ static void before_hook(struct simfs *fs, const struct simfs_opinfo *op, void *a
 	/* one write in two: many deaths leave their write pending (what
 	 * the pad rule is about), some never issue it */
 	struct rng r = {mix64(x->c.seed ^ 0xbef0 ^ op->index)};
-	if (!x->failed && below(&r, 2) == 0)
+	tl_in_hook++;
+	if (!x->failed && (below(&r, 2) == 0 || (x->c.kill_role && tl_me == &x->p[1])))
 		maybe_die(x, fs, op);
+	else if (!x->failed && !tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
+		maybe_die_ckpter(x, fs, op);
+	tl_in_hook--;
+}
+
+/* CS_ROLE_BGCKPT: a thread of no worker may be the checkpointer of a
+ * process but the first, running a background checkpoint: the process dies
+ * there, its worker stopped first where it holds nothing other processes
+ * share. */
+static bool may_park(void) { return !tl_me || !cs_store_holds_mutex(tl_me->st); }
+
+static void maybe_die_ckpter(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
+{
+	struct proc *p = NULL;
+	for (int i = 1; i < x->np && !p; i++)
+		if (!x->p[i].dead && x->p[i].st && cs_store_is_ckpter(x->p[i].st))
+			p = &x->p[i];
+	if (x->failed || x->role_killed || !p || !(cs_store_holds(p->st, NULL, 0) & 2))
+		return;
+	int step = x->role_steps++;
+	x->s.role_steps++;
+	if (step < x->c.kill_step)
+		return;
+	pthread_mutex_lock(&x->wmu);
+	bool running = p->running;
+	pthread_mutex_unlock(&x->wmu);
+	if (cs_store_holds_mutex(p->st) || !simfs_proc_stop(p->tag, running ? 1 : 0, may_park)) {
+		x->s.kills_held++; /* the next step, then */
+		return;
+	}
+	CS_TRACE("P%llu proc %d dies in its checkpointer%s at %s off %llu (its kill point)\n",
+		 (unsigned long long)op->index, p->tag, op->before ? " before" : op->after ? " after" : "",
+		 op->path, (unsigned long long)op->off);
+	uint64_t ks[16];
+	int nk = cs_store_batches(p->st, ks, 16);
+	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
+		x->orph[x->norph++] = ks[i];
+	x->role_killed = true;
+	x->s.role_kills++;
+	x->s.kills++;
+	x->s.kills_ckpt++;
+	x->s.kills_before += op->before;
+	p->countdown = -1;
+	p->dead = true;
+	worker_finished(x, p); /* its worker never runs again */
+	simfs_proc_die_as(fs, p->tag);
+}
+
+/* When a write or sync is done (kill points only): process 1 may die there,
+ * the call complete and its caller not told. */
+static void after_hook(struct simfs *fs, const struct simfs_opinfo *op, void *arg)
+{
+	struct ctx *x = arg;
+	tl_in_hook++;
+	if (!x->failed && tl_me == &x->p[1])
+		maybe_die(x, fs, op);
+	else if (!x->failed && !tl_me && (x->c.kill_role & CS_ROLE_BGCKPT))
+		maybe_die_ckpter(x, fs, op);
+	tl_in_hook--;
 }
 
 /* --- the workload ---------------------------------------------------------------------------- */
@@ -1962,15 +2057,38 @@ struct worker {
 	int t, from, to;
 };
 
-/* The process a worker thread is (procs): the hook kills it there. */
-static __thread struct proc *tl_me;
 
-static void worker_finished(struct ctx *x)
+static void worker_finished(struct ctx *x, struct proc *p)
 {
 	pthread_mutex_lock(&x->wmu);
+	if (x->c.procs) {
+		/* once: the checkpointer that killed its process may have
+		 * counted it */
+		if (!p->running) {
+			pthread_mutex_unlock(&x->wmu);
+			return;
+		}
+		p->running = false;
+	}
 	x->wdone++;
 	pthread_cond_broadcast(&x->wcv);
 	pthread_mutex_unlock(&x->wmu);
+}
+
+/* CS_ROLE_REG: process 1 registers a file of its own, new to the catalog
+ * (no group writes it: the oracle's files are the others). */
+static void register_own(struct ctx *x, struct proc *p)
+{
+	char path[32];
+	snprintf(path, sizeof(path), "/d/r%d", x->extra_files++);
+	tl_registering = true;
+	int id = atomio_file_open(p->st, path, O_CREAT, 0644);
+	tl_registering = false;
+	if (id < 0) {
+		printf("CRASH-CHECK FAILED: atomio_file_open %s: %d %s: %s\n", path, id, atomio_strerror(id),
+		       p->errbuf);
+		x->failed = 1;
+	}
 }
 
 static void *worker_main(void *arg)
@@ -1982,6 +2100,8 @@ static void *worker_main(void *arg)
 		simfs_proc_set(p->tag);
 		tl_me = p;
 	}
+	if ((x->c.kill_role & CS_ROLE_REG) && p == &x->p[1] && !x->role_killed && !x->failed)
+		register_own(x, p);
 	for (int i = w->from; i < w->to && !x->failed; i++) {
 		uint64_t gid = 1 + (uint64_t)i * (uint64_t)x->c.threads + (uint64_t)w->t;
 		struct rng r = {mix64(x->c.seed ^ gid ^ 0xc4)};
@@ -2007,7 +2127,7 @@ static void *worker_main(void *arg)
 	}
 	tl_me = NULL;
 	simfs_proc_set(0);
-	worker_finished(x);
+	worker_finished(x, p);
 	return NULL;
 }
 
@@ -2017,10 +2137,23 @@ static void *worker_main(void *arg)
  * it held.  Not while its thread holds the
  * store's shared mutex, which only the death of a real process releases
  * (robust mutex): then at its next crash point. */
+/* The role process 1 plays at this step (crashsim.h, KILL POINTS), 0 none. */
+static uint32_t role_of(struct ctx *x, struct proc *p, const struct simfs_opinfo *op, bool log, bool data)
+{
+	unsigned h = cs_store_holds(p->st, x->orph, x->norph);
+	return tl_registering ? CS_ROLE_REG
+	       : h & 4	      ? CS_ROLE_ADOPT
+	       : h & 2	      ? CS_ROLE_CKPT
+	       : op->kind == SIMFS_OP_WRITE && log && x->area_off && op->off >= x->area_off ? CS_ROLE_LOG
+	       : op->kind == SIMFS_OP_WRITE && data ? CS_ROLE_HOME
+	       : h & (1 | 8)			    ? CS_ROLE_LEAD
+						    : 0;
+}
+
 static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
 {
 	struct proc *p = tl_me;
-	if (!p || p->countdown < 0 || x->failed)
+	if (!p || x->failed)
 		return;
 	/* what the crash point is: 1 a log record (or pad) write, 2 a home
 	 * write, 4 a checkpoint's data sync or superblock write */
@@ -2033,15 +2166,51 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 					  ((op->kind == SIMFS_OP_FDATASYNC || op->kind == SIMFS_OP_FSYNC) && data)
 				  ? 4u
 				  : 0u;
-	if (x->c.kill_at && !(x->c.kill_at & kind))
-		return;
-	if (p->countdown > 0) {
-		p->countdown--;
-		return;
-	}
-	if (cs_store_holds_mutex(p->st)) {
-		x->s.kills_held++;
-		return;
+	bool at_point = false;
+	if (x->c.kill_role && p == &x->p[1]) {
+		/* a kill point: the step'th step of its roles, once a run */
+		if (x->role_killed || !(role_of(x, p, op, log, data) & x->c.kill_role))
+			return;
+		if (x->c.kill_sb && !(op->kind == SIMFS_OP_WRITE && log && op->off < 2 * SB_SLOT))
+			return;
+		int step = x->role_steps++;
+		x->s.role_steps++;
+		bool run_on = false;
+		if (op->after && cs_lock_steps && step < x->c.kill_step) {
+			/* the call's second step after it: the thread runs on to
+			 * its next pthread_mutex_lock and dies there */
+			step = x->role_steps++;
+			x->s.role_steps++;
+			run_on = true;
+		}
+		if (step < x->c.kill_step)
+			return;
+		if (run_on) {
+			x->role_killed = true;
+			x->s.role_kills++;
+			tl_die_at_lock = x;
+			return;
+		}
+		if (cs_store_holds_mutex(p->st)) {
+			x->s.kills_held++; /* the next step of its roles, then */
+			return;
+		}
+		x->role_killed = true;
+		x->s.role_kills++;
+		at_point = true;
+	} else {
+		if (p->countdown < 0)
+			return;
+		if (x->c.kill_at && !(x->c.kill_at & kind))
+			return;
+		if (p->countdown > 0) {
+			p->countdown--;
+			return;
+		}
+		if (cs_store_holds_mutex(p->st)) {
+			x->s.kills_held++;
+			return;
+		}
 	}
 	/* A dead process's thread stays blocked till the test process ends:
 	 * a long run stops killing after this many. */
@@ -2052,8 +2221,14 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 			printf("crashsim: 1000 processes died in this test process: no more deaths\n");
 		return;
 	}
-	CS_TRACE("P%llu proc %d dies%s at %s off %llu\n", (unsigned long long)op->index, p->tag,
-		 op->before ? " before" : "", op->path, (unsigned long long)op->off);
+	CS_TRACE("P%llu proc %d dies%s at %s off %llu%s\n", (unsigned long long)op->index, p->tag,
+		 op->before ? " before" : op->after ? " after" : "", op->path, (unsigned long long)op->off,
+		 at_point ? " (its kill point)" : "");
+	/* the batches it leads: whoever leads them next adopts them */
+	uint64_t ks[16];
+	int nk = cs_store_batches(p->st, ks, 16);
+	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
+		x->orph[x->norph++] = ks[i];
 	p->countdown = -1;
 	p->dead = true;
 	x->s.kills++;
@@ -2062,8 +2237,36 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	x->s.kills_ckpt += kind == 4;
 	x->s.kills_before += op->before;
 	tl_me = NULL;
-	worker_finished(x);
+	worker_finished(x, p);
 	simfs_proc_die(fs); /* never returns */
+}
+
+bool cs_lock_steps;
+
+void cs_mutex_lock_hook(void)
+{
+	struct ctx *x = tl_die_at_lock;
+	if (!x || tl_in_hook)
+		return;
+	struct proc *p = tl_me;
+	if (!p || x->failed) {
+		tl_die_at_lock = NULL;
+		return;
+	}
+	if (cs_store_holds_mutex(p->st))
+		return; /* its next lock, then */
+	tl_die_at_lock = NULL;
+	CS_TRACE("proc %d dies at its next lock after its call (its kill point)\n", p->tag);
+	uint64_t ks[16];
+	int nk = cs_store_batches(p->st, ks, 16);
+	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
+		x->orph[x->norph++] = ks[i];
+	p->countdown = -1;
+	p->dead = true;
+	x->s.kills++;
+	tl_me = NULL;
+	worker_finished(x, p);
+	simfs_proc_die(x->fs); /* never returns */
 }
 
 static void between_groups(struct ctx *x, struct rng *r)
@@ -2105,8 +2308,11 @@ static void run_phase(struct ctx *x, int ph, int from, int to)
 			simfs_proc_set(0);
 		}
 		struct rng r = {mix64(x->c.seed ^ 0xdead ^ ((uint64_t)ph << 8) ^ (uint64_t)t)};
-		p->countdown = t > 0 && (int)below(&r, 100) < x->c.kill_pct ? (int)below(&r, x->c.kill_at ? 6 : 40)
-									     : -1;
+		/* (with kill points, process 1 dies at its own: kill_pct picks
+		 * among the others) */
+		p->countdown = t > (x->c.kill_role ? 1 : 0) && (int)below(&r, 100) < x->c.kill_pct
+				       ? (int)below(&r, x->c.kill_at ? 6 : 40)
+				       : -1;
 	}
 	if (x->failed)
 		return;
@@ -2114,6 +2320,9 @@ static void run_phase(struct ctx *x, int ph, int from, int to)
 	x->wdone = 0;
 	for (int t = 0; t < nt; t++) {
 		w[t] = (struct worker){x, x->c.procs ? &x->p[t] : &x->p[0], t, from, to};
+		pthread_mutex_lock(&x->wmu);
+		w[t].p->running = true;
+		pthread_mutex_unlock(&x->wmu);
 		pthread_t th;
 		/* detached: a thread whose process dies never ends */
 		if (pthread_create(&th, NULL, worker_main, &w[t]) || pthread_detach(th))
@@ -2169,9 +2378,21 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		x->c.lazy = false;
 	if (x->c.threads > MAXP)
 		x->c.threads = MAXP;
-	if (!x->c.procs)
+	if (!x->c.procs) {
 		x->c.kill_pct = 0;
-	if (x->c.kill_pct) {
+		x->c.kill_role = 0;
+	}
+	if (x->c.kill_role && x->c.threads < 2)
+		x->c.threads = 2;
+	if (x->c.kill_role & CS_ROLE_BGCKPT) {
+		/* a background checkpoint's process dies: its checkpointer
+		 * thread runs (the only role counted), and no other dies
+		 * (a process of two threads dies only by its checkpointer) */
+		x->c.kill_role = CS_ROLE_BGCKPT;
+		x->c.bg = true;
+		x->c.fast = false;
+		x->c.kill_pct = 0;
+	} else if (x->c.kill_pct || x->c.kill_role) {
 		/* a dead process's only thread is the one that dies; and no
 		 * fast path (a dead leader's atomic write may land or not
 		 * while its group is written again: not modelled) */
@@ -2238,8 +2459,10 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 		}
 	}
 	simfs_set_hook(x->fs, run_hook, x);
-	if (x->c.kill_pct)
+	if (x->c.kill_pct || x->c.kill_role)
 		simfs_set_before_hook(x->fs, before_hook, x);
+	if (x->c.kill_role)
+		simfs_set_after_hook(x->fs, after_hook, x);
 	/* Before registration nothing is promised about files the application
 	 * has not synced. */
 	x->checking = x->c.setup && !x->c.appfiles;

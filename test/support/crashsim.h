@@ -135,6 +135,10 @@ struct cs_cfg {
 	uint32_t kill_at;   /* ... of these kinds: bit 0 its log writes (records, pads),
 			       bit 1 its home writes, bit 2 its checkpoints' syncs and
 			       superblock writes; 0 = any crash point */
+	uint32_t kill_role; /* with procs: a KILL POINT (below): process 1 dies at step
+			       kill_step of these roles (CS_ROLE_*); 0 = none */
+	int kill_step;      /* ... counted from 0 over the run */
+	bool kill_sb;       /* ... counting only its superblock writes */
 	/* simulated disk */
 	uint32_t unit;      /* tear granularity: 512 or 4096 */
 	uint32_t dio;       /* O_DIRECT alignment */
@@ -206,7 +210,55 @@ struct cs_stats {
 	uint64_t pad_groups;  /* groups whose records a pad took out of the commit order */
 	uint64_t pad_images;  /* crash images that matched only the history where a pad,
 				 pending, had not landed */
+	/* kill points (kill_role) */
+	uint64_t role_steps;  /* steps of the chosen roles process 1 reached */
+	uint64_t role_kills;  /* process 1 died at its kill_step */
+	uint64_t acked_checks; /* acknowledged groups each checked image had to keep, summed */
 };
+
+/* KILL POINTS (kill_role, kill_step): every crash point of process 1's thread
+ * (its write issued, pending), every moment just before one of its writes
+ * (never issued) and just after one of its writes or syncs (done, durable if
+ * it says so, its caller not told: simfs_set_after_hook) is a STEP of the
+ * role it plays there, the first that holds:
+ *   CS_ROLE_REG    inside atomio_file_open of a file new to the catalog (the
+ *                  process registers one file of its own at its first group)
+ *   CS_ROLE_ADOPT  while it leads a batch whose leader died (pad, home
+ *                  writes redone: the reaper's and adopter's work)
+ *   CS_ROLE_CKPT   while it holds the checkpoint (full: atomio_checkpoint or a
+ *                  full log; its syncs, superblock write, read-backs)
+ *   CS_ROLE_LOG    its writes to the record area (records, pads)
+ *   CS_ROLE_HOME   its writes to the data files (home writes)
+ *   CS_ROLE_LEAD   anything else while it holds the log role or leads a
+ *                  batch (the log's syncs, its zeroing)
+ *   CS_ROLE_BGCKPT (alone, bg=1) its checkpointer thread while it holds the
+ *                  checkpoint: a background checkpoint's syncs and superblock
+ *                  write; the process dies there, its worker thread stopped
+ *                  first where it holds nothing other processes share
+ *                  (simfs_proc_stop); no other process dies in such a run.
+ *                  The steps are those of every process but the first
+ *                  (whichever's checkpointer the home stage asks)
+ * Process 1 dies at step kill_step of the roles in kill_role (simfs_proc_die:
+ * SIGKILL; its locks go, the others adopt), the power cut there is checked
+ * first (at a crash point), and so is every crash point of the others after
+ * it.  kill_pct then picks among processes 2 and up only (an earlier death
+ * for process 1 to adopt).  Which step is which depends on the interleaving:
+ * a kill point is a role and a count, not one instruction. */
+#define CS_ROLE_LOG 1u
+#define CS_ROLE_HOME 2u
+#define CS_ROLE_CKPT 4u
+#define CS_ROLE_ADOPT 8u
+#define CS_ROLE_REG 16u
+#define CS_ROLE_LEAD 32u
+#define CS_ROLE_BGCKPT 64u
+/* A test program linked with -Wl,--wrap=pthread_mutex_lock, whose wrapper
+ * calls cs_mutex_lock_hook() first, sets cs_lock_steps: then each write or
+ * sync of process 1 has a fourth step, after "after": the thread runs on
+ * from the call and dies at its next pthread_mutex_lock (the store's mutex
+ * or its own; not inside the harness's hooks) -- a death between two
+ * system calls, such as between a superblock write and the ring's reset. */
+extern bool cs_lock_steps;
+void cs_mutex_lock_hook(void);
 
 /* Defaults for a small sampled run. */
 void cs_cfg_default(struct cs_cfg *c);
@@ -227,6 +279,14 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
  * mutex?  The harness does not kill a process there, see maybe_die.) */
 struct atomio;
 bool cs_store_holds_mutex(struct atomio *st);
+/* What the process of st holds, in the published shared state: bit 0 the log
+ * role, bit 1 the checkpoint, bit 2 a batch numbered in orph[0..norph) (the
+ * batches of a process that died, so: it adopts), bit 3 a batch (it leads). */
+unsigned cs_store_holds(struct atomio *st, const uint64_t *orph, int norph);
+/* Is the calling thread st's checkpointer thread? */
+bool cs_store_is_ckpter(struct atomio *st);
+/* The batches the process of st leads (not free), at most max of them. */
+int cs_store_batches(struct atomio *st, uint64_t *ks, int max);
 
 void cs_stats_add(struct cs_stats *to, const struct cs_stats *from);
 void cs_stats_print(const char *label, const struct cs_stats *s);

@@ -27,9 +27,11 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <linux/futex.h>
 
 #include "sys.h"
 
@@ -285,6 +287,8 @@ struct simfs {
 	simfs_hook_fn hook;
 	void *hook_arg;
 	simfs_hook_fn before_hook;
+	simfs_hook_fn after_hook;
+	void *after_arg;
 	void *before_arg;
 	int in_hook;
 	int depth;           /* holds of lock by its holder (recursive) */
@@ -296,18 +300,70 @@ struct simfs {
 static _Atomic(struct simfs *) g_fs;
 static __thread struct simfs *tl_fs;
 static __thread int tl_tag; /* the simulated process this thread acts for */
+static __thread int tl_held; /* holds of some simfs's lock by this thread */
 static atomic_uint next_minor = 1;
+
+/* A process of several threads killed by one of them (simfs_proc_stop): its
+ * other threads park at their next simfs call or futex wait, outside every
+ * lock, and once it is dead never run again. */
+#define DEAD_TAGS 64
+static _Atomic int g_stop_tag;            /* the process whose threads park, 0 none */
+static _Atomic int g_dead_tags[DEAD_TAGS]; /* processes stopped for good (the newest) */
+static _Atomic unsigned g_ndead;
+static _Atomic int g_parked;              /* threads of g_stop_tag parked */
+static _Atomic int g_infutex[64];         /* threads in futex_wait, by tag % 64 */
+static bool (*_Atomic g_may_park)(void);
+
+static bool tag_dead(int tag)
+{
+	for (unsigned i = 0; tag && i < DEAD_TAGS; i++)
+		if (atomic_load(&g_dead_tags[i]) == tag)
+			return true;
+	return false;
+}
+
+static _Noreturn void block_for_good(void)
+{
+	/* Blocked, not exited: what the thread allocated stays reachable from
+	 * its stack (no leak to report), and nothing of it runs again. */
+	for (;;)
+		pause();
+}
+
+static void park_point(void)
+{
+	int tag = tl_tag;
+	if (!tag || tl_held)
+		return;
+	if (tag_dead(tag))
+		block_for_good();
+	if (atomic_load(&g_stop_tag) != tag)
+		return;
+	bool (*ok)(void) = atomic_load(&g_may_park);
+	if (ok && !ok())
+		return; /* (it holds a lock other processes share: later) */
+	atomic_fetch_add(&g_parked, 1);
+	while (atomic_load(&g_stop_tag) == tag && !tag_dead(tag))
+		nanosleep(&(struct timespec){0, 20000}, NULL);
+	if (tag_dead(tag))
+		block_for_good();
+	atomic_fetch_sub(&g_parked, 1);
+}
 
 /* The lock is recursive; depth counts its holder's holds (only the holder
  * touches it), so that a wait or a dying thread can let go of all of them. */
 static void lock(struct simfs *fs)
 {
+	if (!tl_held)
+		park_point();
 	pthread_mutex_lock(&fs->lock);
 	fs->depth++;
+	tl_held++;
 }
 static void unlock(struct simfs *fs)
 {
 	fs->depth--;
+	tl_held--;
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -663,6 +719,25 @@ void simfs_set_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
 	fs->hook = fn;
 	fs->hook_arg = arg;
 	unlock(fs);
+}
+
+void simfs_set_after_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
+{
+	lock(fs);
+	fs->after_hook = fn;
+	fs->after_arg = arg;
+	unlock(fs);
+}
+
+/* The call is done (what it made durable is): the after hook, if any. */
+static void after_point(struct simfs *fs, struct simfs_opinfo *oi)
+{
+	if (fs->after_hook && !fs->in_hook) {
+		oi->after = true;
+		fs->in_hook++;
+		fs->after_hook(fs, oi, fs->after_arg);
+		fs->in_hook--;
+	}
 }
 
 void simfs_set_before_hook(struct simfs *fs, simfs_hook_fn fn, void *arg)
@@ -1192,10 +1267,57 @@ _Noreturn void simfs_proc_die(struct simfs *fs)
 	/* (depth read while held: once let go, it is another holder's) */
 	for (int d = fs->depth; d > 0; d--)
 		unlock(fs);
-	/* Blocked, not exited: what the thread allocated stays reachable from
-	 * its stack (no leak to report), and nothing of it runs again. */
-	for (;;)
-		pause();
+	block_for_good();
+}
+
+bool simfs_proc_stop(int tag, int threads, bool (*may_park)(void))
+{
+	atomic_store(&g_may_park, may_park);
+	atomic_store(&g_parked, 0);
+	atomic_store(&g_stop_tag, tag);
+	/* bounded: a thread that waits for another way (a condition variable
+	 * of its process, a lock another holds) never parks */
+	for (int i = 0; i < 5000; i++) {
+		if (atomic_load(&g_parked) + atomic_load(&g_infutex[tag & 63]) >= threads)
+			return true;
+		nanosleep(&(struct timespec){0, 20000}, NULL);
+	}
+	atomic_store(&g_stop_tag, 0);
+	while (atomic_load(&g_parked) > 0) /* they go on */
+		nanosleep(&(struct timespec){0, 20000}, NULL);
+	return false;
+}
+
+_Noreturn void simfs_proc_die_as(struct simfs *fs, int tag)
+{
+	unsigned n = atomic_fetch_add(&g_ndead, 1);
+	atomic_store(&g_dead_tags[n % DEAD_TAGS], tag);
+	atomic_store(&g_stop_tag, 0);
+	simfs_proc_kill(fs, tag);
+	lock(fs);
+	if (fs->in_hook)
+		fs->in_hook--;
+	for (int d = fs->depth; d > 0; d--)
+		unlock(fs);
+	block_for_good();
+}
+
+/* The real futex (as sys.c's), and a place where a stopped process's thread
+ * parks: before the wait, and when it ends. */
+static int s_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns)
+{
+	park_point();
+	int tag = tl_tag;
+	if (tag)
+		atomic_fetch_add(&g_infutex[tag & 63], 1);
+	struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
+			      .tv_nsec = (long)(timeout_ns % 1000000000u)};
+	long r = syscall(SYS_futex, word, FUTEX_WAIT, val, timeout_ns ? &ts : NULL, NULL, 0);
+	int e = errno;
+	if (tag)
+		atomic_fetch_sub(&g_infutex[tag & 63], 1);
+	park_point();
+	return r < 0 ? -e : 0;
 }
 
 /* --- the ops table ------------------------------------------------------------------ */
@@ -1497,6 +1619,7 @@ static ssize_t s_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off,
 	/* Durable on return: this write's own data and size items only. */
 	if (sync)
 		make_durable(fs, first, fs->nitems);
+	after_point(fs, &oi);
 	r = (ssize_t)len;
 out:
 	unlock(fs);
@@ -1535,6 +1658,8 @@ static int do_sync(int fd, bool data_only)
 	}
 	fs->pver++;
 	fold(fs);
+	if (!o_in->vol)
+		after_point(fs, &oi);
 	unlock(fs);
 	return 0;
 }
@@ -2023,8 +2148,10 @@ const struct atomio_sysops simfs_ops = {
 	.realpath = s_realpath,
 	.sync_file_range = s_sync_file_range,
 	.fallocate = s_fallocate,
-	/* stores shared by several (simulated) processes; futex_wait/wake
-	 * NULL: the real futex, which works on any memory */
+	/* stores shared by several (simulated) processes; futex_wake NULL:
+	 * the real futex, which works on any memory; futex_wait the real one
+	 * too, where a stopped process's thread parks (simfs_proc_stop) */
+	.futex_wait = s_futex_wait,
 	.shm_map = s_shm_map,
 	.shm_unmap = s_shm_unmap,
 	.ofd_lock = s_ofd_lock,

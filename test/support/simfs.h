@@ -190,6 +190,8 @@ struct simfs_opinfo {
 	bool sync;               /* the call makes something durable on return */
 	bool before;             /* a before-write hook's call: nothing of the write
 				    is done yet (simfs_set_before_hook) */
+	bool after;              /* an after hook's call: the write or sync is done,
+				    what it makes durable is (simfs_set_after_hook) */
 };
 
 typedef void (*simfs_hook_fn)(struct simfs *fs, const struct simfs_opinfo *op, void *arg);
@@ -202,6 +204,11 @@ void simfs_set_hook(struct simfs *fs, simfs_hook_fn fn, void *arg);
  * set) -- in the writing thread: where a simulated process may die with the
  * write never issued (simfs_proc_die).  Not called while a hook runs. */
 void simfs_set_before_hook(struct simfs *fs, simfs_hook_fn fn, void *arg);
+/* Called when a write or an fsync/fdatasync of a file that is not volatile
+ * is done, just before the call returns (op->after set; op->index is its
+ * crash point's), in the calling thread: where a simulated process may die
+ * with the call complete and its caller not told (simfs_proc_die). */
+void simfs_set_after_hook(struct simfs *fs, simfs_hook_fn fn, void *arg);
 uint64_t simfs_points(struct simfs *fs);
 /* sync_file_range calls answered by every simfs of the process (they make
  * nothing durable). */
@@ -228,6 +235,18 @@ int simfs_proc_kill(struct simfs *fs, int tag);
  * blocks for good.  Never returns: nothing may wait for the thread (no
  * pthread_join). */
 _Noreturn void simfs_proc_die(struct simfs *fs);
+/* A process of several threads, killed by one of them (a store's
+ * checkpointer thread): its threads tagged tag park at their next simfs
+ * call or futex wait (simfs_ops.futex_wait) where may_park() says they hold
+ * nothing other processes share (NULL: anywhere), never inside the simfs;
+ * the call waits until `threads` of them are parked or waiting in a futex,
+ * a bounded number of times.  true: they are stopped, call
+ * simfs_proc_die_as next; false: they were let go on. */
+bool simfs_proc_stop(int tag, int threads, bool (*may_park)(void));
+/* From a hook: process tag dies (simfs_proc_kill), its stopped threads and
+ * any of its threads that comes back to the simfs never run again, and the
+ * calling thread (of another tag, or none) blocks for good. */
+_Noreturn void simfs_proc_die_as(struct simfs *fs, int tag);
 
 /* --- pending items and crash images ---------------------------------------------- */
 
