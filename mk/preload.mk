@@ -26,11 +26,14 @@ ALL_EXTRA += $(PRELOAD_SO)
 # _FORTIFY_SOURCE so that its reads are glibc's checked forms (its own
 # flags: the caller's CPPFLAGS could set another level).
 PRELOAD_TEST_BINS := $(BUILD)/preload-test/calls $(BUILD)/preload-test/prog $(BUILD)/preload-test/shared
+PRELOAD_TEST_BINS += $(BUILD)/preload-test/dropin
 $(BUILD)/preload-test:
 	mkdir -p $@
 $(BUILD)/preload-test/calls: test/preload/calls.c | $(BUILD)/preload-test
 	$(CC) -std=gnu11 -O2 -D_FORTIFY_SOURCE=2 $(WARN) -pthread -o $@ $<
 $(BUILD)/preload-test/shared: test/preload/shared.c | $(BUILD)/preload-test
+	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
+$(BUILD)/preload-test/dropin: test/preload/dropin.c | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
 $(BUILD)/preload-test/prog: test/preload/prog.c test/preload/rec.h | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<

@@ -189,6 +189,11 @@ int pl_register(atomio *st, struct pfile *f, int oflags, mode_t mode);
 struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size);
 int pofd_set(int fd, struct pofd *o);    /* takes the reference; -1 = fd too large */
 void pofd_drop(int fd);                  /* fd is being closed */
+/* Drop fd's entry if it is still o (a stale one found). */
+void pofd_drop_if(int fd, struct pofd *o);
+/* fd still names o's file (device and inode); else its entry is dropped as
+ * stale (the number was closed and reused where no wrapper saw it). */
+bool pofd_live(int fd, struct pofd *o);
 struct pofd *pofd_new(struct pfile *f, int flags);
 void pofd_ref(struct pofd *o);
 void pofd_put(struct pofd *o);            /* drop a reference */

@@ -229,6 +229,28 @@ void pofd_drop(int fd)
 		pofd_put(atomic_exchange(&g_fdtab[fd], NULL));
 }
 
+void pofd_drop_if(int fd, struct pofd *o)
+{
+	if (fd >= 0 && fd < g_fdtab_n && g_fdtab && atomic_compare_exchange_strong(&g_fdtab[fd], &o, NULL))
+		pofd_put(o);
+}
+
+bool pofd_live(int fd, struct pofd *o)
+{
+	struct stat sb;
+	int r = real.fstat(fd, &sb);
+	if (r == 0 && sb.st_dev == o->f->dev && sb.st_ino == o->f->ino)
+		return true;
+	if (r == 0 || errno == EBADF) {
+		/* The number was closed where no wrapper saw it (inside libc, a raw
+		 * system call) and now names another file, or nothing: the entry
+		 * is stale, and the call is the new file's. */
+		pofd_drop_if(fd, o);
+		return false;
+	}
+	return true; /* fstat itself failed (EINTR, ENOMEM): the entry stands */
+}
+
 /* --- files -------------------------------------------------------------------------- */
 
 struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size)

@@ -127,13 +127,24 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 	return 0;
 }
 
+/* A descriptor the kernel just returned: any entry at its number is stale
+ * (the number was closed where no wrapper saw it, inside libc or by a raw
+ * system call) and goes, so the new file is not taken for the old one. */
+static int fresh_fd(int fd)
+{
+	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	if (o)
+		pofd_drop_if(fd, o);
+	return fd;
+}
+
 static int p_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	if (!g_active || (flags & O_PATH) || (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY))
 		return REAL(openat)(dirfd, path, flags, mode);
 	char canon[PATH_MAX];
 	if (pl_canon(dirfd, path, true, canon) < 0 || !pl_match(canon))
-		return REAL(openat)(dirfd, path, flags, mode);
+		return fresh_fd(REAL(openat)(dirfd, path, flags, mode));
 	if (flags & O_NOFOLLOW) {
 		struct stat sb;
 		if (fstatat(dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
@@ -318,6 +329,8 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 		       int rwf)
 {
 	struct pfile *f = o->f;
+	if (!pofd_live(fd, o))
+		return REAL(pwritev2)(fd, iov, cnt, at_pos ? -1 : off, rwf);
 	if ((o->flags & O_ACCMODE) == O_RDONLY)
 		return fail(EBADF);
 	if (cnt < 0 || cnt > IOV_MAX || (!at_pos && off < 0))
@@ -515,7 +528,7 @@ static void before_read(int fd, struct pofd *o, off_t off, size_t len)
 static bool group_read(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
 		       ssize_t *r)
 {
-	if (!g_group)
+	if (!g_group || !pofd_live(fd, o))
 		return false;
 	if ((o->flags & O_ACCMODE) == O_WRONLY) {
 		*r = fail(EBADF);
@@ -615,7 +628,8 @@ EXPORT int fstat(int fd, struct stat *sb)
 {
 	struct pofd *o = pofd_of(fd);
 	int r = REAL(fstat)(fd, sb);
-	if (r == 0 && is_prot(o) && (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
+	if (r == 0 && is_prot(o) && sb->st_dev == o->f->dev && sb->st_ino == o->f->ino &&
+	    (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
 		/* The size as every issued group (and the pending one) leaves
 		 * it, without waiting (blocks and times follow later). */
 		pthread_mutex_lock(&o->f->mu);
@@ -669,19 +683,19 @@ static int p_sync(struct pofd *o)
 EXPORT int fsync(int fd)
 {
 	struct pofd *o = pofd_of(fd);
-	return is_prot(o) ? p_sync(o) : REAL(fsync)(fd);
+	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
 	struct pofd *o = pofd_of(fd);
-	return is_prot(o) ? p_sync(o) : REAL(fdatasync)(fd);
+	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fdatasync)(fd);
 }
 
 EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned flags)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(sync_file_range)(fd, off, n, flags);
 	if (off < 0 || n < 0 || (flags & ~(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
 					   SYNC_FILE_RANGE_WAIT_AFTER)))
@@ -766,7 +780,7 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 static int p_ftruncate(int fd, off_t size)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(ftruncate)(fd, size);
 	if (size < 0 || (o->flags & O_ACCMODE) == O_RDONLY)
 		return fail(EINVAL);
@@ -819,7 +833,7 @@ static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(fallocate)(fd, mode, off, len);
 	int e = p_fallocate(fd, o, mode, off, len);
 	return e ? fail(e) : 0;
@@ -829,7 +843,7 @@ EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocat
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(posix_fallocate)(fd, off, len);
 	return p_fallocate(fd, o, 0, off, len);
 }
@@ -966,7 +980,10 @@ EXPORT FILE *fopen(const char *path, const char *mode)
 		errno = EPERM;
 		return NULL;
 	}
-	return REAL(fopen)(path, mode);
+	FILE *s = REAL(fopen)(path, mode);
+	if (s && g_active)
+		fresh_fd(fileno(s));
+	return s;
 }
 EXPORT FILE *fopen64(const char *path, const char *mode) { return fopen(path, mode); }
 
@@ -976,7 +993,22 @@ EXPORT FILE *freopen(const char *path, const char *mode, FILE *s)
 		errno = EPERM;
 		return NULL;
 	}
-	return REAL(freopen)(path, mode, s);
+	int fd = g_active && s ? fileno(s) : -1;
+	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	if (is_prot(o) && !path && mode_writes(mode)) {
+		/* The same file reopened for stdio's writes, inside libc. */
+		pl_msg(o->f->path, "freopen(NULL, \"%s\") refused (EPERM): stdio writes inside libc", mode);
+		errno = EPERM;
+		return NULL;
+	}
+	/* With a path, libc closes the stream's descriptor itself (no close
+	 * wrapper runs); the number may come back for the new file. */
+	if (o && path)
+		pofd_drop_if(fd, o);
+	FILE *r = REAL(freopen)(path, mode, s);
+	if (r && g_active && path)
+		fresh_fd(fileno(r));
+	return r;
 }
 EXPORT FILE *freopen64(const char *path, const char *mode, FILE *s) { return freopen(path, mode, s); }
 
@@ -992,6 +1024,21 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 		before_read(fd, o, 0, SIZE_MAX);
 	}
 	return REAL(fdopen)(fd, mode);
+}
+
+/* fclose closes the stream's descriptor inside libc, where the close
+ * wrapper does not run: the entry goes first, as in close, or the number's
+ * next file (another open gets it) would be taken for the protected one. */
+EXPORT int fclose(FILE *s)
+{
+	static int (*next)(FILE *);
+	if (!next)
+		next = (int (*)(FILE *))dlsym(RTLD_NEXT, "fclose");
+	int fd = g_active && s ? fileno(s) : -1;
+	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	if (o)
+		pofd_drop_if(fd, o);
+	return next(s);
 }
 
 /* --- rename, unlink -------------------------------------------------------------------- */

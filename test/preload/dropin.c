@@ -1,0 +1,323 @@
+/*
+ * dropin.c: everyday paths a program takes that the preload library must
+ * serve as the file would behave without it (issue 34, "the preload as a
+ * drop-in"; test/t_preload_dropin.sh runs each case under the library with
+ * ATOMIO_FILES='*.db').  A plain POSIX program: it knows nothing of atomio
+ * but the name of the log (ATOMIO_LOG), to find the store's descriptors.
+ *
+ *   dropin fdclose DIR    fdopen(fd, "r") + fclose, then the number reused
+ *   dropin rawclose DIR   the number closed by a raw system call, reused by an eventfd
+ *   dropin storefd DIR    close_range and dup2 over the store's descriptors
+ *   dropin vfork DIR      a vfork child's dup2/close_range/exec (run with ATOMIO_GROUP=1)
+ *   dropin hole DIR       a read of the hole below a pending extending write
+ *   dropin stat DIR       stat/lstat/fstatat/statx agree with fstat (ATOMIO_GROUP=1)
+ *   dropin check DIR CASE the files as the case left them (run without the
+ *                         library: what is on disk after the process exited)
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *dir;
+
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, "dropin.c:%d: CHECK(%s) failed (errno %d %s)\n", __LINE__, #c, \
+				errno, strerror(errno));                                           \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static char *P(const char *name)
+{
+	static char b[4][PATH_MAX];
+	static int i;
+	char *s = b[i++ % 4];
+	snprintf(s, PATH_MAX, "%s/%s", dir, name);
+	return s;
+}
+
+/* The whole file, NUL-terminated; *n its size. */
+static char *slurp(const char *path, size_t *n)
+{
+	int fd = open(path, O_RDONLY);
+	CHECK(fd >= 0);
+	struct stat sb;
+	CHECK(fstat(fd, &sb) == 0);
+	char *b = calloc(1, (size_t)sb.st_size + 1);
+	CHECK(b);
+	CHECK(pread(fd, b, (size_t)sb.st_size, 0) == sb.st_size);
+	close(fd);
+	*n = (size_t)sb.st_size;
+	return b;
+}
+
+static void want_file(const char *path, const char *want)
+{
+	size_t n;
+	char *got = slurp(path, &n);
+	if (n != strlen(want) || memcmp(got, want, n)) {
+		fprintf(stderr, "FAIL: %s holds %zu bytes \"%.40s\", want \"%s\"\n", path, n, got, want);
+		exit(1);
+	}
+	free(got);
+}
+
+static int protected_with(const char *name, const char *text)
+{
+	int fd = open(P(name), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	return fd;
+}
+
+/* fdopen(fd, "r") + fclose: libc closes the descriptor itself; the next
+ * open gets the number and its writes and ftruncate must reach that file. */
+static void c_fdclose(void)
+{
+	int fd = protected_with("a.db", "PROTECTED");
+	CHECK(fsync(fd) == 0);
+	CHECK(lseek(fd, 0, SEEK_SET) == 0);
+	FILE *f = fdopen(fd, "r");
+	CHECK(f);
+	char line[64];
+	CHECK(fgets(line, sizeof(line), f) && !strcmp(line, "PROTECTED"));
+	CHECK(fclose(f) == 0);
+	int o = open(P("other.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o == fd); /* the lowest free number: the case this is about */
+	CHECK(write(o, "XXXX", 4) == 4);
+	CHECK(ftruncate(o, 2) == 0);
+	CHECK(fsync(o) == 0);
+	CHECK(close(o) == 0);
+	/* ... and a stream opened by fopen at a number fclose freed */
+	fd = open(P("a.db"), O_RDONLY);
+	CHECK(fd >= 0);
+	f = fdopen(fd, "r");
+	CHECK(f && fclose(f) == 0);
+	FILE *w = fopen(P("other2.txt"), "w");
+	CHECK(w && fileno(w) == fd);
+	CHECK(ftruncate(fileno(w), 5) == 0);
+	CHECK(fclose(w) == 0);
+	want_file(P("a.db"), "PROTECTED");
+	want_file(P("other.txt"), "XX");
+	struct stat sb;
+	CHECK(stat(P("other2.txt"), &sb) == 0 && sb.st_size == 5);
+}
+
+/* The number closed where no wrapper sees it (a raw system call), then
+ * reused by an eventfd: a write of the eventfd must reach the eventfd. */
+static void c_rawclose(void)
+{
+	int fd = protected_with("a.db", "PROTECTED");
+	CHECK(fsync(fd) == 0);
+	CHECK(syscall(SYS_close, fd) == 0);
+	int e = eventfd(0, EFD_NONBLOCK);
+	CHECK(e == fd);
+	uint64_t one = 1, got = 0;
+	CHECK(write(e, &one, 8) == 8);
+	CHECK(read(e, &got, 8) == 8 && got == 1);
+	CHECK(close(e) == 0);
+	want_file(P("a.db"), "PROTECTED");
+}
+
+/* The descriptors whose link names the log or the store's shared state. */
+static int store_fds(int *out, int max)
+{
+	const char *log = getenv("ATOMIO_LOG");
+	char canon[PATH_MAX];
+	CHECK(log && realpath(log, canon));
+	DIR *d = opendir("/proc/self/fd");
+	CHECK(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		char link[300], path[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+		ssize_t k = readlink(link, path, sizeof(path) - 1);
+		if (k <= 0)
+			continue;
+		path[k] = 0;
+		if (!strcmp(path, canon) || !strncmp(path, "/dev/shm/atomio-", 16))
+			out[n++] = atoi(e->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+/* close_range over the store's descriptors, then the program's own files at
+ * the lowest numbers; dup2 onto the log's number: each number is the
+ * program's, the store goes on, and no byte of the log reaches the
+ * program's files. */
+static void c_storefd(void)
+{
+	int fd = protected_with("a.db", "one");
+	CHECK(fsync(fd) == 0);
+	int sfd[8];
+	int n = store_fds(sfd, 8);
+	CHECK(n >= 1);
+	int lo = sfd[0];
+	for (int i = 1; i < n; i++)
+		lo = sfd[i] < lo ? sfd[i] : lo;
+	/* Every number from the store's first but the protected file's: the
+	 * store's descriptors are not the program's, so none of their numbers
+	 * may come back to it. */
+	CHECK(lo != fd);
+	if (lo < fd)
+		CHECK(close_range((unsigned)lo, (unsigned)fd - 1, 0) == 0);
+	CHECK(close_range((unsigned)fd + 1, ~0U, 0) == 0);
+	int m = open(P("mine.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(m >= 0);
+	CHECK(pwrite(fd, "two", 3, 0) == 3);
+	CHECK(fsync(fd) == 0);
+	CHECK(write(m, "mine", 4) == 4);
+	/* dup2 onto the log's number: the number becomes the program's */
+	n = store_fds(sfd, 8);
+	CHECK(n >= 1);
+	int d = dup2(m, sfd[0]);
+	CHECK(d == sfd[0]);
+	CHECK(write(d, "+dup", 4) == 4);
+	CHECK(pwrite(fd, "three", 5, 0) == 5);
+	CHECK(fsync(fd) == 0);
+	/* ... and dup3 onto the (reopened) store's log */
+	CHECK(store_fds(sfd, 8) >= 1);
+	int d3 = sfd[0];
+	CHECK(dup3(m, d3, O_CLOEXEC) == d3);
+	CHECK(write(d3, "+dup3", 5) == 5);
+	CHECK(pwrite(fd, "four!", 5, 0) == 5);
+	CHECK(fsync(fd) == 0);
+	want_file(P("a.db"), "four!");
+	want_file(P("mine.txt"), "mine+dup+dup3");
+}
+
+/* A vfork child (as Python's subprocess) moves and closes descriptors and
+ * execs: the parent's pending group must be whole afterwards. */
+static void c_vfork(void)
+{
+	int fd = open(P("a.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	char a[4096], b[4096], got[8192];
+	memset(a, 'A', sizeof(a));
+	memset(b, 'B', sizeof(b));
+	CHECK(write(fd, a, sizeof(a)) == (ssize_t)sizeof(a));
+	pid_t pid = vfork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (dup2(fd, 100) != 100 || close_range(3, ~0U, 0) != 0)
+			_exit(2);
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(write(fd, b, sizeof(b)) == (ssize_t)sizeof(b));
+	CHECK(fsync(fd) == 0);
+	CHECK(pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got));
+	CHECK(!memcmp(got, a, 4096) && !memcmp(got + 4096, b, 4096));
+	CHECK(close(fd) == 0);
+}
+
+/* pwrite of one byte at 1 MiB into a new file, then a read at 0: 4096 zeros. */
+static void c_hole(void)
+{
+	for (int i = 0; i < 20; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "h%d.db", i);
+		int fd = open(P(name), O_RDWR | O_CREAT | O_EXCL, 0644);
+		CHECK(fd >= 0);
+		CHECK(pwrite(fd, "x", 1, 1 << 20) == 1);
+		char buf[4096], zero[4096] = {0};
+		memset(buf, 1, sizeof(buf));
+		ssize_t n = pread(fd, buf, sizeof(buf), 0);
+		if (n != (ssize_t)sizeof(buf) || memcmp(buf, zero, sizeof(buf))) {
+			fprintf(stderr, "FAIL: try %d: pread at 0 below a write at 1 MiB returned %zd\n", i, n);
+			exit(1);
+		}
+		CHECK(pread(fd, buf, 2, (1 << 20) - 1) == 2 && buf[0] == 0 && buf[1] == 'x');
+		CHECK(close(fd) == 0);
+	}
+}
+
+/* stat, lstat, fstatat, statx by path agree with fstat. */
+static void c_stat(void)
+{
+	int fd = open(P("s.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	char b[4096];
+	memset(b, 's', sizeof(b));
+	CHECK(write(fd, b, sizeof(b)) == (ssize_t)sizeof(b));
+	struct stat f, s, l, a;
+	struct statx x;
+	CHECK(fstat(fd, &f) == 0);
+	CHECK(stat(P("s.db"), &s) == 0);
+	CHECK(lstat(P("s.db"), &l) == 0);
+	CHECK(fstatat(AT_FDCWD, P("s.db"), &a, 0) == 0);
+	CHECK(statx(AT_FDCWD, P("s.db"), 0, STATX_SIZE | STATX_TYPE, &x) == 0);
+	printf("sizes: fstat %lld stat %lld lstat %lld fstatat %lld statx %llu\n", (long long)f.st_size,
+	       (long long)s.st_size, (long long)l.st_size, (long long)a.st_size, (unsigned long long)x.stx_size);
+	CHECK(f.st_size == 4096 && s.st_size == 4096 && l.st_size == 4096 && a.st_size == 4096 &&
+	      x.stx_size == 4096);
+	CHECK(fsync(fd) == 0);
+	CHECK(close(fd) == 0);
+}
+
+static void check(const char *c)
+{
+	if (!strcmp(c, "fdclose")) {
+		want_file(P("a.db"), "PROTECTED");
+		want_file(P("other.txt"), "XX");
+	} else if (!strcmp(c, "rawclose")) {
+		want_file(P("a.db"), "PROTECTED");
+	} else if (!strcmp(c, "storefd")) {
+		want_file(P("a.db"), "four!");
+		want_file(P("mine.txt"), "mine+dup+dup3");
+	} else if (!strcmp(c, "vfork")) {
+		size_t n;
+		char *g = slurp(P("a.db"), &n);
+		CHECK(n == 8192);
+		for (size_t i = 0; i < n; i++)
+			CHECK(g[i] == (i < 4096 ? 'A' : 'B'));
+		free(g);
+	} else {
+		CHECK(!"no such case");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: dropin CASE DIR | dropin check DIR CASE\n");
+		return 2;
+	}
+	dir = argv[2];
+	const char *c = argv[1];
+	if (!strcmp(c, "check") && argc > 3)
+		check(argv[3]);
+	else if (!strcmp(c, "fdclose"))
+		c_fdclose();
+	else if (!strcmp(c, "rawclose"))
+		c_rawclose();
+	else if (!strcmp(c, "storefd"))
+		c_storefd();
+	else if (!strcmp(c, "vfork"))
+		c_vfork();
+	else if (!strcmp(c, "hole"))
+		c_hole();
+	else if (!strcmp(c, "stat"))
+		c_stat();
+	else
+		return 2;
+	printf("%s: ok\n", c);
+	return 0;
+}

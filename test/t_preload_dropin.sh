@@ -1,0 +1,40 @@
+#!/bin/sh
+# The preload library as a drop-in (issue 34): everyday paths a program
+# takes must behave as the file would without the library.  Each case of
+# test/preload/dropin.c runs under the library in a directory of its own;
+# where files are left behind, they are checked again after the process
+# exited, without the library.  Deterministic; a few seconds.
+set -eu
+SO=${PRELOAD_SO:-build/libatomio_preload.so}
+B=build/preload-test/dropin
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[ -f $SO ] && [ -x $B ] || fail "not built: $SO $B"
+T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-preload-dropin-XXXXXX")
+trap '[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"' EXIT
+SOP=$(realpath $SO)
+
+# run CASE MODE [after]: MODE is default, group or shared
+run() {
+	c=$1 mode=$2
+	d="$T/$c-$mode"
+	mkdir "$d"
+	case $mode in
+	group) env="ATOMIO_GROUP=1" ;;
+	shared) env="ATOMIO_SHARED=1" ;;
+	*) env="ATOMIO_X=0" ;;
+	esac
+	env $env ATOMIO_LOG="$d/log" ATOMIO_FILES='*.db' LD_PRELOAD=$SOP $B $c "$d" >"$d/out" 2>"$d/err" ||
+		{ cat "$d/out" "$d/err"; fail "$c ($mode mode)"; }
+	if [ "${3:-}" = after ]; then
+		# recovered by a process under the library, then read without it
+		env $env ATOMIO_LOG="$d/log" ATOMIO_FILES='*.db' LD_PRELOAD=$SOP true
+		$B check "$d" $c || { cat "$d/err"; fail "$c ($mode mode): the files after exit"; }
+	fi
+	echo "$c ($mode): ok"
+}
+
+for mode in default group shared; do
+	run fdclose $mode after
+	run rawclose $mode after
+done
+echo ok
