@@ -236,17 +236,71 @@ EXPORT int close(int fd)
 	return REAL(close)(fd);
 }
 
+/* close_range closes the program's descriptors in [first, last] and none
+ * of the store's (its log, shared state, data files' twins, eventfd): those
+ * numbers are not open as far as the program knows, and closing them would
+ * hand the log's number to the program's next open (the store would then
+ * write its log into the program's file).  So the range is closed in the
+ * pieces between the store's descriptors.  A child after fork has a table
+ * of its own, where the store's descriptors are copies nothing uses: it
+ * closes the whole range. */
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	if (g_fdtab && !(flags & CLOSE_RANGE_CLOEXEC))
-		for (unsigned fd = first; fd <= last && fd < (unsigned)g_fdtab_n; fd++)
-			if (pofd_of((int)fd))
-				pofd_drop((int)fd);
 	if (!REAL(close_range)) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return real.close_range(first, last, flags);
+	if (!g_fdtab || first > last)
+		return real.close_range(first, last, flags);
+	unsigned top = last < (unsigned)g_fdtab_n ? last : (unsigned)g_fdtab_n - 1;
+	bool owner = !pl_not_owner();
+	unsigned from = first;
+	for (unsigned fd = first; fd <= top && first < (unsigned)g_fdtab_n; fd++) {
+		if (!(flags & CLOSE_RANGE_CLOEXEC) && pofd_of((int)fd))
+			pofd_drop((int)fd);
+		if (!pl_is_store_fd((int)fd))
+			continue;
+		if (!owner) {
+			if (!(flags & CLOSE_RANGE_CLOEXEC))
+				pl_store_fd((int)fd, false); /* the child's copy goes; the parent's stays */
+			continue;
+		}
+		if (fd > from && real.close_range(from, fd - 1, flags) < 0)
+			return -1;
+		from = fd + 1;
+	}
+	return from > last ? 0 : real.close_range(from, last, flags);
+}
+
+/* dup2/dup3 onto one of the store's descriptors: the number is free as far
+ * as the program knows, so the call must succeed and the number be the
+ * program's.  The store moves out of the way: it is closed (every pending
+ * group durable and home first, as before an exec) and reopened by the next
+ * write, at numbers then free.  Held exclusive across the dup so that no
+ * write reopens it in between.  Not the owner (a child after fork): the
+ * child's copy is replaced; the parent's store is untouched.  -1 with errno
+ * set when the store cannot be closed; 0 to go on (*locked: unlock after). */
+static int dup_over_store(int newfd, bool *locked)
+{
+	*locked = false;
+	if (!pl_is_store_fd(newfd))
+		return 0;
+	if (pl_not_owner()) {
+		pl_store_fd(newfd, false);
+		return 0;
+	}
+	pl_lock_excl();
+	*locked = true;
+	int r = pl_store_restart_locked();
+	if (pl_is_store_fd(newfd)) {
+		pl_msg(NULL, "dup2/dup3 onto descriptor %d refused (EBUSY): the store holds it and could "
+			     "not be closed (%s)", newfd, r < 0 ? atomio_strerror(r) : "still open");
+		pl_unlock_excl();
+		*locked = false;
+		errno = EBUSY;
+		return -1;
+	}
+	return 0;
 }
 
 static int dup_to(int old, int r)
@@ -264,8 +318,32 @@ static int dup_to(int old, int r)
 }
 
 EXPORT int dup(int fd) { return dup_to(fd, REAL(dup)(fd)); }
-EXPORT int dup2(int old, int newfd) { return dup_to(old, REAL(dup2)(old, newfd)); }
-EXPORT int dup3(int old, int newfd, int flags) { return dup_to(old, REAL(dup3)(old, newfd, flags)); }
+EXPORT int dup2(int old, int newfd)
+{
+	bool locked;
+	if (old != newfd && dup_over_store(newfd, &locked) < 0)
+		return -1;
+	int r = dup_to(old, REAL(dup2)(old, newfd));
+	if (old != newfd && locked) {
+		int e = errno;
+		pl_unlock_excl();
+		errno = e;
+	}
+	return r;
+}
+EXPORT int dup3(int old, int newfd, int flags)
+{
+	bool locked = false;
+	if (old != newfd && dup_over_store(newfd, &locked) < 0)
+		return -1;
+	int r = dup_to(old, REAL(dup3)(old, newfd, flags));
+	if (locked) {
+		int e = errno;
+		pl_unlock_excl();
+		errno = e;
+	}
+	return r;
+}
 
 static int p_fcntl(int fd, int cmd, void *arg)
 {

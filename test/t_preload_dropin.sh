@@ -36,5 +36,6 @@ run() {
 for mode in default group shared; do
 	run fdclose $mode after
 	run rawclose $mode after
+	run storefd $mode after
 done
 echo ok
