@@ -481,10 +481,21 @@ void pl_release(void) { pthread_rwlock_unlock(&g_rw); }
 void pl_lock_excl(void) { pthread_rwlock_wrlock(&g_rw); }
 void pl_unlock_excl(void) { pthread_rwlock_unlock(&g_rw); }
 
+/* The pid of this process as its own memory knows it: set before main and
+ * by the fork handler in a child.  A vfork child runs no fork handler and
+ * shares this memory with its parent, so there getpid() differs from it. */
+static pid_t g_self;
+
+bool pl_vfork_child(void) { return g_self && getpid() != g_self; }
+
 bool pl_not_owner(void)
 {
-	/* getpid() also catches a vfork child, which runs no fork handler. */
-	return g_forked || (g_pid && getpid() != g_pid);
+	/* getpid() also catches a vfork child, which runs no fork handler,
+	 * also before the parent opened the store (g_pid still 0). */
+	if (g_forked)
+		return true;
+	pid_t me = getpid();
+	return (g_pid && me != g_pid) || (g_self && me != g_self);
 }
 
 
@@ -758,6 +769,7 @@ static void at_child(void)
 {
 	if (!g_active)
 		return;
+	g_self = getpid();
 	pthread_rwlock_init(&g_rw, NULL);
 	pthread_mutex_init(&g_open_mu, NULL);
 	pthread_mutex_init(&g_pmu, NULL);
@@ -875,6 +887,7 @@ __attribute__((constructor)) void pl_init(void)
 	if (!g_fdtab || !g_storefds)
 		return;
 	g_fdtab_n = (int)n;
+	g_self = getpid();
 	real_install_ops();
 	pthread_atfork(at_prepare, at_parent, at_child);
 	g_active = true;

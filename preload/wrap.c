@@ -133,7 +133,7 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 static int fresh_fd(int fd)
 {
 	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
-	if (o)
+	if (o && !pl_vfork_child())
 		pofd_drop_if(fd, o);
 	return fd;
 }
@@ -145,6 +145,8 @@ static int p_open(int dirfd, const char *path, int flags, mode_t mode)
 	char canon[PATH_MAX];
 	if (pl_canon(dirfd, path, true, canon) < 0 || !pl_match(canon))
 		return fresh_fd(REAL(openat)(dirfd, path, flags, mode));
+	if (pl_vfork_child())
+		return REAL(openat)(dirfd, path, flags, mode); /* no entry in the parent's table */
 	if (flags & O_NOFOLLOW) {
 		struct stat sb;
 		if (fstatat(dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
@@ -227,6 +229,10 @@ EXPORT int creat64(const char *path, mode_t mode) { return p_open(AT_FDCWD, path
 
 EXPORT int close(int fd)
 {
+	/* A vfork child closes its own copy of the descriptor table, in the
+	 * parent's memory: the parent's entries stay as they are. */
+	if ((pofd_of(fd) || pl_is_store_fd(fd)) && pl_vfork_child())
+		return REAL(close)(fd);
 	/* Dropped before the close: once the number is free another thread's
 	 * open may get it. */
 	if (pofd_of(fd))
@@ -241,16 +247,17 @@ EXPORT int close(int fd)
  * numbers are not open as far as the program knows, and closing them would
  * hand the log's number to the program's next open (the store would then
  * write its log into the program's file).  So the range is closed in the
- * pieces between the store's descriptors.  A child after fork has a table
- * of its own, where the store's descriptors are copies nothing uses: it
- * closes the whole range. */
+ * pieces between the store's descriptors.  A child (after fork or vfork)
+ * has a table of its own, where the store's descriptors are copies nothing
+ * uses: it closes the whole range; a vfork child changes none of the
+ * entries, which are its parent's memory. */
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	if (!REAL(close_range)) {
 		errno = ENOSYS;
 		return -1;
 	}
-	if (!g_fdtab || first > last)
+	if (!g_fdtab || first > last || pl_vfork_child())
 		return real.close_range(first, last, flags);
 	unsigned top = last < (unsigned)g_fdtab_n ? last : (unsigned)g_fdtab_n - 1;
 	bool owner = !pl_not_owner();
@@ -286,7 +293,8 @@ static int dup_over_store(int newfd, bool *locked)
 	if (!pl_is_store_fd(newfd))
 		return 0;
 	if (pl_not_owner()) {
-		pl_store_fd(newfd, false);
+		if (!pl_vfork_child())
+			pl_store_fd(newfd, false);
 		return 0;
 	}
 	pl_lock_excl();
@@ -307,6 +315,8 @@ static int dup_to(int old, int r)
 {
 	if (r < 0 || r == old)
 		return r;
+	if (pl_vfork_child())
+		return r; /* its own table; the parent's entries stay */
 	struct pofd *o = pofd_of(old);
 	if (o) {
 		pofd_ref(o);
@@ -353,7 +363,7 @@ static int p_fcntl(int fd, int cmd, void *arg)
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_to(fd, r);
 	struct pofd *o;
-	if (cmd == F_SETFL && (o = pofd_of(fd))) {
+	if (cmd == F_SETFL && (o = pofd_of(fd)) && !pl_vfork_child()) {
 		int e = errno;
 		int fl = REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0) {
@@ -1081,7 +1091,7 @@ EXPORT FILE *freopen(const char *path, const char *mode, FILE *s)
 	}
 	/* With a path, libc closes the stream's descriptor itself (no close
 	 * wrapper runs); the number may come back for the new file. */
-	if (o && path)
+	if (o && path && !pl_vfork_child())
 		pofd_drop_if(fd, o);
 	FILE *r = REAL(freopen)(path, mode, s);
 	if (r && g_active && path)
@@ -1114,7 +1124,7 @@ EXPORT int fclose(FILE *s)
 		next = (int (*)(FILE *))dlsym(RTLD_NEXT, "fclose");
 	int fd = g_active && s ? fileno(s) : -1;
 	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
-	if (o)
+	if (o && !pl_vfork_child())
 		pofd_drop_if(fd, o);
 	return next(s);
 }

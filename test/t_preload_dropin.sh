@@ -38,4 +38,30 @@ for mode in default group shared; do
 	run rawclose $mode after
 	run storefd $mode after
 done
+run vfork group after
+run vfork default after
+
+# The same as Python's subprocess does it (vfork, close_range, dup2, exec)
+if command -v python3 >/dev/null 2>&1; then
+	d="$T/py"
+	mkdir "$d"
+	ATOMIO_GROUP=1 ATOMIO_LOG="$d/log" ATOMIO_FILES='*.db' LD_PRELOAD=$SOP python3 - "$d" <<'PY' >"$d/out" 2>"$d/err" ||
+import os, subprocess, sys
+p = os.path.join(sys.argv[1], "a.db")
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"A" * 4096)
+subprocess.run(["true"], check=True)
+os.write(fd, b"B" * 4096)
+os.fsync(fd)
+st, fs = os.stat(p).st_size, os.fstat(fd).st_size
+assert st == fs == 8192, (st, fs)
+os.close(fd)
+print("python: ok")
+PY
+		{ cat "$d/out" "$d/err"; fail "python3 subprocess"; }
+	$B check "$d" vfork || { cat "$d/err"; fail "python3 subprocess: the file after exit"; }
+	echo "python3 subprocess (group): ok"
+else
+	echo "python3 subprocess: skipped (no python3)"
+fi
 echo ok
