@@ -386,8 +386,11 @@ int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, o
 	for (int i = 0; iov && i < iovcnt; i++)
 		len += (int64_t)iov[i].iov_len;
 	/* The bytes a read must wait for: the written range, or everything a
-	 * size change moves (from the smaller of the old and new size on). */
-	r = pl_queue(st, f, tx, iov ? off : (off < f->size ? off : f->size), iov ? off + len : INT64_MAX);
+	 * size change moves (from the smaller of the old and new size on).  A
+	 * write beyond the end also turns the bytes between the old end and
+	 * its offset into a hole of zeros, which the file does not have until
+	 * the group is home (a read there would get end of file). */
+	r = pl_queue(st, f, tx, off < f->size ? off : f->size, iov ? off + len : INT64_MAX);
 	if (r < 0)
 		return r;
 	if (!iov)

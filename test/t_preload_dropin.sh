@@ -37,6 +37,7 @@ for mode in default group shared; do
 	run fdclose $mode after
 	run rawclose $mode after
 	run storefd $mode after
+	run hole $mode
 done
 run vfork group after
 run vfork default after
