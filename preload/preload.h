@@ -194,6 +194,8 @@ void pofd_drop_if(int fd, struct pofd *o);
 /* fd still names o's file (device and inode); else its entry is dropped as
  * stale (the number was closed and reused where no wrapper saw it). */
 bool pofd_live(int fd, struct pofd *o);
+/* The protected file with this identity, or NULL. */
+struct pfile *pl_file_find(dev_t dev, ino_t ino);
 /* This is a vfork child: it shares the parent's memory (this library's
  * state) but not its descriptors, so it must change none of that state. */
 bool pl_vfork_child(void);

@@ -278,6 +278,17 @@ struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size)
 	return f;
 }
 
+struct pfile *pl_file_find(dev_t dev, ino_t ino)
+{
+	pthread_mutex_lock(&g_mu);
+	struct pfile *f;
+	for (f = g_files; f; f = f->next)
+		if (!f->orphan && f->dev == dev && f->ino == ino)
+			break;
+	pthread_mutex_unlock(&g_mu);
+	return f;
+}
+
 static void done_cb(void *arg, int result)
 {
 	struct pfile *f = arg;

@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -728,6 +729,69 @@ EXPORT int fstat(int fd, struct stat *sb)
 	return r;
 }
 EXPORT int fstat64(int fd, struct stat64 *sb) { return fstat(fd, (struct stat *)sb); }
+
+/* stat, lstat, fstatat, statx by path (glibc's stat calls its fstatat
+ * inside libc, where no wrapper runs, so each name is wrapped): the size of
+ * a protected file as fstat gives it, the size every issued group and the
+ * pending one leave, found by the file's identity whatever the path. */
+static int64_t pending_size(dev_t dev, ino_t ino, int64_t size)
+{
+	struct pfile *f = g_active ? pl_file_find(dev, ino) : NULL;
+	if (!f || (!g_group && atomic_load(&f->done) == atomic_load(&f->issued)))
+		return size;
+	pthread_mutex_lock(&f->mu);
+	if (grp_pending(f) || atomic_load(&f->done) != atomic_load(&f->issued))
+		size = f->size;
+	pthread_mutex_unlock(&f->mu);
+	return size;
+}
+
+static int stat_fix(int r, struct stat *sb)
+{
+	if (r == 0 && S_ISREG(sb->st_mode))
+		sb->st_size = pending_size(sb->st_dev, sb->st_ino, sb->st_size);
+	return r;
+}
+
+#define NEXT(name, type) \
+	static type next_##name; \
+	if (!next_##name) \
+		next_##name = (type)dlsym(RTLD_NEXT, #name)
+
+typedef int (*stat_fn)(const char *, struct stat *);
+typedef int (*statat_fn)(int, const char *, struct stat *, int);
+EXPORT int stat(const char *path, struct stat *sb) { NEXT(stat, stat_fn); return stat_fix(next_stat(path, sb), sb); }
+EXPORT int stat64(const char *path, struct stat64 *sb)
+{
+	NEXT(stat64, stat_fn);
+	return stat_fix(next_stat64(path, (struct stat *)sb), (struct stat *)sb);
+}
+EXPORT int lstat(const char *path, struct stat *sb) { NEXT(lstat, stat_fn); return stat_fix(next_lstat(path, sb), sb); }
+EXPORT int lstat64(const char *path, struct stat64 *sb)
+{
+	NEXT(lstat64, stat_fn);
+	return stat_fix(next_lstat64(path, (struct stat *)sb), (struct stat *)sb);
+}
+EXPORT int fstatat(int dir, const char *path, struct stat *sb, int flags)
+{
+	NEXT(fstatat, statat_fn);
+	return stat_fix(next_fstatat(dir, path, sb, flags), sb);
+}
+EXPORT int fstatat64(int dir, const char *path, struct stat64 *sb, int flags)
+{
+	NEXT(fstatat64, statat_fn);
+	return stat_fix(next_fstatat64(dir, path, (struct stat *)sb, flags), (struct stat *)sb);
+}
+typedef int (*statx_fn)(int, const char *, int, unsigned, struct statx *);
+EXPORT int statx(int dir, const char *path, int flags, unsigned mask, struct statx *sx)
+{
+	NEXT(statx, statx_fn);
+	int r = next_statx ? next_statx(dir, path, flags, mask, sx) : fail(ENOSYS);
+	if (r == 0 && (sx->stx_mask & STATX_SIZE) && (sx->stx_mask & STATX_TYPE) && S_ISREG(sx->stx_mode))
+		sx->stx_size = (uint64_t)pending_size(makedev(sx->stx_dev_major, sx->stx_dev_minor),
+						      sx->stx_ino, (int64_t)sx->stx_size);
+	return r;
+}
 
 static off_t p_lseek(int fd, off_t off, int whence)
 {

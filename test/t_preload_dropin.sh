@@ -41,6 +41,8 @@ for mode in default group shared; do
 done
 run vfork group after
 run vfork default after
+run stat group
+run stat default
 
 # The same as Python's subprocess does it (vfork, close_range, dup2, exec)
 if command -v python3 >/dev/null 2>&1; then
@@ -51,6 +53,8 @@ import os, subprocess, sys
 p = os.path.join(sys.argv[1], "a.db")
 fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
 os.write(fd, b"A" * 4096)
+st, fs = os.stat(p).st_size, os.fstat(fd).st_size
+assert st == fs == 4096, ("stat and fstat before the sync", st, fs)
 subprocess.run(["true"], check=True)
 os.write(fd, b"B" * 4096)
 os.fsync(fd)
