@@ -32,7 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dlfcn.h>
+#include <aio.h>
 #include <linux/aio_abi.h>
+#include <linux/fs.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
@@ -754,7 +757,7 @@ static int stat_fix(int r, struct stat *sb)
 }
 
 #define NEXT(name, type) \
-	static type next_##name; \
+	static __typeof__(type) next_##name; \
 	if (!next_##name) \
 		next_##name = (type)dlsym(RTLD_NEXT, #name)
 
@@ -1003,6 +1006,36 @@ EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_falloc
 
 /* --- mappings ------------------------------------------------------------------------ */
 
+/* A read-only shared mapping of a protected file through a writable
+ * descriptor could later be made writable with mprotect(PROT_WRITE), and its
+ * stores would reach the file outside the log.  It is made through a
+ * read-only descriptor of the same file instead (opened anew by
+ * /proc/self/fd, closed once mapped): the kernel then refuses that mprotect
+ * itself (EACCES), as for a file opened read-only.  NULL: map as asked. */
+static void *shared_ro_map(void *addr, size_t len, int prot, int flags, int fd, off_t off, struct pofd *o)
+{
+	int type = flags & MAP_TYPE;
+	if ((type != MAP_SHARED && type != MAP_SHARED_VALIDATE) || (o->flags & O_ACCMODE) == O_RDONLY)
+		return NULL;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	int ro = REAL(open)(link, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	if (ro < 0 || REAL(fstat)(ro, &sb) < 0 || sb.st_dev != o->f->dev || sb.st_ino != o->f->ino) {
+		if (ro >= 0)
+			REAL(close)(ro);
+		pl_msg(o->f->path, "shared mapping refused (EACCES): no read-only descriptor of the file "
+				   "to map it through (it could be made writable with mprotect)");
+		errno = EACCES;
+		return MAP_FAILED;
+	}
+	void *p = REAL(mmap)(addr, len, prot, flags, ro, off);
+	int e = errno;
+	REAL(close)(ro);
+	errno = e;
+	return p;
+}
+
 static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	struct pofd *o = pofd_of(fd);
@@ -1018,7 +1051,9 @@ static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
 	 * range.  Later writes show in it once they complete (at the latest
 	 * when the next sync returns). */
 	before_read(fd, o, off, len);
-	void *p = REAL(mmap)(addr, len, prot, flags, fd, off);
+	void *p = shared_ro_map(addr, len, prot, flags, fd, off, o);
+	if (p == NULL)
+		p = REAL(mmap)(addr, len, prot, flags, fd, off);
 	if (p != MAP_FAILED)
 		pl_map_add(p, len, o->f);
 	return p;
@@ -1312,6 +1347,156 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	exec_failed();
 	errno = e;
 	return r;
+}
+
+EXPORT int execveat(int dir, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	static int (*next)(int, const char *, char *const[], char *const[], int);
+	if (!next)
+		next = (int (*)(int, const char *, char *const[], char *const[], int))dlsym(RTLD_NEXT, "execveat");
+	if (!next)
+		return fail(ENOSYS);
+	exec_prepare();
+	int r = next(dir, path, argv, envp, flags);
+	int e = errno;
+	exec_failed();
+	errno = e;
+	return r;
+}
+
+/* posix_spawn, system and popen start a program without fork's handlers
+ * or an exec wrapper (glibc clones and execs inside libc): the child reads
+ * the protected files as they are on the file, so every pending group is
+ * made home first, as before a fork.  The child that writes them is a
+ * second process (EBUSY, unless ATOMIO_SHARED=1). */
+static void before_spawn(void)
+{
+	if (g_active && !pl_not_owner())
+		sync_all();
+}
+
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+			char *const[], char *const[]);
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+	NEXT(posix_spawn, spawn_fn);
+	before_spawn();
+	return next_posix_spawn(pid, path, fa, at, argv, envp);
+}
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+	NEXT(posix_spawnp, spawn_fn);
+	before_spawn();
+	return next_posix_spawnp(pid, file, fa, at, argv, envp);
+}
+EXPORT int system(const char *cmd)
+{
+	NEXT(system, int (*)(const char *));
+	before_spawn();
+	return next_system(cmd);
+}
+EXPORT FILE *popen(const char *cmd, const char *mode)
+{
+	NEXT(popen, FILE * (*)(const char *, const char *));
+	before_spawn();
+	return next_popen(cmd, mode);
+}
+
+/* --- writers inside the kernel or libc -------------------------------------------------- */
+
+/* ioctl(FICLONE, FICLONERANGE) into a protected file: the filesystem would
+ * share another file's blocks into it, outside the log (cp --reflink).
+ * Refused with EXDEV, on which cp and others fall back to copy_file_range
+ * (refused too) and then read and write. */
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	static int (*next)(int, unsigned long, ...);
+	if (!next)
+		next = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if ((req == FICLONE || req == FICLONERANGE) && refuse_dst(fd, req == FICLONE ? "ioctl(FICLONE)" : "ioctl(FICLONERANGE)"))
+		return fail(EXDEV);
+	return next(fd, req, arg);
+}
+
+/* POSIX AIO (aio_write, lio_listio): glibc's threads write with its own
+ * pwrite, unseen: a write to a protected file is refused (EINVAL); a read
+ * waits for the pending groups first; aio_fsync waits for the file's groups
+ * before the kernel's sync is queued. */
+/* Reads only the descriptor and the opcode, which aiocb64 has at the same
+ * places (the *64 calls pass theirs). */
+static bool aio_refused(const struct aiocb *cb, int op)
+{
+	struct pofd *o = cb ? pofd_of(cb->aio_fildes) : NULL;
+	if (!is_prot(o))
+		return false;
+	if (op == LIO_READ) {
+		before_read(cb->aio_fildes, o, 0, SIZE_MAX);
+		return false;
+	}
+	pl_msg(o->f->path, "POSIX AIO write refused (EINVAL): glibc's threads would write it outside the log");
+	return true;
+}
+EXPORT int aio_write(struct aiocb *cb)
+{
+	NEXT(aio_write, int (*)(struct aiocb *));
+	return aio_refused(cb, LIO_WRITE) ? fail(EINVAL) : next_aio_write(cb);
+}
+EXPORT int aio_write64(struct aiocb64 *cb)
+{
+	NEXT(aio_write64, int (*)(struct aiocb64 *));
+	return aio_refused((struct aiocb *)cb, LIO_WRITE) ? fail(EINVAL) : next_aio_write64(cb);
+}
+EXPORT int aio_read(struct aiocb *cb)
+{
+	NEXT(aio_read, int (*)(struct aiocb *));
+	aio_refused(cb, LIO_READ);
+	return next_aio_read(cb);
+}
+EXPORT int aio_read64(struct aiocb64 *cb)
+{
+	NEXT(aio_read64, int (*)(struct aiocb64 *));
+	aio_refused((struct aiocb *)cb, LIO_READ);
+	return next_aio_read64(cb);
+}
+EXPORT int aio_fsync(int op, struct aiocb *cb)
+{
+	NEXT(aio_fsync, int (*)(int, struct aiocb *));
+	struct pofd *o = pofd_of(cb->aio_fildes);
+	if (is_prot(o) && p_sync(o) < 0)
+		return -1;
+	return next_aio_fsync(op, cb);
+}
+EXPORT int aio_fsync64(int op, struct aiocb64 *cb)
+{
+	NEXT(aio_fsync64, int (*)(int, struct aiocb64 *));
+	struct pofd *o = pofd_of(cb->aio_fildes);
+	if (is_prot(o) && p_sync(o) < 0)
+		return -1;
+	return next_aio_fsync64(op, cb);
+}
+static int lio_check(struct aiocb *const list[], int n)
+{
+	for (int i = 0; list && i < n; i++)
+		if (list[i] && list[i]->aio_lio_opcode != LIO_NOP && aio_refused(list[i], list[i]->aio_lio_opcode))
+			return fail(EINVAL);
+	return 0;
+}
+EXPORT int lio_listio(int mode, struct aiocb *const list[], int n, struct sigevent *sev)
+{
+	NEXT(lio_listio, int (*)(int, struct aiocb *const[], int, struct sigevent *));
+	return lio_check(list, n) < 0 ? -1 : next_lio_listio(mode, list, n, sev);
+}
+EXPORT int lio_listio64(int mode, struct aiocb64 *const list[], int n, struct sigevent *sev)
+{
+	NEXT(lio_listio64, int (*)(int, struct aiocb64 *const[], int, struct sigevent *));
+	/* aiocb64 begins as aiocb does (descriptor, then opcode): all that is read */
+	return lio_check((struct aiocb *const *)list, n) < 0 ? -1 : next_lio_listio64(mode, list, n, sev);
 }
 
 /* execl, execlp, execle: the list made an array (at most 4096 arguments). */

@@ -43,6 +43,12 @@ run vfork group after
 run vfork default after
 run stat group
 run stat default
+for mode in default group; do
+	run mprotect $mode
+	run spawn $mode
+	run execveat $mode after
+	run unseen $mode
+done
 
 # The same as Python's subprocess does it (vfork, close_range, dup2, exec)
 if command -v python3 >/dev/null 2>&1; then

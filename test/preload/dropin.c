@@ -11,10 +11,15 @@
  *   dropin vfork DIR      a vfork child's dup2/close_range/exec (run with ATOMIO_GROUP=1)
  *   dropin hole DIR       a read of the hole below a pending extending write
  *   dropin stat DIR       stat/lstat/fstatat/statx agree with fstat (ATOMIO_GROUP=1)
+ *   dropin mprotect DIR   a read-only shared mapping made writable by mprotect
+ *   dropin spawn DIR      system, popen, posix_spawn children read the pending writes (ATOMIO_GROUP=1)
+ *   dropin execveat DIR   execveat: pending writes home first (ATOMIO_GROUP=1); execs cat
+ *   dropin unseen DIR     FICLONE and POSIX AIO writes into a protected file refused; aio_read sees writes
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
 #define _GNU_SOURCE
+#include <aio.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -272,6 +281,119 @@ static void c_stat(void)
 	CHECK(close(fd) == 0);
 }
 
+/* mprotect(PROT_WRITE) of a read-only shared mapping of a protected file
+ * opened read-write: its stores would bypass the log. */
+static void c_mprotect(void)
+{
+	int fd = protected_with("m.db", "MAPPED");
+	char *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	CHECK(p != MAP_FAILED);
+	CHECK(!memcmp(p, "MAPPED", 6));
+	errno = 0;
+	if (mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0) {
+		fprintf(stderr, "FAIL: mprotect made a shared mapping of a protected file writable\n");
+		exit(1);
+	}
+	CHECK(errno == EACCES);
+	CHECK(munmap(p, 4096) == 0);
+	/* a private mapping may be made writable: its stores are its own */
+	p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	CHECK(p != MAP_FAILED && mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0);
+	p[0] = 'X';
+	CHECK(munmap(p, 4096) == 0);
+	CHECK(close(fd) == 0);
+	want_file(P("m.db"), "MAPPED");
+}
+
+static void want_out(const char *name, const char *want)
+{
+	want_file(P(name), want);
+}
+
+/* Children started by system, popen and posix_spawn (glibc clones and execs
+ * inside libc) read the file: they must see the writes made before. */
+static void c_spawn(void)
+{
+	int fd = protected_with("s.db", "SPAWN1");
+	char cmd[PATH_MAX * 3];
+	snprintf(cmd, sizeof(cmd), "cat '%s' > '%s'", P("s.db"), P("out1"));
+	CHECK(system(cmd) == 0);
+	want_out("out1", "SPAWN1");
+	CHECK(pwrite(fd, "SPAWN2", 6, 0) == 6);
+	snprintf(cmd, sizeof(cmd), "cat '%s'", P("s.db"));
+	FILE *f = popen(cmd, "r");
+	CHECK(f);
+	char b[64] = {0};
+	CHECK(fread(b, 1, sizeof(b) - 1, f) == 6);
+	CHECK(pclose(f) == 0);
+	CHECK(!strcmp(b, "SPAWN2"));
+	CHECK(pwrite(fd, "SPAWN3", 6, 0) == 6);
+	posix_spawn_file_actions_t fa;
+	CHECK(posix_spawn_file_actions_init(&fa) == 0);
+	CHECK(posix_spawn_file_actions_addopen(&fa, 1, P("out3"), O_WRONLY | O_CREAT | O_TRUNC, 0644) == 0);
+	char *argv[] = {"cat", P("s.db"), NULL};
+	extern char **environ;
+	pid_t pid;
+	CHECK(posix_spawn(&pid, "/bin/cat", &fa, NULL, argv, environ) == 0);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	posix_spawn_file_actions_destroy(&fa);
+	want_out("out3", "SPAWN3");
+	CHECK(close(fd) == 0);
+}
+
+/* execveat replaces the image: the writes made before must be in the file
+ * (group mode: they are still pending when it is called).  Execs cat of the
+ * file with its output in out; the script checks both. */
+static void c_execveat(void)
+{
+	int fd = protected_with("e.db", "EXECVEAT");
+	int out = open(P("out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(out >= 0 && dup2(out, 1) == 1);
+	char *argv[] = {"cat", P("e.db"), NULL};
+	extern char **environ;
+	execveat(AT_FDCWD, "/bin/cat", argv, environ, 0);
+	fprintf(stderr, "execveat: %s\n", strerror(errno));
+	(void)fd;
+	exit(1);
+}
+
+/* Writers inside the kernel or glibc's threads: FICLONE and POSIX AIO
+ * writes into a protected file are refused; an aio_read sees the writes. */
+static void c_unseen(void)
+{
+	int src = open(P("src.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(src >= 0);
+	char blk[4096];
+	memset(blk, 'c', sizeof(blk));
+	CHECK(write(src, blk, sizeof(blk)) == (ssize_t)sizeof(blk));
+	CHECK(fsync(src) == 0);
+	int fd = protected_with("u.db", "UNSEEN");
+	errno = 0;
+	CHECK(ioctl(fd, FICLONE, src) < 0 && errno == EXDEV);
+	struct aiocb cb;
+	memset(&cb, 0, sizeof(cb));
+	cb.aio_fildes = fd;
+	cb.aio_buf = blk;
+	cb.aio_nbytes = 8;
+	cb.aio_offset = 0;
+	errno = 0;
+	CHECK(aio_write(&cb) < 0 && errno == EINVAL);
+	char got[16] = {0};
+	memset(&cb, 0, sizeof(cb));
+	cb.aio_fildes = fd;
+	cb.aio_buf = got;
+	cb.aio_nbytes = 6;
+	CHECK(aio_read(&cb) == 0);
+	const struct aiocb *l[1] = {&cb};
+	while (aio_error(&cb) == EINPROGRESS)
+		CHECK(aio_suspend(l, 1, NULL) == 0 || errno == EINTR);
+	CHECK(aio_return(&cb) == 6 && !memcmp(got, "UNSEEN", 6));
+	CHECK(close(fd) == 0);
+	CHECK(close(src) == 0);
+	want_file(P("u.db"), "UNSEEN");
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -289,6 +411,9 @@ static void check(const char *c)
 		for (size_t i = 0; i < n; i++)
 			CHECK(g[i] == (i < 4096 ? 'A' : 'B'));
 		free(g);
+	} else if (!strcmp(c, "execveat")) {
+		want_file(P("e.db"), "EXECVEAT");
+		want_file(P("out"), "EXECVEAT");
 	} else {
 		CHECK(!"no such case");
 	}
@@ -316,6 +441,14 @@ int main(int argc, char **argv)
 		c_hole();
 	else if (!strcmp(c, "stat"))
 		c_stat();
+	else if (!strcmp(c, "mprotect"))
+		c_mprotect();
+	else if (!strcmp(c, "spawn"))
+		c_spawn();
+	else if (!strcmp(c, "execveat"))
+		c_execveat();
+	else if (!strcmp(c, "unseen"))
+		c_unseen();
 	else
 		return 2;
 	printf("%s: ok\n", c);
