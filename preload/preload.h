@@ -196,6 +196,11 @@ void pofd_drop_if(int fd, struct pofd *o);
 bool pofd_live(int fd, struct pofd *o);
 /* The protected file with this identity, or NULL. */
 struct pfile *pl_file_find(dev_t dev, ino_t ino);
+/* The process has protected files (any pfile at all). */
+bool pl_have_files(void);
+/* f's current canonical path into out[PATH_MAX]; 0, or -1 when f is no
+ * longer protected. */
+int pl_file_path(struct pfile *f, char *out);
 /* This is a vfork child: it shares the parent's memory (this library's
  * state) but not its descriptors, so it must change none of that state. */
 bool pl_vfork_child(void);

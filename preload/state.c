@@ -289,6 +289,24 @@ struct pfile *pl_file_find(dev_t dev, ino_t ino)
 	return f;
 }
 
+bool pl_have_files(void)
+{
+	pthread_mutex_lock(&g_mu);
+	bool r = g_files != NULL;
+	pthread_mutex_unlock(&g_mu);
+	return r;
+}
+
+int pl_file_path(struct pfile *f, char *out)
+{
+	pthread_mutex_lock(&g_mu); /* a rename replaces f->path under it */
+	int r = f->orphan || strlen(f->path) >= PATH_MAX ? -1 : 0;
+	if (r == 0)
+		strcpy(out, f->path);
+	pthread_mutex_unlock(&g_mu);
+	return r;
+}
+
 static void done_cb(void *arg, int result)
 {
 	struct pfile *f = arg;
@@ -847,6 +865,37 @@ static void recover_at_start(void)
 		pl_msg(g_log, "closing the store after recovery: %s", atomio_strerror(r));
 }
 
+/* A pattern with a slash is matched against canonical absolute paths
+ * (pl_match): its directory part is made canonical too, so that a pattern
+ * through a symlinked directory matches the files in it.  A relative one
+ * can match nothing: said at start, not left to protect nothing quietly. */
+static char *glob_canon(char *pat)
+{
+	if (!strchr(pat, '/'))
+		return pat;
+	if (pat[0] != '/') {
+		pl_msg(pat, "ATOMIO_FILES: a pattern with a slash is matched against absolute paths with "
+			    "symbolic links resolved; this relative one matches nothing");
+		return pat;
+	}
+	size_t wild = strcspn(pat, "*?[\\"), cut = 0;
+	for (size_t i = 0; i < wild && pat[i]; i++)
+		if (pat[i] == '/')
+			cut = i;
+	if (cut == 0)
+		return pat;
+	char dir[PATH_MAX], real_dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%.*s", (int)cut, pat);
+	if (!realpath(dir, real_dir) || !strcmp(dir, real_dir))
+		return pat; /* missing (made later: matched as written) or canonical already */
+	char *c = malloc(strlen(real_dir) + strlen(pat + cut) + 1);
+	if (!c)
+		return pat;
+	strcpy(c, real_dir);
+	strcat(c, pat + cut);
+	return c;
+}
+
 __attribute__((constructor)) void pl_init(void)
 {
 	real_init();
@@ -867,7 +916,7 @@ __attribute__((constructor)) void pl_init(void)
 		return;
 	g_nglobs = 0;
 	for (char *tok = strtok(copy, ":"); tok; tok = strtok(NULL, ":"))
-		g_globs[g_nglobs++] = tok;
+		g_globs[g_nglobs++] = glob_canon(tok);
 	const char *v;
 	if ((v = getenv("ATOMIO_LOG_SIZE")) && *v)
 		g_log_size = parse_size(v);
@@ -977,6 +1026,11 @@ void pl_adopt_inherited(void)
 		if (!pl_match(path) || real.fstat((int)fd, &sb) < 0 || !S_ISREG(sb.st_mode))
 			continue;
 		int fl = real.fcntl((int)fd, F_GETFL);
+		if (fd <= 2 && fl >= 0 && (fl & O_ACCMODE) != O_RDONLY)
+			pl_msg(path, "standard %s is this protected file: stdio's writes to it (printf, puts, "
+				     "dprintf, perror) are made inside libc, where the library does not see them, "
+				     "outside the log; only write(2) to it is protected",
+			       fd == 0 ? "input" : fd == 1 ? "output" : "error");
 		struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
 		struct pofd *o = f ? pofd_new(f, fl) : NULL;
 		if (o)

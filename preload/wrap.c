@@ -142,13 +142,32 @@ static int fresh_fd(int fd)
 	return fd;
 }
 
+/* An unprotected name (a hard link outside ATOMIO_FILES) of a file this
+ * process protects: its writes would race the file's pending groups outside
+ * the log.  Opened under the protected name instead (out), so it is the
+ * same protected file whichever name the program used.  Looked up only when
+ * the process has protected files (one stat of the name). */
+static bool other_name(int dirfd, const char *path, int flags, char *out)
+{
+	struct stat sb;
+	if (!pl_have_files() || pl_vfork_child() ||
+	    fstatat(dirfd, path, &sb, flags & O_NOFOLLOW ? AT_SYMLINK_NOFOLLOW : 0) < 0 ||
+	    !S_ISREG(sb.st_mode))
+		return false;
+	struct pfile *f = pl_file_find(sb.st_dev, sb.st_ino);
+	return f && pl_file_path(f, out) == 0 && pl_match(out);
+}
+
 static int p_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	if (!g_active || (flags & O_PATH) || (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY))
 		return REAL(openat)(dirfd, path, flags, mode);
 	char canon[PATH_MAX];
-	if (pl_canon(dirfd, path, true, canon) < 0 || !pl_match(canon))
+	if (pl_canon(dirfd, path, true, canon) < 0 || !pl_match(canon)) {
+		if (other_name(dirfd, path, flags, canon))
+			return p_open(AT_FDCWD, canon, flags & ~(O_CREAT | O_EXCL), mode);
 		return fresh_fd(REAL(openat)(dirfd, path, flags, mode));
+	}
 	if (pl_vfork_child())
 		return REAL(openat)(dirfd, path, flags, mode); /* no entry in the parent's table */
 	if (flags & O_NOFOLLOW) {

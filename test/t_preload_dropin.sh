@@ -27,7 +27,7 @@ run() {
 		{ cat "$d/out" "$d/err"; fail "$c ($mode mode)"; }
 	if [ "${3:-}" = after ]; then
 		# recovered by a process under the library, then read without it
-		env $env ATOMIO_LOG="$d/log" ATOMIO_FILES='*.db' LD_PRELOAD=$SOP true
+		env $env ATOMIO_LOG="$d/log" ATOMIO_FILES='*.db' LD_PRELOAD=$SOP /bin/true
 		$B check "$d" $c || { cat "$d/err"; fail "$c ($mode mode): the files after exit"; }
 	fi
 	echo "$c ($mode): ok"
@@ -49,6 +49,27 @@ for mode in default group; do
 	run execveat $mode after
 	run unseen $mode
 done
+
+run alias group after
+run alias default after
+
+# ATOMIO_FILES through a symlinked directory protects the files in it; a
+# relative pattern with a slash, and a standard stream redirected into a
+# protected file (whose stdio writes the library cannot see), are said.
+mkdir "$T/real"
+ln -s "$T/real" "$T/lnk"
+ATOMIO_LOG="$T/real/log" ATOMIO_FILES="$T/lnk/*.db" ATOMIO_STATS="$T/real/stats" LD_PRELOAD=$SOP \
+	$B hole "$T/lnk" >"$T/real/out" 2>"$T/real/err" || { cat "$T/real/err"; fail "hole through a symlinked pattern"; }
+grep -q 'commits=[1-9]' "$T/real/stats" || { cat "$T/real/stats"; fail "a pattern through a symlinked directory protected nothing"; }
+echo "pattern through a symlinked directory: ok"
+ATOMIO_LOG="$T/real/log2" ATOMIO_FILES="rel/*.db" LD_PRELOAD=$SOP /bin/true 2>"$T/real/err2"
+grep -q '^atomio_preload: rel/\*\.db: ATOMIO_FILES: .*relative one matches nothing' "$T/real/err2" ||
+	{ cat "$T/real/err2"; fail "no warning for a relative pattern"; }
+echo "relative pattern: warned"
+ATOMIO_LOG="$T/real/log3" ATOMIO_FILES='*.db' LD_PRELOAD=$SOP /bin/true >>"$T/real/std.db" 2>"$T/real/err3"
+grep -q "^atomio_preload: $T/real/std.db: standard output is this protected file" "$T/real/err3" ||
+	{ cat "$T/real/err3"; fail "no warning for stdout redirected into a protected file"; }
+echo "stdout into a protected file: warned"
 
 # The same as Python's subprocess does it (vfork, close_range, dup2, exec)
 if command -v python3 >/dev/null 2>&1; then

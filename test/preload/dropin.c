@@ -15,6 +15,7 @@
  *   dropin spawn DIR      system, popen, posix_spawn children read the pending writes (ATOMIO_GROUP=1)
  *   dropin execveat DIR   execveat: pending writes home first (ATOMIO_GROUP=1); execs cat
  *   dropin unseen DIR     FICLONE and POSIX AIO writes into a protected file refused; aio_read sees writes
+ *   dropin alias DIR      a second name (hard link) of a protected file (ATOMIO_GROUP=1)
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -394,6 +395,24 @@ static void c_unseen(void)
 	want_file(P("u.db"), "UNSEEN");
 }
 
+/* A hard link outside ATOMIO_FILES to a file the process protects: a write
+ * through it must not be overwritten by the file's pending group. */
+static void c_alias(void)
+{
+	int fd = protected_with("a.db", "ALIAS1");
+	CHECK(link(P("a.db"), P("b.txt")) == 0);
+	int b = open(P("b.txt"), O_RDWR);
+	CHECK(b >= 0);
+	char got[8] = {0};
+	CHECK(pread(b, got, 6, 0) == 6 && !memcmp(got, "ALIAS1", 6));
+	CHECK(pwrite(b, "XY", 2, 0) == 2);
+	CHECK(fsync(fd) == 0);
+	CHECK(fsync(b) == 0);
+	CHECK(close(b) == 0);
+	CHECK(close(fd) == 0);
+	want_file(P("a.db"), "XYIAS1");
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -411,6 +430,8 @@ static void check(const char *c)
 		for (size_t i = 0; i < n; i++)
 			CHECK(g[i] == (i < 4096 ? 'A' : 'B'));
 		free(g);
+	} else if (!strcmp(c, "alias")) {
+		want_file(P("a.db"), "XYIAS1");
 	} else if (!strcmp(c, "execveat")) {
 		want_file(P("e.db"), "EXECVEAT");
 		want_file(P("out"), "EXECVEAT");
@@ -449,6 +470,8 @@ int main(int argc, char **argv)
 		c_execveat();
 	else if (!strcmp(c, "unseen"))
 		c_unseen();
+	else if (!strcmp(c, "alias"))
+		c_alias();
 	else
 		return 2;
 	printf("%s: ok\n", c);
