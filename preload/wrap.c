@@ -24,6 +24,13 @@
  *   O_DIRECT       the kernel's alignment rules are checked (EINVAL), the data
  *                  goes through the log like any other
  *   lseek(SEEK_END), O_APPEND      use the size every issued group leaves
+ *   stat, lstat, fstatat, statx    the size fstat reports (any name of the file)
+ *   close_range, dup2, dup3        never take the store's descriptors
+ *   fclose, freopen                the entry goes (libc closes the descriptor)
+ *   posix_spawn, system, popen     pending groups home first (the child reads)
+ *   ioctl(FICLONE*), aio_write     refused: EXDEV / EINVAL
+ * In a vfork child (its parent's memory, its own descriptors) nothing of
+ * the state changes.
  */
 
 #include <errno.h>
