@@ -508,10 +508,49 @@ void pl_backpressure(void)
 
 /* --- the store ---------------------------------------------------------------------------- */
 
-void pl_hold(void) { pthread_rwlock_rdlock(&g_rw); }
-void pl_release(void) { pthread_rwlock_unlock(&g_rw); }
-void pl_lock_excl(void) { pthread_rwlock_wrlock(&g_rw); }
-void pl_unlock_excl(void) { pthread_rwlock_unlock(&g_rw); }
+/* No thread is cancelled while it holds g_rw: the waits under it (a
+ * condition variable here, the store's own in atomio_poll) are cancellation
+ * points, and a thread cancelled in one would leave g_rw held (every
+ * exclusive caller after it -- exec, rename, fork -- waits forever), the
+ * poller's role taken and the store's mutex locked.  Cancellation is off
+ * from the outermost hold to its release, as the thread had it before; a
+ * cancel requested meanwhile acts at the thread's next cancellation point
+ * (the sync wrappers test for it once the sync is done). */
+static __thread int t_depth, t_cancel_state;
+
+static void hold_begin(void)
+{
+	int old;
+	if (t_depth++ == 0 && pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old) == 0)
+		t_cancel_state = old;
+}
+
+static void hold_end(void)
+{
+	if (--t_depth == 0)
+		pthread_setcancelstate(t_cancel_state, NULL);
+}
+
+void pl_hold(void)
+{
+	hold_begin();
+	pthread_rwlock_rdlock(&g_rw);
+}
+void pl_release(void)
+{
+	pthread_rwlock_unlock(&g_rw);
+	hold_end();
+}
+void pl_lock_excl(void)
+{
+	hold_begin();
+	pthread_rwlock_wrlock(&g_rw);
+}
+void pl_unlock_excl(void)
+{
+	pthread_rwlock_unlock(&g_rw);
+	hold_end();
+}
 
 /* The pid of this process as its own memory knows it: set before main and
  * by the fork handler in a child.  A vfork child runs no fork handler and
@@ -803,6 +842,11 @@ static void at_child(void)
 		return;
 	g_self = getpid();
 	pthread_rwlock_init(&g_rw, NULL);
+	/* at_prepare's hold ends here, not in at_parent */
+	if (t_depth > 0) {
+		t_depth = 0;
+		pthread_setcancelstate(t_cancel_state, NULL);
+	}
 	pthread_mutex_init(&g_open_mu, NULL);
 	pthread_mutex_init(&g_pmu, NULL);
 	pthread_cond_init(&g_pcv, NULL);

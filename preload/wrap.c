@@ -852,6 +852,9 @@ static int p_sync(struct pofd *o)
 	if (r == 0 && g_shared)
 		r = pl_store_failed(); /* nothing to wait for: every write was committed */
 	pl_release();
+	/* fsync is a cancellation point: a cancel that came during the wait
+	 * (off there, state.c) acts now, with the sync done. */
+	pthread_testcancel();
 	if (r < 0)
 		return fail(pl_errno(r));
 	real_trace_mark(TR_PSYNC, 0, 0);

@@ -52,6 +52,8 @@ done
 
 run alias group after
 run alias default after
+run cancel group
+run cancel default
 
 # ATOMIO_FILES through a symlinked directory protects the files in it; a
 # relative pattern with a slash, and a standard stream redirected into a

@@ -16,6 +16,7 @@
  *   dropin execveat DIR   execveat: pending writes home first (ATOMIO_GROUP=1); execs cat
  *   dropin unseen DIR     FICLONE and POSIX AIO writes into a protected file refused; aio_read sees writes
  *   dropin alias DIR      a second name (hard link) of a protected file (ATOMIO_GROUP=1)
+ *   dropin cancel DIR     pthread_cancel of a thread in a protected fsync (ATOMIO_GROUP=1)
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -25,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +415,54 @@ static void c_alias(void)
 	want_file(P("a.db"), "XYIAS1");
 }
 
+static int cancel_pipe[2][2];
+
+static void *cancel_thread(void *arg)
+{
+	int fd = *(int *)arg, old;
+	char c;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	CHECK(pwrite(fd, "CANCEL", 6, 0) == 6);
+	CHECK(write(cancel_pipe[0][1], "r", 1) == 1);
+	CHECK(read(cancel_pipe[1][0], &c, 1) == 1);
+	/* The cancel is pending: it acts at the first cancellation point the
+	 * thread reaches with cancellation on, inside fsync. */
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+	fsync(fd);
+	return NULL;
+}
+
+/* pthread_cancel of a thread in a protected fsync: the thread goes (at or
+ * after the sync), and the library stays usable: a rename of a protected
+ * file (which takes the library's lock exclusive) and a fork return. */
+static void c_cancel(void)
+{
+	int fd = protected_with("c.db", "xxxxxx");
+	CHECK(pipe(cancel_pipe[0]) == 0 && pipe(cancel_pipe[1]) == 0);
+	pthread_t t;
+	char c;
+	CHECK(pthread_create(&t, NULL, cancel_thread, &fd) == 0);
+	CHECK(read(cancel_pipe[0][0], &c, 1) == 1);
+	CHECK(pthread_cancel(t) == 0);
+	CHECK(write(cancel_pipe[1][1], "g", 1) == 1);
+	void *ret;
+	CHECK(pthread_join(t, &ret) == 0 && ret == PTHREAD_CANCELED);
+	alarm(20); /* a wedged library: SIGALRM fails the test */
+	int o = open(P("d.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o >= 0 && write(o, "D", 1) == 1 && close(o) == 0);
+	CHECK(rename(P("d.db"), P("e.db")) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(fsync(fd) == 0);
+	CHECK(close(fd) == 0);
+	alarm(0);
+	want_file(P("c.db"), "CANCEL");
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -472,6 +522,8 @@ int main(int argc, char **argv)
 		c_unseen();
 	else if (!strcmp(c, "alias"))
 		c_alias();
+	else if (!strcmp(c, "cancel"))
+		c_cancel();
 	else
 		return 2;
 	printf("%s: ok\n", c);
