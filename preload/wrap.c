@@ -958,6 +958,15 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 	if (r == 0 && !g_shared && (o->flags & (O_SYNC | O_DSYNC)))
 		r = pl_wait_file(f);
 	pl_release();
+	if (r == -ESTALE) {
+		/* The path names another file now (replaced where the library
+		 * did not see it): this descriptor is an ordinary one, and the
+		 * size change is its file's, as in p_write. */
+		struct stat sb;
+		if (!only_grow)
+			return REAL(ftruncate)(fd, size);
+		return REAL(fstat)(fd, &sb) < 0 ? -1 : sb.st_size >= size ? 0 : REAL(ftruncate)(fd, size);
+	}
 	return r < 0 ? fail(pl_errno(r)) : 0;
 }
 

@@ -54,6 +54,8 @@ run alias group after
 run alias default after
 run cancel group
 run cancel default
+run estale group
+run estale default
 
 # ATOMIO_FILES through a symlinked directory protects the files in it; a
 # relative pattern with a slash, and a standard stream redirected into a

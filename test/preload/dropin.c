@@ -17,6 +17,7 @@
  *   dropin unseen DIR     FICLONE and POSIX AIO writes into a protected file refused; aio_read sees writes
  *   dropin alias DIR      a second name (hard link) of a protected file (ATOMIO_GROUP=1)
  *   dropin cancel DIR     pthread_cancel of a thread in a protected fsync (ATOMIO_GROUP=1)
+ *   dropin estale DIR     ftruncate of a protected file replaced where the library did not see it
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -463,6 +464,31 @@ static void c_cancel(void)
 	want_file(P("c.db"), "CANCEL");
 }
 
+/* The protected file is replaced by a rename the library does not see (a
+ * raw system call: as another process would), and the store is reopened
+ * (a rename of another protected file closes it): the old file's
+ * descriptor is an ordinary one, and ftruncate of it works as it would. */
+static void c_estale(void)
+{
+	int fd = protected_with("a.db", "OLDFILE");
+	CHECK(fsync(fd) == 0);
+	int n = open(P("new.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(n >= 0 && write(n, "NEW", 3) == 3 && close(n) == 0);
+	CHECK(syscall(SYS_rename, P("new.txt"), P("a.db")) == 0);
+	int o = open(P("b.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o >= 0 && write(o, "B", 1) == 1 && close(o) == 0);
+	CHECK(rename(P("b.db"), P("c.db")) == 0);
+	errno = 0;
+	if (ftruncate(fd, 3) != 0) {
+		fprintf(stderr, "FAIL: ftruncate of the replaced file's descriptor: %s\n", strerror(errno));
+		exit(1);
+	}
+	char b[8] = {0};
+	CHECK(pread(fd, b, sizeof(b), 0) == 3 && !memcmp(b, "OLD", 3));
+	CHECK(close(fd) == 0);
+	want_file(P("a.db"), "NEW");
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -524,6 +550,8 @@ int main(int argc, char **argv)
 		c_alias();
 	else if (!strcmp(c, "cancel"))
 		c_cancel();
+	else if (!strcmp(c, "estale"))
+		c_estale();
 	else
 		return 2;
 	printf("%s: ok\n", c);
