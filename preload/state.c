@@ -642,12 +642,15 @@ atomio *pl_store(const char *why_path)
 			for (struct pfile *f = list; f; f = f->next) {
 				pthread_mutex_lock(&f->mu);
 				if (f->reg_wanted && !f->orphan && f->id < 0) {
+					/* A failure here (EMFILE, ENOMEM, EIO) leaves the
+					 * file protected and unregistered: its next write
+					 * or size change registers it or fails with the
+					 * error; going on unprotected would let its writes
+					 * pass the log without a word to the program. */
 					int e = pl_register(st, f, 0, 0);
-					if (e < 0 && e != -ESTALE) {
-						f->orphan = true;
-						pl_msg(f->path, "cannot register it again (%s); its descriptors are "
-								"no longer protected", atomio_strerror(e));
-					}
+					if (e < 0 && e != -ESTALE)
+						pl_msg(f->path, "cannot register it again (%s); its writes fail until "
+								"it can be", atomio_strerror(e));
 				}
 				pthread_mutex_unlock(&f->mu);
 			}

@@ -56,6 +56,7 @@ run cancel group
 run cancel default
 run estale group
 run estale default
+run emfile group
 
 # ATOMIO_FILES through a symlinked directory protects the files in it; a
 # relative pattern with a slash, and a standard stream redirected into a

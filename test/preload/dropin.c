@@ -18,6 +18,7 @@
  *   dropin alias DIR      a second name (hard link) of a protected file (ATOMIO_GROUP=1)
  *   dropin cancel DIR     pthread_cancel of a thread in a protected fsync (ATOMIO_GROUP=1)
  *   dropin estale DIR     ftruncate of a protected file replaced where the library did not see it
+ *   dropin emfile DIR     the store reopened with no descriptor to spare (ATOMIO_GROUP=1)
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -37,6 +38,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -489,6 +491,62 @@ static void c_estale(void)
 	want_file(P("a.db"), "NEW");
 }
 
+/* The store is closed (a rename of a protected file) and reopened by the
+ * next write while the process has no descriptors to spare: with 0, 1, 2,
+ * ... free, each write either fails or is protected, never goes straight
+ * to the file (group mode: a protected write stays out of the file until a
+ * sync, so the file's own size shows where it went). */
+static void c_emfile(void)
+{
+	struct rlimit rl = {64, 64};
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	int fd = protected_with("a.db", "0123");
+	CHECK(fsync(fd) == 0);
+	int o = open(P("b.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o >= 0 && write(o, "0123", 4) == 4 && fsync(o) == 0);
+	CHECK(rename(P("b.db"), P("c.db")) == 0);
+	int fill[64], n = 0, failed = 0;
+	while (n < 64 && (fill[n] = dup(0)) >= 0)
+		n++;
+	CHECK(errno == EMFILE);
+	/* both files' descriptors written, one more descriptor free each round,
+	 * until both writes are taken */
+	for (int done = 0; done != 3;) {
+		if (!(done & 1) && pwrite(fd, "Q", 1, 100) == 1)
+			done |= 1;
+		else if (!(done & 2) && pwrite(o, "Q", 1, 100) == 1)
+			done |= 2;
+		else {
+			CHECK(errno == EMFILE || errno == EIO || errno == ENFILE);
+			failed++;
+			CHECK(n > 0);
+			close(fill[--n]);
+		}
+	}
+	while (n > 0)
+		close(fill[--n]);
+	const char *names[2] = {"a.db", "c.db"};
+	int raw[2];
+	struct stat sb;
+	for (int i = 0; i < 2; i++) {
+		raw[i] = (int)syscall(SYS_open, P(names[i]), O_RDONLY);
+		CHECK(raw[i] >= 0 && syscall(SYS_fstat, raw[i], &sb) == 0);
+		printf("%s: the file's size before the sync: %lld\n", names[i], (long long)sb.st_size);
+		if (sb.st_size != 4) {
+			fprintf(stderr, "FAIL: %s: a write after the store's reopen went straight to the file\n",
+				names[i]);
+			exit(1);
+		}
+	}
+	printf("writes refused for want of a descriptor: %d\n", failed);
+	CHECK(fsync(fd) == 0 && fsync(o) == 0);
+	for (int i = 0; i < 2; i++) {
+		CHECK(syscall(SYS_fstat, raw[i], &sb) == 0 && sb.st_size == 101);
+		syscall(SYS_close, raw[i]);
+	}
+	CHECK(close(fd) == 0 && close(o) == 0);
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -552,6 +610,8 @@ int main(int argc, char **argv)
 		c_cancel();
 	else if (!strcmp(c, "estale"))
 		c_estale();
+	else if (!strcmp(c, "emfile"))
+		c_emfile();
 	else
 		return 2;
 	printf("%s: ok\n", c);
