@@ -192,6 +192,21 @@ int pl_register(atomio *st, struct pfile *f, int oflags, mode_t mode);
 struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size);
 int pofd_set(int fd, struct pofd *o);    /* takes the reference; -1 = fd too large */
 void pofd_drop(int fd);                  /* fd is being closed */
+/* Drop fd's entry if it is still o (a stale one found). */
+void pofd_drop_if(int fd, struct pofd *o);
+/* fd still names o's file (device and inode); else its entry is dropped as
+ * stale (the number was closed and reused where no wrapper saw it). */
+bool pofd_live(int fd, struct pofd *o);
+/* The protected file with this identity, or NULL. */
+struct pfile *pl_file_find(dev_t dev, ino_t ino);
+/* The process has protected files (any pfile at all). */
+bool pl_have_files(void);
+/* f's current canonical path into out[PATH_MAX]; 0, or -1 when f is no
+ * longer protected. */
+int pl_file_path(struct pfile *f, char *out);
+/* This is a vfork child: it shares the parent's memory (this library's
+ * state) but not its descriptors, so it must change none of that state. */
+bool pl_vfork_child(void);
 struct pofd *pofd_new(struct pfile *f, int flags);
 void pofd_ref(struct pofd *o);
 void pofd_put(struct pofd *o);            /* drop a reference */

@@ -273,6 +273,26 @@ static int op_ofd_lock(int fd, int cmd, int type, uint64_t start, uint64_t len)
 	return 0;
 }
 
+/* The store's eventfd (src/async.c) is one of its descriptors too: marked,
+ * so that the program's close, close_range and dup2 leave it alone. */
+static int op_eventfd(unsigned initval)
+{
+	int fd = atomio_sys_linux.eventfd(initval);
+	if (fd >= 0)
+		pl_store_fd(fd, true);
+	return fd;
+}
+
+/* The store's lstat: the real one, not the wrapper (which looks the file
+ * up and may take a file's lock the store's caller already holds). */
+static int op_lstat(const char *path, struct stat *st)
+{
+	static int (*next)(const char *, struct stat *);
+	if (!next)
+		next = (int (*)(const char *, struct stat *))dlsym(RTLD_NEXT, "lstat");
+	return next(path, st) < 0 ? -errno : 0;
+}
+
 static struct atomio_sysops preload_ops;
 
 void real_install_ops(void)
@@ -300,6 +320,8 @@ void real_install_ops(void)
 	preload_ops.shm_map = op_shm_map;
 	preload_ops.shm_unmap = op_shm_unmap;
 	preload_ops.ofd_lock = op_ofd_lock;
+	preload_ops.eventfd = op_eventfd;
+	preload_ops.lstat = op_lstat;
 	/* No io_uring: its writes would escape the trace, and the default
 	 * engine takes it only for ATOMIO_DIRECT_HOME stores anyway. */
 	preload_ops.uring_init = NULL;

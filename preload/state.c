@@ -230,6 +230,28 @@ void pofd_drop(int fd)
 		pofd_put(atomic_exchange(&g_fdtab[fd], NULL));
 }
 
+void pofd_drop_if(int fd, struct pofd *o)
+{
+	if (fd >= 0 && fd < g_fdtab_n && g_fdtab && atomic_compare_exchange_strong(&g_fdtab[fd], &o, NULL))
+		pofd_put(o);
+}
+
+bool pofd_live(int fd, struct pofd *o)
+{
+	struct stat sb;
+	int r = real.fstat(fd, &sb);
+	if (r == 0 && sb.st_dev == o->f->dev && sb.st_ino == o->f->ino)
+		return true;
+	if (r == 0 || errno == EBADF) {
+		/* The number was closed where no wrapper saw it (inside libc, a raw
+		 * system call) and now names another file, or nothing: the entry
+		 * is stale, and the call is the new file's. */
+		pofd_drop_if(fd, o);
+		return false;
+	}
+	return true; /* fstat itself failed (EINTR, ENOMEM): the entry stands */
+}
+
 /* --- files -------------------------------------------------------------------------- */
 
 struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size)
@@ -255,6 +277,35 @@ struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size)
 	}
 	pthread_mutex_unlock(&g_mu);
 	return f;
+}
+
+struct pfile *pl_file_find(dev_t dev, ino_t ino)
+{
+	pthread_mutex_lock(&g_mu);
+	struct pfile *f;
+	for (f = g_files; f; f = f->next)
+		if (!f->orphan && f->dev == dev && f->ino == ino)
+			break;
+	pthread_mutex_unlock(&g_mu);
+	return f;
+}
+
+bool pl_have_files(void)
+{
+	pthread_mutex_lock(&g_mu);
+	bool r = g_files != NULL;
+	pthread_mutex_unlock(&g_mu);
+	return r;
+}
+
+int pl_file_path(struct pfile *f, char *out)
+{
+	pthread_mutex_lock(&g_mu); /* a rename replaces f->path under it */
+	int r = f->orphan || strlen(f->path) >= PATH_MAX ? -1 : 0;
+	if (r == 0)
+		strcpy(out, f->path);
+	pthread_mutex_unlock(&g_mu);
+	return r;
 }
 
 static void done_cb(void *arg, int result)
@@ -365,8 +416,11 @@ int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, o
 	for (int i = 0; iov && i < iovcnt; i++)
 		len += (int64_t)iov[i].iov_len;
 	/* The bytes a read must wait for: the written range, or everything a
-	 * size change moves (from the smaller of the old and new size on). */
-	r = pl_queue(st, f, tx, iov ? off : (off < f->size ? off : f->size), iov ? off + len : INT64_MAX);
+	 * size change moves (from the smaller of the old and new size on).  A
+	 * write beyond the end also turns the bytes between the old end and
+	 * its offset into a hole of zeros, which the file does not have until
+	 * the group is home (a read there would get end of file). */
+	r = pl_queue(st, f, tx, off < f->size ? off : f->size, iov ? off + len : INT64_MAX);
 	if (r < 0)
 		return r;
 	if (!iov)
@@ -455,15 +509,65 @@ void pl_backpressure(void)
 
 /* --- the store ---------------------------------------------------------------------------- */
 
-void pl_hold(void) { pthread_rwlock_rdlock(&g_rw); }
-void pl_release(void) { pthread_rwlock_unlock(&g_rw); }
-void pl_lock_excl(void) { pthread_rwlock_wrlock(&g_rw); }
-void pl_unlock_excl(void) { pthread_rwlock_unlock(&g_rw); }
+/* No thread is cancelled while it holds g_rw: the waits under it (a
+ * condition variable here, the store's own in atomio_poll) are cancellation
+ * points, and a thread cancelled in one would leave g_rw held (every
+ * exclusive caller after it -- exec, rename, fork -- waits forever), the
+ * poller's role taken and the store's mutex locked.  Cancellation is off
+ * from the outermost hold to its release, as the thread had it before; a
+ * cancel requested meanwhile acts at the thread's next cancellation point
+ * (the sync wrappers test for it once the sync is done). */
+static __thread int t_depth, t_cancel_state;
+
+static void hold_begin(void)
+{
+	int old;
+	if (t_depth++ == 0 && pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old) == 0)
+		t_cancel_state = old;
+}
+
+static void hold_end(void)
+{
+	if (--t_depth == 0)
+		pthread_setcancelstate(t_cancel_state, NULL);
+}
+
+void pl_hold(void)
+{
+	hold_begin();
+	pthread_rwlock_rdlock(&g_rw);
+}
+void pl_release(void)
+{
+	pthread_rwlock_unlock(&g_rw);
+	hold_end();
+}
+void pl_lock_excl(void)
+{
+	hold_begin();
+	pthread_rwlock_wrlock(&g_rw);
+}
+void pl_unlock_excl(void)
+{
+	pthread_rwlock_unlock(&g_rw);
+	hold_end();
+}
+
+/* The pid of this process as its own memory knows it: set before main and
+ * by the fork handler in a child.  A vfork child runs no fork handler and
+ * shares this memory with its parent, so there getpid() differs from it. */
+static pid_t g_self;
+
+bool pl_vfork_child(void) { return g_self && getpid() != g_self; }
 
 bool pl_not_owner(void)
 {
-	/* getpid() also catches a vfork child, which runs no fork handler. */
-	return g_forked || (g_pid && getpid() != g_pid);
+	/* getpid() also catches a vfork child, which runs no fork handler,
+	 * also before the parent opened the store (g_pid still 0). */
+	if (g_forked)
+		return true;
+	pid_t me = getpid();
+	return (g_pid && me != g_pid) || (g_self && me != g_self);
 }
 
 
@@ -539,12 +643,15 @@ atomio *pl_store(const char *why_path)
 			for (struct pfile *f = list; f; f = f->next) {
 				pthread_mutex_lock(&f->mu);
 				if (f->reg_wanted && !f->orphan && f->id < 0) {
+					/* A failure here (EMFILE, ENOMEM, EIO) leaves the
+					 * file protected and unregistered: its next write
+					 * or size change registers it or fails with the
+					 * error; going on unprotected would let its writes
+					 * pass the log without a word to the program. */
 					int e = pl_register(st, f, 0, 0);
-					if (e < 0 && e != -ESTALE) {
-						f->orphan = true;
-						pl_msg(f->path, "cannot register it again (%s); its descriptors are "
-								"no longer protected", atomio_strerror(e));
-					}
+					if (e < 0 && e != -ESTALE)
+						pl_msg(f->path, "cannot register it again (%s); its writes fail until "
+								"it can be", atomio_strerror(e));
 				}
 				pthread_mutex_unlock(&f->mu);
 			}
@@ -744,7 +851,13 @@ static void at_child(void)
 {
 	if (!g_active)
 		return;
+	g_self = getpid();
 	pthread_rwlock_init(&g_rw, NULL);
+	/* at_prepare's hold ends here, not in at_parent */
+	if (t_depth > 0) {
+		t_depth = 0;
+		pthread_setcancelstate(t_cancel_state, NULL);
+	}
 	pthread_mutex_init(&g_open_mu, NULL);
 	pthread_mutex_init(&g_pmu, NULL);
 	pthread_cond_init(&g_pcv, NULL);
@@ -809,6 +922,37 @@ static void recover_at_start(void)
 		pl_msg(g_log, "closing the store after recovery: %s", atomio_strerror(r));
 }
 
+/* A pattern with a slash is matched against canonical absolute paths
+ * (pl_match): its directory part is made canonical too, so that a pattern
+ * through a symlinked directory matches the files in it.  A relative one
+ * can match nothing: said at start, not left to protect nothing quietly. */
+static char *glob_canon(char *pat)
+{
+	if (!strchr(pat, '/'))
+		return pat;
+	if (pat[0] != '/') {
+		pl_msg(pat, "ATOMIO_FILES: a pattern with a slash is matched against absolute paths with "
+			    "symbolic links resolved; this relative one matches nothing");
+		return pat;
+	}
+	size_t wild = strcspn(pat, "*?[\\"), cut = 0;
+	for (size_t i = 0; i < wild && pat[i]; i++)
+		if (pat[i] == '/')
+			cut = i;
+	if (cut == 0)
+		return pat;
+	char dir[PATH_MAX], real_dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%.*s", (int)cut, pat);
+	if (!realpath(dir, real_dir) || !strcmp(dir, real_dir))
+		return pat; /* missing (made later: matched as written) or canonical already */
+	char *c = malloc(strlen(real_dir) + strlen(pat + cut) + 1);
+	if (!c)
+		return pat;
+	strcpy(c, real_dir);
+	strcat(c, pat + cut);
+	return c;
+}
+
 __attribute__((constructor)) void pl_init(void)
 {
 	real_init();
@@ -829,7 +973,7 @@ __attribute__((constructor)) void pl_init(void)
 		return;
 	g_nglobs = 0;
 	for (char *tok = strtok(copy, ":"); tok; tok = strtok(NULL, ":"))
-		g_globs[g_nglobs++] = tok;
+		g_globs[g_nglobs++] = glob_canon(tok);
 	const char *v;
 	if ((v = getenv("ATOMIO_LOG_SIZE")) && *v)
 		g_log_size = parse_size(v);
@@ -863,6 +1007,7 @@ __attribute__((constructor)) void pl_init(void)
 	if (!g_fdtab || !g_storefds)
 		return;
 	g_fdtab_n = (int)n;
+	g_self = getpid();
 	real_install_ops();
 	xlk_init();
 	pthread_atfork(at_prepare, at_parent, at_child);
@@ -939,6 +1084,11 @@ void pl_adopt_inherited(void)
 		if (!pl_match(path) || real.fstat((int)fd, &sb) < 0 || !S_ISREG(sb.st_mode))
 			continue;
 		int fl = real.fcntl((int)fd, F_GETFL);
+		if (fd <= 2 && fl >= 0 && (fl & O_ACCMODE) != O_RDONLY)
+			pl_msg(path, "standard %s is this protected file: stdio's writes to it (printf, puts, "
+				     "dprintf, perror) are made inside libc, where the library does not see them, "
+				     "outside the log; only write(2) to it is protected",
+			       fd == 0 ? "input" : fd == 1 ? "output" : "error");
 		struct pfile *f = pl_file_get(sb.st_dev, sb.st_ino, path, sb.st_size);
 		struct pofd *o = f ? pofd_new(f, fl) : NULL;
 		if (o)

@@ -24,6 +24,13 @@
  *   O_DIRECT       the kernel's alignment rules are checked (EINVAL), the data
  *                  goes through the log like any other
  *   lseek(SEEK_END), O_APPEND      use the size every issued group leaves
+ *   stat, lstat, fstatat, statx    the size fstat reports (any name of the file)
+ *   close_range, dup2, dup3        never take the store's descriptors
+ *   fclose, freopen                the entry goes (libc closes the descriptor)
+ *   posix_spawn, system, popen     pending groups home first (the child reads)
+ *   ioctl(FICLONE*), aio_write     refused: EXDEV / EINVAL
+ * In a vfork child (its parent's memory, its own descriptors) nothing of
+ * the state changes.
  */
 
 #include <errno.h>
@@ -32,11 +39,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dlfcn.h>
+#include <aio.h>
 #include <linux/aio_abi.h>
+#include <linux/fs.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -132,13 +143,45 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 	return 0;
 }
 
+/* A descriptor the kernel just returned: any entry at its number is stale
+ * (the number was closed where no wrapper saw it, inside libc or by a raw
+ * system call) and goes, so the new file is not taken for the old one. */
+static int fresh_fd(int fd)
+{
+	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	if (o && !pl_vfork_child())
+		pofd_drop_if(fd, o);
+	return fd;
+}
+
+/* An unprotected name (a hard link outside ATOMIO_FILES) of a file this
+ * process protects: its writes would race the file's pending groups outside
+ * the log.  Opened under the protected name instead (out), so it is the
+ * same protected file whichever name the program used.  Looked up only when
+ * the process has protected files (one stat of the name). */
+static bool other_name(int dirfd, const char *path, int flags, char *out)
+{
+	struct stat sb;
+	if (!pl_have_files() || pl_vfork_child() ||
+	    fstatat(dirfd, path, &sb, flags & O_NOFOLLOW ? AT_SYMLINK_NOFOLLOW : 0) < 0 ||
+	    !S_ISREG(sb.st_mode))
+		return false;
+	struct pfile *f = pl_file_find(sb.st_dev, sb.st_ino);
+	return f && pl_file_path(f, out) == 0 && pl_match(out);
+}
+
 static int p_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	if (!g_active || (flags & O_PATH) || (flags & O_TMPFILE) == O_TMPFILE || (flags & O_DIRECTORY))
 		return REAL(openat)(dirfd, path, flags, mode);
 	char canon[PATH_MAX];
-	if (pl_canon(dirfd, path, true, canon) < 0 || !pl_match(canon))
-		return REAL(openat)(dirfd, path, flags, mode);
+	if (pl_canon(dirfd, path, true, canon) < 0 || !pl_match(canon)) {
+		if (other_name(dirfd, path, flags, canon))
+			return p_open(AT_FDCWD, canon, flags & ~(O_CREAT | O_EXCL), mode);
+		return fresh_fd(REAL(openat)(dirfd, path, flags, mode));
+	}
+	if (pl_vfork_child())
+		return REAL(openat)(dirfd, path, flags, mode); /* no entry in the parent's table */
 	if (flags & O_NOFOLLOW) {
 		struct stat sb;
 		if (fstatat(dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
@@ -221,6 +264,10 @@ EXPORT int creat64(const char *path, mode_t mode) { return p_open(AT_FDCWD, path
 
 EXPORT int close(int fd)
 {
+	/* A vfork child closes its own copy of the descriptor table, in the
+	 * parent's memory: the parent's entries stay as they are. */
+	if ((pofd_of(fd) || pl_is_store_fd(fd)) && pl_vfork_child())
+		return REAL(close)(fd);
 	/* Dropped before the close: once the number is free another thread's
 	 * open may get it. */
 	if (pofd_of(fd))
@@ -230,23 +277,81 @@ EXPORT int close(int fd)
 	return REAL(close)(fd);
 }
 
+/* close_range closes the program's descriptors in [first, last] and none
+ * of the store's (its log, shared state, data files' twins, eventfd): those
+ * numbers are not open as far as the program knows, and closing them would
+ * hand the log's number to the program's next open (the store would then
+ * write its log into the program's file).  So the range is closed in the
+ * pieces between the store's descriptors.  A child (after fork or vfork)
+ * has a table of its own, where the store's descriptors are copies nothing
+ * uses: it closes the whole range; a vfork child changes none of the
+ * entries, which are its parent's memory. */
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	if (g_fdtab && !(flags & CLOSE_RANGE_CLOEXEC))
-		for (unsigned fd = first; fd <= last && fd < (unsigned)g_fdtab_n; fd++)
-			if (pofd_of((int)fd))
-				pofd_drop((int)fd);
 	if (!REAL(close_range)) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return real.close_range(first, last, flags);
+	if (!g_fdtab || first > last || pl_vfork_child())
+		return real.close_range(first, last, flags);
+	unsigned top = last < (unsigned)g_fdtab_n ? last : (unsigned)g_fdtab_n - 1;
+	bool owner = !pl_not_owner();
+	unsigned from = first;
+	for (unsigned fd = first; fd <= top && first < (unsigned)g_fdtab_n; fd++) {
+		if (!(flags & CLOSE_RANGE_CLOEXEC) && pofd_of((int)fd))
+			pofd_drop((int)fd);
+		if (!pl_is_store_fd((int)fd))
+			continue;
+		if (!owner) {
+			if (!(flags & CLOSE_RANGE_CLOEXEC))
+				pl_store_fd((int)fd, false); /* the child's copy goes; the parent's stays */
+			continue;
+		}
+		if (fd > from && real.close_range(from, fd - 1, flags) < 0)
+			return -1;
+		from = fd + 1;
+	}
+	return from > last ? 0 : real.close_range(from, last, flags);
+}
+
+/* dup2/dup3 onto one of the store's descriptors: the number is free as far
+ * as the program knows, so the call must succeed and the number be the
+ * program's.  The store moves out of the way: it is closed (every pending
+ * group durable and home first, as before an exec) and reopened by the next
+ * write, at numbers then free.  Held exclusive across the dup so that no
+ * write reopens it in between.  Not the owner (a child after fork): the
+ * child's copy is replaced; the parent's store is untouched.  -1 with errno
+ * set when the store cannot be closed; 0 to go on (*locked: unlock after). */
+static int dup_over_store(int newfd, bool *locked)
+{
+	*locked = false;
+	if (!pl_is_store_fd(newfd))
+		return 0;
+	if (pl_not_owner()) {
+		if (!pl_vfork_child())
+			pl_store_fd(newfd, false);
+		return 0;
+	}
+	pl_lock_excl();
+	*locked = true;
+	int r = pl_store_restart_locked();
+	if (pl_is_store_fd(newfd)) {
+		pl_msg(NULL, "dup2/dup3 onto descriptor %d refused (EBUSY): the store holds it and could "
+			     "not be closed (%s)", newfd, r < 0 ? atomio_strerror(r) : "still open");
+		pl_unlock_excl();
+		*locked = false;
+		errno = EBUSY;
+		return -1;
+	}
+	return 0;
 }
 
 static int dup_to(int old, int r)
 {
 	if (r < 0 || r == old)
 		return r;
+	if (pl_vfork_child())
+		return r; /* its own table; the parent's entries stay */
 	struct pofd *o = pofd_of(old);
 	if (o) {
 		pofd_ref(o);
@@ -258,8 +363,32 @@ static int dup_to(int old, int r)
 }
 
 EXPORT int dup(int fd) { return dup_to(fd, REAL(dup)(fd)); }
-EXPORT int dup2(int old, int newfd) { return dup_to(old, REAL(dup2)(old, newfd)); }
-EXPORT int dup3(int old, int newfd, int flags) { return dup_to(old, REAL(dup3)(old, newfd, flags)); }
+EXPORT int dup2(int old, int newfd)
+{
+	bool locked;
+	if (old != newfd && dup_over_store(newfd, &locked) < 0)
+		return -1;
+	int r = dup_to(old, REAL(dup2)(old, newfd));
+	if (old != newfd && locked) {
+		int e = errno;
+		pl_unlock_excl();
+		errno = e;
+	}
+	return r;
+}
+EXPORT int dup3(int old, int newfd, int flags)
+{
+	bool locked = false;
+	if (old != newfd && dup_over_store(newfd, &locked) < 0)
+		return -1;
+	int r = dup_to(old, REAL(dup3)(old, newfd, flags));
+	if (locked) {
+		int e = errno;
+		pl_unlock_excl();
+		errno = e;
+	}
+	return r;
+}
 
 static int p_fcntl(int fd, int cmd, void *arg)
 {
@@ -269,7 +398,7 @@ static int p_fcntl(int fd, int cmd, void *arg)
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_to(fd, r);
 	struct pofd *o;
-	if (cmd == F_SETFL && (o = pofd_of(fd))) {
+	if (cmd == F_SETFL && (o = pofd_of(fd)) && !pl_vfork_child()) {
 		int e = errno;
 		int fl = REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0) {
@@ -349,6 +478,8 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 		       int rwf)
 {
 	struct pfile *f = o->f;
+	if (!pofd_live(fd, o))
+		return REAL(pwritev2)(fd, iov, cnt, at_pos ? -1 : off, rwf);
 	if ((o->flags & O_ACCMODE) == O_RDONLY)
 		return fail(EBADF);
 	if (cnt < 0 || cnt > IOV_MAX || (!at_pos && off < 0))
@@ -556,7 +687,7 @@ static void before_read(int fd, struct pofd *o, off_t off, size_t len)
 static bool group_read(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
 		       ssize_t *r)
 {
-	if (!g_group)
+	if (!g_group || !pofd_live(fd, o))
 		return false;
 	if ((o->flags & O_ACCMODE) == O_WRONLY) {
 		*r = fail(EBADF);
@@ -697,7 +828,8 @@ EXPORT int fstat(int fd, struct stat *sb)
 {
 	struct pofd *o = pofd_of(fd);
 	int r = REAL(fstat)(fd, sb);
-	if (r == 0 && is_prot(o) && (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
+	if (r == 0 && is_prot(o) && sb->st_dev == o->f->dev && sb->st_ino == o->f->ino &&
+	    (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
 		/* The size as every issued group (and the pending one) leaves
 		 * it, without waiting (blocks and times follow later). */
 		pthread_mutex_lock(&o->f->mu);
@@ -708,6 +840,69 @@ EXPORT int fstat(int fd, struct stat *sb)
 	return r;
 }
 EXPORT int fstat64(int fd, struct stat64 *sb) { return fstat(fd, (struct stat *)sb); }
+
+/* stat, lstat, fstatat, statx by path (glibc's stat calls its fstatat
+ * inside libc, where no wrapper runs, so each name is wrapped): the size of
+ * a protected file as fstat gives it, the size every issued group and the
+ * pending one leave, found by the file's identity whatever the path. */
+static int64_t pending_size(dev_t dev, ino_t ino, int64_t size)
+{
+	struct pfile *f = g_active ? pl_file_find(dev, ino) : NULL;
+	if (!f || (!g_group && atomic_load(&f->done) == atomic_load(&f->issued)))
+		return size;
+	pthread_mutex_lock(&f->mu);
+	if (grp_pending(f) || atomic_load(&f->done) != atomic_load(&f->issued))
+		size = f->size;
+	pthread_mutex_unlock(&f->mu);
+	return size;
+}
+
+static int stat_fix(int r, struct stat *sb)
+{
+	if (r == 0 && S_ISREG(sb->st_mode))
+		sb->st_size = pending_size(sb->st_dev, sb->st_ino, sb->st_size);
+	return r;
+}
+
+#define NEXT(name, type) \
+	static __typeof__(type) next_##name; \
+	if (!next_##name) \
+		next_##name = (type)dlsym(RTLD_NEXT, #name)
+
+typedef int (*stat_fn)(const char *, struct stat *);
+typedef int (*statat_fn)(int, const char *, struct stat *, int);
+EXPORT int stat(const char *path, struct stat *sb) { NEXT(stat, stat_fn); return stat_fix(next_stat(path, sb), sb); }
+EXPORT int stat64(const char *path, struct stat64 *sb)
+{
+	NEXT(stat64, stat_fn);
+	return stat_fix(next_stat64(path, (struct stat *)sb), (struct stat *)sb);
+}
+EXPORT int lstat(const char *path, struct stat *sb) { NEXT(lstat, stat_fn); return stat_fix(next_lstat(path, sb), sb); }
+EXPORT int lstat64(const char *path, struct stat64 *sb)
+{
+	NEXT(lstat64, stat_fn);
+	return stat_fix(next_lstat64(path, (struct stat *)sb), (struct stat *)sb);
+}
+EXPORT int fstatat(int dir, const char *path, struct stat *sb, int flags)
+{
+	NEXT(fstatat, statat_fn);
+	return stat_fix(next_fstatat(dir, path, sb, flags), sb);
+}
+EXPORT int fstatat64(int dir, const char *path, struct stat64 *sb, int flags)
+{
+	NEXT(fstatat64, statat_fn);
+	return stat_fix(next_fstatat64(dir, path, (struct stat *)sb, flags), (struct stat *)sb);
+}
+typedef int (*statx_fn)(int, const char *, int, unsigned, struct statx *);
+EXPORT int statx(int dir, const char *path, int flags, unsigned mask, struct statx *sx)
+{
+	NEXT(statx, statx_fn);
+	int r = next_statx ? next_statx(dir, path, flags, mask, sx) : fail(ENOSYS);
+	if (r == 0 && (sx->stx_mask & STATX_SIZE) && (sx->stx_mask & STATX_TYPE) && S_ISREG(sx->stx_mode))
+		sx->stx_size = (uint64_t)pending_size(makedev(sx->stx_dev_major, sx->stx_dev_minor),
+						      sx->stx_ino, (int64_t)sx->stx_size);
+	return r;
+}
 
 static off_t p_lseek(int fd, off_t off, int whence)
 {
@@ -742,6 +937,9 @@ static int p_sync(struct pofd *o)
 	if (r == 0 && g_shared)
 		r = pl_store_failed(); /* nothing to wait for: every write was committed */
 	pl_release();
+	/* fsync is a cancellation point: a cancel that came during the wait
+	 * (off there, state.c) acts now, with the sync done. */
+	pthread_testcancel();
 	if (r < 0)
 		return fail(pl_errno(r));
 	real_trace_mark(TR_PSYNC, 0, 0);
@@ -754,19 +952,19 @@ static int p_sync(struct pofd *o)
 EXPORT int fsync(int fd)
 {
 	struct pofd *o = pofd_of(fd);
-	return is_prot(o) ? p_sync(o) : REAL(fsync)(fd);
+	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
 	struct pofd *o = pofd_of(fd);
-	return is_prot(o) ? p_sync(o) : REAL(fdatasync)(fd);
+	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fdatasync)(fd);
 }
 
 EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned flags)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(sync_file_range)(fd, off, n, flags);
 	if (off < 0 || n < 0 || (flags & ~(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
 					   SYNC_FILE_RANGE_WAIT_AFTER)))
@@ -853,13 +1051,22 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 	if (r == 0 && !g_shared && (o->flags & (O_SYNC | O_DSYNC)))
 		r = pl_wait_file(f);
 	pl_release();
+	if (r == -ESTALE) {
+		/* The path names another file now (replaced where the library
+		 * did not see it): this descriptor is an ordinary one, and the
+		 * size change is its file's, as in p_write. */
+		struct stat sb;
+		if (!only_grow)
+			return REAL(ftruncate)(fd, size);
+		return REAL(fstat)(fd, &sb) < 0 ? -1 : sb.st_size >= size ? 0 : REAL(ftruncate)(fd, size);
+	}
 	return r < 0 ? fail(pl_errno(r)) : 0;
 }
 
 static int p_ftruncate(int fd, off_t size)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(ftruncate)(fd, size);
 	if (size < 0 || (o->flags & O_ACCMODE) == O_RDONLY)
 		return fail(EINVAL);
@@ -912,7 +1119,7 @@ static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(fallocate)(fd, mode, off, len);
 	int e = p_fallocate(fd, o, mode, off, len);
 	return e ? fail(e) : 0;
@@ -922,13 +1129,43 @@ EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocat
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
 	struct pofd *o = pofd_of(fd);
-	if (!is_prot(o))
+	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(posix_fallocate)(fd, off, len);
 	return p_fallocate(fd, o, 0, off, len);
 }
 EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
 
 /* --- mappings ------------------------------------------------------------------------ */
+
+/* A read-only shared mapping of a protected file through a writable
+ * descriptor could later be made writable with mprotect(PROT_WRITE), and its
+ * stores would reach the file outside the log.  It is made through a
+ * read-only descriptor of the same file instead (opened anew by
+ * /proc/self/fd, closed once mapped): the kernel then refuses that mprotect
+ * itself (EACCES), as for a file opened read-only.  NULL: map as asked. */
+static void *shared_ro_map(void *addr, size_t len, int prot, int flags, int fd, off_t off, struct pofd *o)
+{
+	int type = flags & MAP_TYPE;
+	if ((type != MAP_SHARED && type != MAP_SHARED_VALIDATE) || (o->flags & O_ACCMODE) == O_RDONLY)
+		return NULL;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	int ro = REAL(open)(link, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	if (ro < 0 || REAL(fstat)(ro, &sb) < 0 || sb.st_dev != o->f->dev || sb.st_ino != o->f->ino) {
+		if (ro >= 0)
+			REAL(close)(ro);
+		pl_msg(o->f->path, "shared mapping refused (EACCES): no read-only descriptor of the file "
+				   "to map it through (it could be made writable with mprotect)");
+		errno = EACCES;
+		return MAP_FAILED;
+	}
+	void *p = REAL(mmap)(addr, len, prot, flags, ro, off);
+	int e = errno;
+	REAL(close)(ro);
+	errno = e;
+	return p;
+}
 
 static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -945,7 +1182,9 @@ static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
 	 * range.  Later writes show in it once they complete (at the latest
 	 * when the next sync returns). */
 	before_read(fd, o, off, len);
-	void *p = REAL(mmap)(addr, len, prot, flags, fd, off);
+	void *p = shared_ro_map(addr, len, prot, flags, fd, off, o);
+	if (p == NULL)
+		p = REAL(mmap)(addr, len, prot, flags, fd, off);
 	if (p != MAP_FAILED)
 		pl_map_add(p, len, o->f);
 	return p;
@@ -1148,7 +1387,10 @@ EXPORT FILE *fopen(const char *path, const char *mode)
 		errno = EPERM;
 		return NULL;
 	}
-	return REAL(fopen)(path, mode);
+	FILE *s = REAL(fopen)(path, mode);
+	if (s && g_active)
+		fresh_fd(fileno(s));
+	return s;
 }
 EXPORT FILE *fopen64(const char *path, const char *mode) { return fopen(path, mode); }
 
@@ -1158,7 +1400,22 @@ EXPORT FILE *freopen(const char *path, const char *mode, FILE *s)
 		errno = EPERM;
 		return NULL;
 	}
-	return REAL(freopen)(path, mode, s);
+	int fd = g_active && s ? fileno(s) : -1;
+	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	if (is_prot(o) && !path && mode_writes(mode)) {
+		/* The same file reopened for stdio's writes, inside libc. */
+		pl_msg(o->f->path, "freopen(NULL, \"%s\") refused (EPERM): stdio writes inside libc", mode);
+		errno = EPERM;
+		return NULL;
+	}
+	/* With a path, libc closes the stream's descriptor itself (no close
+	 * wrapper runs); the number may come back for the new file. */
+	if (o && path && !pl_vfork_child())
+		pofd_drop_if(fd, o);
+	FILE *r = REAL(freopen)(path, mode, s);
+	if (r && g_active && path)
+		fresh_fd(fileno(r));
+	return r;
 }
 EXPORT FILE *freopen64(const char *path, const char *mode, FILE *s) { return freopen(path, mode, s); }
 
@@ -1174,6 +1431,21 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 		before_read(fd, o, 0, SIZE_MAX);
 	}
 	return REAL(fdopen)(fd, mode);
+}
+
+/* fclose closes the stream's descriptor inside libc, where the close
+ * wrapper does not run: the entry goes first, as in close, or the number's
+ * next file (another open gets it) would be taken for the protected one. */
+EXPORT int fclose(FILE *s)
+{
+	static int (*next)(FILE *);
+	if (!next)
+		next = (int (*)(FILE *))dlsym(RTLD_NEXT, "fclose");
+	int fd = g_active && s ? fileno(s) : -1;
+	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	if (o && !pl_vfork_child())
+		pofd_drop_if(fd, o);
+	return next(s);
 }
 
 /* --- rename, unlink -------------------------------------------------------------------- */
@@ -1295,6 +1567,156 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	exec_failed();
 	errno = e;
 	return r;
+}
+
+EXPORT int execveat(int dir, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	static int (*next)(int, const char *, char *const[], char *const[], int);
+	if (!next)
+		next = (int (*)(int, const char *, char *const[], char *const[], int))dlsym(RTLD_NEXT, "execveat");
+	if (!next)
+		return fail(ENOSYS);
+	exec_prepare();
+	int r = next(dir, path, argv, envp, flags);
+	int e = errno;
+	exec_failed();
+	errno = e;
+	return r;
+}
+
+/* posix_spawn, system and popen start a program without fork's handlers
+ * or an exec wrapper (glibc clones and execs inside libc): the child reads
+ * the protected files as they are on the file, so every pending group is
+ * made home first, as before a fork.  The child that writes them is a
+ * second process (EBUSY, unless ATOMIO_SHARED=1). */
+static void before_spawn(void)
+{
+	if (g_active && !pl_not_owner())
+		sync_all();
+}
+
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+			char *const[], char *const[]);
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+	NEXT(posix_spawn, spawn_fn);
+	before_spawn();
+	return next_posix_spawn(pid, path, fa, at, argv, envp);
+}
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+	NEXT(posix_spawnp, spawn_fn);
+	before_spawn();
+	return next_posix_spawnp(pid, file, fa, at, argv, envp);
+}
+EXPORT int system(const char *cmd)
+{
+	NEXT(system, int (*)(const char *));
+	before_spawn();
+	return next_system(cmd);
+}
+EXPORT FILE *popen(const char *cmd, const char *mode)
+{
+	NEXT(popen, FILE * (*)(const char *, const char *));
+	before_spawn();
+	return next_popen(cmd, mode);
+}
+
+/* --- writers inside the kernel or libc -------------------------------------------------- */
+
+/* ioctl(FICLONE, FICLONERANGE) into a protected file: the filesystem would
+ * share another file's blocks into it, outside the log (cp --reflink).
+ * Refused with EXDEV, on which cp and others fall back to copy_file_range
+ * (refused too) and then read and write. */
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	static int (*next)(int, unsigned long, ...);
+	if (!next)
+		next = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if ((req == FICLONE || req == FICLONERANGE) && refuse_dst(fd, req == FICLONE ? "ioctl(FICLONE)" : "ioctl(FICLONERANGE)"))
+		return fail(EXDEV);
+	return next(fd, req, arg);
+}
+
+/* POSIX AIO (aio_write, lio_listio): glibc's threads write with its own
+ * pwrite, unseen: a write to a protected file is refused (EINVAL); a read
+ * waits for the pending groups first; aio_fsync waits for the file's groups
+ * before the kernel's sync is queued. */
+/* Reads only the descriptor and the opcode, which aiocb64 has at the same
+ * places (the *64 calls pass theirs). */
+static bool aio_refused(const struct aiocb *cb, int op)
+{
+	struct pofd *o = cb ? pofd_of(cb->aio_fildes) : NULL;
+	if (!is_prot(o))
+		return false;
+	if (op == LIO_READ) {
+		before_read(cb->aio_fildes, o, 0, SIZE_MAX);
+		return false;
+	}
+	pl_msg(o->f->path, "POSIX AIO write refused (EINVAL): glibc's threads would write it outside the log");
+	return true;
+}
+EXPORT int aio_write(struct aiocb *cb)
+{
+	NEXT(aio_write, int (*)(struct aiocb *));
+	return aio_refused(cb, LIO_WRITE) ? fail(EINVAL) : next_aio_write(cb);
+}
+EXPORT int aio_write64(struct aiocb64 *cb)
+{
+	NEXT(aio_write64, int (*)(struct aiocb64 *));
+	return aio_refused((struct aiocb *)cb, LIO_WRITE) ? fail(EINVAL) : next_aio_write64(cb);
+}
+EXPORT int aio_read(struct aiocb *cb)
+{
+	NEXT(aio_read, int (*)(struct aiocb *));
+	aio_refused(cb, LIO_READ);
+	return next_aio_read(cb);
+}
+EXPORT int aio_read64(struct aiocb64 *cb)
+{
+	NEXT(aio_read64, int (*)(struct aiocb64 *));
+	aio_refused((struct aiocb *)cb, LIO_READ);
+	return next_aio_read64(cb);
+}
+EXPORT int aio_fsync(int op, struct aiocb *cb)
+{
+	NEXT(aio_fsync, int (*)(int, struct aiocb *));
+	struct pofd *o = pofd_of(cb->aio_fildes);
+	if (is_prot(o) && p_sync(o) < 0)
+		return -1;
+	return next_aio_fsync(op, cb);
+}
+EXPORT int aio_fsync64(int op, struct aiocb64 *cb)
+{
+	NEXT(aio_fsync64, int (*)(int, struct aiocb64 *));
+	struct pofd *o = pofd_of(cb->aio_fildes);
+	if (is_prot(o) && p_sync(o) < 0)
+		return -1;
+	return next_aio_fsync64(op, cb);
+}
+static int lio_check(struct aiocb *const list[], int n)
+{
+	for (int i = 0; list && i < n; i++)
+		if (list[i] && list[i]->aio_lio_opcode != LIO_NOP && aio_refused(list[i], list[i]->aio_lio_opcode))
+			return fail(EINVAL);
+	return 0;
+}
+EXPORT int lio_listio(int mode, struct aiocb *const list[], int n, struct sigevent *sev)
+{
+	NEXT(lio_listio, int (*)(int, struct aiocb *const[], int, struct sigevent *));
+	return lio_check(list, n) < 0 ? -1 : next_lio_listio(mode, list, n, sev);
+}
+EXPORT int lio_listio64(int mode, struct aiocb64 *const list[], int n, struct sigevent *sev)
+{
+	NEXT(lio_listio64, int (*)(int, struct aiocb64 *const[], int, struct sigevent *));
+	/* aiocb64 begins as aiocb does (descriptor, then opcode): all that is read */
+	return lio_check((struct aiocb *const *)list, n) < 0 ? -1 : next_lio_listio64(mode, list, n, sev);
 }
 
 /* execl, execlp, execle: the list made an array (at most 4096 arguments). */

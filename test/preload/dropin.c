@@ -1,0 +1,619 @@
+/*
+ * dropin.c: everyday paths a program takes that the preload library must
+ * serve as the file would behave without it (issue 34, "the preload as a
+ * drop-in"; test/t_preload_dropin.sh runs each case under the library with
+ * ATOMIO_FILES='*.db').  A plain POSIX program: it knows nothing of atomio
+ * but the name of the log (ATOMIO_LOG), to find the store's descriptors.
+ *
+ *   dropin fdclose DIR    fdopen(fd, "r") + fclose, then the number reused
+ *   dropin rawclose DIR   the number closed by a raw system call, reused by an eventfd
+ *   dropin storefd DIR    close_range and dup2 over the store's descriptors
+ *   dropin vfork DIR      a vfork child's dup2/close_range/exec (run with ATOMIO_GROUP=1)
+ *   dropin hole DIR       a read of the hole below a pending extending write
+ *   dropin stat DIR       stat/lstat/fstatat/statx agree with fstat (ATOMIO_GROUP=1)
+ *   dropin mprotect DIR   a read-only shared mapping made writable by mprotect
+ *   dropin spawn DIR      system, popen, posix_spawn children read the pending writes (ATOMIO_GROUP=1)
+ *   dropin execveat DIR   execveat: pending writes home first (ATOMIO_GROUP=1); execs cat
+ *   dropin unseen DIR     FICLONE and POSIX AIO writes into a protected file refused; aio_read sees writes
+ *   dropin alias DIR      a second name (hard link) of a protected file (ATOMIO_GROUP=1)
+ *   dropin cancel DIR     pthread_cancel of a thread in a protected fsync (ATOMIO_GROUP=1)
+ *   dropin estale DIR     ftruncate of a protected file replaced where the library did not see it
+ *   dropin emfile DIR     the store reopened with no descriptor to spare (ATOMIO_GROUP=1)
+ *   dropin check DIR CASE the files as the case left them (run without the
+ *                         library: what is on disk after the process exited)
+ */
+#define _GNU_SOURCE
+#include <aio.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/fs.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *dir;
+
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, "dropin.c:%d: CHECK(%s) failed (errno %d %s)\n", __LINE__, #c, \
+				errno, strerror(errno));                                           \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static char *P(const char *name)
+{
+	static char b[4][PATH_MAX];
+	static int i;
+	char *s = b[i++ % 4];
+	snprintf(s, PATH_MAX, "%s/%s", dir, name);
+	return s;
+}
+
+/* The whole file, NUL-terminated; *n its size. */
+static char *slurp(const char *path, size_t *n)
+{
+	int fd = open(path, O_RDONLY);
+	CHECK(fd >= 0);
+	struct stat sb;
+	CHECK(fstat(fd, &sb) == 0);
+	char *b = calloc(1, (size_t)sb.st_size + 1);
+	CHECK(b);
+	CHECK(pread(fd, b, (size_t)sb.st_size, 0) == sb.st_size);
+	close(fd);
+	*n = (size_t)sb.st_size;
+	return b;
+}
+
+static void want_file(const char *path, const char *want)
+{
+	size_t n;
+	char *got = slurp(path, &n);
+	if (n != strlen(want) || memcmp(got, want, n)) {
+		fprintf(stderr, "FAIL: %s holds %zu bytes \"%.40s\", want \"%s\"\n", path, n, got, want);
+		exit(1);
+	}
+	free(got);
+}
+
+static int protected_with(const char *name, const char *text)
+{
+	int fd = open(P(name), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	return fd;
+}
+
+/* fdopen(fd, "r") + fclose: libc closes the descriptor itself; the next
+ * open gets the number and its writes and ftruncate must reach that file. */
+static void c_fdclose(void)
+{
+	int fd = protected_with("a.db", "PROTECTED");
+	CHECK(fsync(fd) == 0);
+	CHECK(lseek(fd, 0, SEEK_SET) == 0);
+	FILE *f = fdopen(fd, "r");
+	CHECK(f);
+	char line[64];
+	CHECK(fgets(line, sizeof(line), f) && !strcmp(line, "PROTECTED"));
+	CHECK(fclose(f) == 0);
+	int o = open(P("other.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o == fd); /* the lowest free number: the case this is about */
+	CHECK(write(o, "XXXX", 4) == 4);
+	CHECK(ftruncate(o, 2) == 0);
+	CHECK(fsync(o) == 0);
+	CHECK(close(o) == 0);
+	/* ... and a stream opened by fopen at a number fclose freed */
+	fd = open(P("a.db"), O_RDONLY);
+	CHECK(fd >= 0);
+	f = fdopen(fd, "r");
+	CHECK(f && fclose(f) == 0);
+	FILE *w = fopen(P("other2.txt"), "w");
+	CHECK(w && fileno(w) == fd);
+	CHECK(ftruncate(fileno(w), 5) == 0);
+	CHECK(fclose(w) == 0);
+	want_file(P("a.db"), "PROTECTED");
+	want_file(P("other.txt"), "XX");
+	struct stat sb;
+	CHECK(stat(P("other2.txt"), &sb) == 0 && sb.st_size == 5);
+}
+
+/* The number closed where no wrapper sees it (a raw system call), then
+ * reused by an eventfd: a write of the eventfd must reach the eventfd. */
+static void c_rawclose(void)
+{
+	int fd = protected_with("a.db", "PROTECTED");
+	CHECK(fsync(fd) == 0);
+	CHECK(syscall(SYS_close, fd) == 0);
+	int e = eventfd(0, EFD_NONBLOCK);
+	CHECK(e == fd);
+	uint64_t one = 1, got = 0;
+	CHECK(write(e, &one, 8) == 8);
+	CHECK(read(e, &got, 8) == 8 && got == 1);
+	CHECK(close(e) == 0);
+	want_file(P("a.db"), "PROTECTED");
+}
+
+/* The descriptors whose link names the log or the store's shared state. */
+static int store_fds(int *out, int max)
+{
+	const char *log = getenv("ATOMIO_LOG");
+	char canon[PATH_MAX];
+	CHECK(log && realpath(log, canon));
+	DIR *d = opendir("/proc/self/fd");
+	CHECK(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		char link[300], path[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+		ssize_t k = readlink(link, path, sizeof(path) - 1);
+		if (k <= 0)
+			continue;
+		path[k] = 0;
+		if (!strcmp(path, canon) || !strncmp(path, "/dev/shm/atomio-", 16))
+			out[n++] = atoi(e->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+/* close_range over the store's descriptors, then the program's own files at
+ * the lowest numbers; dup2 onto the log's number: each number is the
+ * program's, the store goes on, and no byte of the log reaches the
+ * program's files. */
+static void c_storefd(void)
+{
+	int fd = protected_with("a.db", "one");
+	CHECK(fsync(fd) == 0);
+	int sfd[8];
+	int n = store_fds(sfd, 8);
+	CHECK(n >= 1);
+	int lo = sfd[0];
+	for (int i = 1; i < n; i++)
+		lo = sfd[i] < lo ? sfd[i] : lo;
+	/* Every number from the store's first but the protected file's: the
+	 * store's descriptors are not the program's, so none of their numbers
+	 * may come back to it. */
+	CHECK(lo != fd);
+	if (lo < fd)
+		CHECK(close_range((unsigned)lo, (unsigned)fd - 1, 0) == 0);
+	CHECK(close_range((unsigned)fd + 1, ~0U, 0) == 0);
+	int m = open(P("mine.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(m >= 0);
+	CHECK(pwrite(fd, "two", 3, 0) == 3);
+	CHECK(fsync(fd) == 0);
+	CHECK(write(m, "mine", 4) == 4);
+	/* dup2 onto the log's number: the number becomes the program's */
+	n = store_fds(sfd, 8);
+	CHECK(n >= 1);
+	int d = dup2(m, sfd[0]);
+	CHECK(d == sfd[0]);
+	CHECK(write(d, "+dup", 4) == 4);
+	CHECK(pwrite(fd, "three", 5, 0) == 5);
+	CHECK(fsync(fd) == 0);
+	/* ... and dup3 onto the (reopened) store's log */
+	CHECK(store_fds(sfd, 8) >= 1);
+	int d3 = sfd[0];
+	CHECK(dup3(m, d3, O_CLOEXEC) == d3);
+	CHECK(write(d3, "+dup3", 5) == 5);
+	CHECK(pwrite(fd, "four!", 5, 0) == 5);
+	CHECK(fsync(fd) == 0);
+	want_file(P("a.db"), "four!");
+	want_file(P("mine.txt"), "mine+dup+dup3");
+}
+
+/* A vfork child (as Python's subprocess) moves and closes descriptors and
+ * execs: the parent's pending group must be whole afterwards. */
+static void c_vfork(void)
+{
+	int fd = open(P("a.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	char a[4096], b[4096], got[8192];
+	memset(a, 'A', sizeof(a));
+	memset(b, 'B', sizeof(b));
+	CHECK(write(fd, a, sizeof(a)) == (ssize_t)sizeof(a));
+	pid_t pid = vfork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (dup2(fd, 100) != 100 || close_range(3, ~0U, 0) != 0)
+			_exit(2);
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(write(fd, b, sizeof(b)) == (ssize_t)sizeof(b));
+	CHECK(fsync(fd) == 0);
+	CHECK(pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got));
+	CHECK(!memcmp(got, a, 4096) && !memcmp(got + 4096, b, 4096));
+	CHECK(close(fd) == 0);
+}
+
+/* pwrite of one byte at 1 MiB into a new file, then a read at 0: 4096 zeros. */
+static void c_hole(void)
+{
+	for (int i = 0; i < 20; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "h%d.db", i);
+		int fd = open(P(name), O_RDWR | O_CREAT | O_EXCL, 0644);
+		CHECK(fd >= 0);
+		CHECK(pwrite(fd, "x", 1, 1 << 20) == 1);
+		char buf[4096], zero[4096] = {0};
+		memset(buf, 1, sizeof(buf));
+		ssize_t n = pread(fd, buf, sizeof(buf), 0);
+		if (n != (ssize_t)sizeof(buf) || memcmp(buf, zero, sizeof(buf))) {
+			fprintf(stderr, "FAIL: try %d: pread at 0 below a write at 1 MiB returned %zd\n", i, n);
+			exit(1);
+		}
+		CHECK(pread(fd, buf, 2, (1 << 20) - 1) == 2 && buf[0] == 0 && buf[1] == 'x');
+		CHECK(close(fd) == 0);
+	}
+}
+
+/* stat, lstat, fstatat, statx by path agree with fstat. */
+static void c_stat(void)
+{
+	int fd = open(P("s.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	char b[4096];
+	memset(b, 's', sizeof(b));
+	CHECK(write(fd, b, sizeof(b)) == (ssize_t)sizeof(b));
+	struct stat f, s, l, a;
+	struct statx x;
+	CHECK(fstat(fd, &f) == 0);
+	CHECK(stat(P("s.db"), &s) == 0);
+	CHECK(lstat(P("s.db"), &l) == 0);
+	CHECK(fstatat(AT_FDCWD, P("s.db"), &a, 0) == 0);
+	CHECK(statx(AT_FDCWD, P("s.db"), 0, STATX_SIZE | STATX_TYPE, &x) == 0);
+	printf("sizes: fstat %lld stat %lld lstat %lld fstatat %lld statx %llu\n", (long long)f.st_size,
+	       (long long)s.st_size, (long long)l.st_size, (long long)a.st_size, (unsigned long long)x.stx_size);
+	CHECK(f.st_size == 4096 && s.st_size == 4096 && l.st_size == 4096 && a.st_size == 4096 &&
+	      x.stx_size == 4096);
+	CHECK(fsync(fd) == 0);
+	CHECK(close(fd) == 0);
+}
+
+/* mprotect(PROT_WRITE) of a read-only shared mapping of a protected file
+ * opened read-write: its stores would bypass the log. */
+static void c_mprotect(void)
+{
+	int fd = protected_with("m.db", "MAPPED");
+	char *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	CHECK(p != MAP_FAILED);
+	CHECK(!memcmp(p, "MAPPED", 6));
+	errno = 0;
+	if (mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0) {
+		fprintf(stderr, "FAIL: mprotect made a shared mapping of a protected file writable\n");
+		exit(1);
+	}
+	CHECK(errno == EACCES);
+	CHECK(munmap(p, 4096) == 0);
+	/* a private mapping may be made writable: its stores are its own */
+	p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	CHECK(p != MAP_FAILED && mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0);
+	p[0] = 'X';
+	CHECK(munmap(p, 4096) == 0);
+	CHECK(close(fd) == 0);
+	want_file(P("m.db"), "MAPPED");
+}
+
+static void want_out(const char *name, const char *want)
+{
+	want_file(P(name), want);
+}
+
+/* Children started by system, popen and posix_spawn (glibc clones and execs
+ * inside libc) read the file: they must see the writes made before. */
+static void c_spawn(void)
+{
+	int fd = protected_with("s.db", "SPAWN1");
+	char cmd[PATH_MAX * 3];
+	snprintf(cmd, sizeof(cmd), "cat '%s' > '%s'", P("s.db"), P("out1"));
+	CHECK(system(cmd) == 0);
+	want_out("out1", "SPAWN1");
+	CHECK(pwrite(fd, "SPAWN2", 6, 0) == 6);
+	snprintf(cmd, sizeof(cmd), "cat '%s'", P("s.db"));
+	FILE *f = popen(cmd, "r");
+	CHECK(f);
+	char b[64] = {0};
+	CHECK(fread(b, 1, sizeof(b) - 1, f) == 6);
+	CHECK(pclose(f) == 0);
+	CHECK(!strcmp(b, "SPAWN2"));
+	CHECK(pwrite(fd, "SPAWN3", 6, 0) == 6);
+	posix_spawn_file_actions_t fa;
+	CHECK(posix_spawn_file_actions_init(&fa) == 0);
+	CHECK(posix_spawn_file_actions_addopen(&fa, 1, P("out3"), O_WRONLY | O_CREAT | O_TRUNC, 0644) == 0);
+	char *argv[] = {"cat", P("s.db"), NULL};
+	extern char **environ;
+	pid_t pid;
+	CHECK(posix_spawn(&pid, "/bin/cat", &fa, NULL, argv, environ) == 0);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	posix_spawn_file_actions_destroy(&fa);
+	want_out("out3", "SPAWN3");
+	CHECK(close(fd) == 0);
+}
+
+/* execveat replaces the image: the writes made before must be in the file
+ * (group mode: they are still pending when it is called).  Execs cat of the
+ * file with its output in out; the script checks both. */
+static void c_execveat(void)
+{
+	int fd = protected_with("e.db", "EXECVEAT");
+	int out = open(P("out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(out >= 0 && dup2(out, 1) == 1);
+	char *argv[] = {"cat", P("e.db"), NULL};
+	extern char **environ;
+	execveat(AT_FDCWD, "/bin/cat", argv, environ, 0);
+	fprintf(stderr, "execveat: %s\n", strerror(errno));
+	(void)fd;
+	exit(1);
+}
+
+/* Writers inside the kernel or glibc's threads: FICLONE and POSIX AIO
+ * writes into a protected file are refused; an aio_read sees the writes. */
+static void c_unseen(void)
+{
+	int src = open(P("src.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(src >= 0);
+	char blk[4096];
+	memset(blk, 'c', sizeof(blk));
+	CHECK(write(src, blk, sizeof(blk)) == (ssize_t)sizeof(blk));
+	CHECK(fsync(src) == 0);
+	int fd = protected_with("u.db", "UNSEEN");
+	errno = 0;
+	CHECK(ioctl(fd, FICLONE, src) < 0 && errno == EXDEV);
+	struct aiocb cb;
+	memset(&cb, 0, sizeof(cb));
+	cb.aio_fildes = fd;
+	cb.aio_buf = blk;
+	cb.aio_nbytes = 8;
+	cb.aio_offset = 0;
+	errno = 0;
+	CHECK(aio_write(&cb) < 0 && errno == EINVAL);
+	char got[16] = {0};
+	memset(&cb, 0, sizeof(cb));
+	cb.aio_fildes = fd;
+	cb.aio_buf = got;
+	cb.aio_nbytes = 6;
+	CHECK(aio_read(&cb) == 0);
+	const struct aiocb *l[1] = {&cb};
+	while (aio_error(&cb) == EINPROGRESS)
+		CHECK(aio_suspend(l, 1, NULL) == 0 || errno == EINTR);
+	CHECK(aio_return(&cb) == 6 && !memcmp(got, "UNSEEN", 6));
+	CHECK(close(fd) == 0);
+	CHECK(close(src) == 0);
+	want_file(P("u.db"), "UNSEEN");
+}
+
+/* A hard link outside ATOMIO_FILES to a file the process protects: a write
+ * through it must not be overwritten by the file's pending group. */
+static void c_alias(void)
+{
+	int fd = protected_with("a.db", "ALIAS1");
+	CHECK(link(P("a.db"), P("b.txt")) == 0);
+	int b = open(P("b.txt"), O_RDWR);
+	CHECK(b >= 0);
+	char got[8] = {0};
+	CHECK(pread(b, got, 6, 0) == 6 && !memcmp(got, "ALIAS1", 6));
+	CHECK(pwrite(b, "XY", 2, 0) == 2);
+	CHECK(fsync(fd) == 0);
+	CHECK(fsync(b) == 0);
+	CHECK(close(b) == 0);
+	CHECK(close(fd) == 0);
+	want_file(P("a.db"), "XYIAS1");
+}
+
+static int cancel_pipe[2][2];
+
+static void *cancel_thread(void *arg)
+{
+	int fd = *(int *)arg, old;
+	char c;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	CHECK(pwrite(fd, "CANCEL", 6, 0) == 6);
+	CHECK(write(cancel_pipe[0][1], "r", 1) == 1);
+	CHECK(read(cancel_pipe[1][0], &c, 1) == 1);
+	/* The cancel is pending: it acts at the first cancellation point the
+	 * thread reaches with cancellation on, inside fsync. */
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+	fsync(fd);
+	return NULL;
+}
+
+/* pthread_cancel of a thread in a protected fsync: the thread goes (at or
+ * after the sync), and the library stays usable: a rename of a protected
+ * file (which takes the library's lock exclusive) and a fork return. */
+static void c_cancel(void)
+{
+	int fd = protected_with("c.db", "xxxxxx");
+	CHECK(pipe(cancel_pipe[0]) == 0 && pipe(cancel_pipe[1]) == 0);
+	pthread_t t;
+	char c;
+	CHECK(pthread_create(&t, NULL, cancel_thread, &fd) == 0);
+	CHECK(read(cancel_pipe[0][0], &c, 1) == 1);
+	CHECK(pthread_cancel(t) == 0);
+	CHECK(write(cancel_pipe[1][1], "g", 1) == 1);
+	void *ret;
+	CHECK(pthread_join(t, &ret) == 0 && ret == PTHREAD_CANCELED);
+	alarm(20); /* a wedged library: SIGALRM fails the test */
+	int o = open(P("d.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o >= 0 && write(o, "D", 1) == 1 && close(o) == 0);
+	CHECK(rename(P("d.db"), P("e.db")) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(fsync(fd) == 0);
+	CHECK(close(fd) == 0);
+	alarm(0);
+	want_file(P("c.db"), "CANCEL");
+}
+
+/* The protected file is replaced by a rename the library does not see (a
+ * raw system call: as another process would), and the store is reopened
+ * (a rename of another protected file closes it): the old file's
+ * descriptor is an ordinary one, and ftruncate of it works as it would. */
+static void c_estale(void)
+{
+	int fd = protected_with("a.db", "OLDFILE");
+	CHECK(fsync(fd) == 0);
+	int n = open(P("new.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(n >= 0 && write(n, "NEW", 3) == 3 && close(n) == 0);
+	CHECK(syscall(SYS_rename, P("new.txt"), P("a.db")) == 0);
+	int o = open(P("b.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o >= 0 && write(o, "B", 1) == 1 && close(o) == 0);
+	CHECK(rename(P("b.db"), P("c.db")) == 0);
+	errno = 0;
+	if (ftruncate(fd, 3) != 0) {
+		fprintf(stderr, "FAIL: ftruncate of the replaced file's descriptor: %s\n", strerror(errno));
+		exit(1);
+	}
+	char b[8] = {0};
+	CHECK(pread(fd, b, sizeof(b), 0) == 3 && !memcmp(b, "OLD", 3));
+	CHECK(close(fd) == 0);
+	want_file(P("a.db"), "NEW");
+}
+
+/* The store is closed (a rename of a protected file) and reopened by the
+ * next write while the process has no descriptors to spare: with 0, 1, 2,
+ * ... free, each write either fails or is protected, never goes straight
+ * to the file (group mode: a protected write stays out of the file until a
+ * sync, so the file's own size shows where it went). */
+static void c_emfile(void)
+{
+	struct rlimit rl = {64, 64};
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	int fd = protected_with("a.db", "0123");
+	CHECK(fsync(fd) == 0);
+	int o = open(P("b.db"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(o >= 0 && write(o, "0123", 4) == 4 && fsync(o) == 0);
+	CHECK(rename(P("b.db"), P("c.db")) == 0);
+	int fill[64], n = 0, failed = 0;
+	while (n < 64 && (fill[n] = dup(0)) >= 0)
+		n++;
+	CHECK(errno == EMFILE);
+	/* both files' descriptors written, one more descriptor free each round,
+	 * until both writes are taken */
+	for (int done = 0; done != 3;) {
+		if (!(done & 1) && pwrite(fd, "Q", 1, 100) == 1)
+			done |= 1;
+		else if (!(done & 2) && pwrite(o, "Q", 1, 100) == 1)
+			done |= 2;
+		else {
+			CHECK(errno == EMFILE || errno == EIO || errno == ENFILE);
+			failed++;
+			CHECK(n > 0);
+			close(fill[--n]);
+		}
+	}
+	while (n > 0)
+		close(fill[--n]);
+	const char *names[2] = {"a.db", "c.db"};
+	int raw[2];
+	struct stat sb;
+	for (int i = 0; i < 2; i++) {
+		raw[i] = (int)syscall(SYS_open, P(names[i]), O_RDONLY);
+		CHECK(raw[i] >= 0 && syscall(SYS_fstat, raw[i], &sb) == 0);
+		printf("%s: the file's size before the sync: %lld\n", names[i], (long long)sb.st_size);
+		if (sb.st_size != 4) {
+			fprintf(stderr, "FAIL: %s: a write after the store's reopen went straight to the file\n",
+				names[i]);
+			exit(1);
+		}
+	}
+	printf("writes refused for want of a descriptor: %d\n", failed);
+	CHECK(fsync(fd) == 0 && fsync(o) == 0);
+	for (int i = 0; i < 2; i++) {
+		CHECK(syscall(SYS_fstat, raw[i], &sb) == 0 && sb.st_size == 101);
+		syscall(SYS_close, raw[i]);
+	}
+	CHECK(close(fd) == 0 && close(o) == 0);
+}
+
+static void check(const char *c)
+{
+	if (!strcmp(c, "fdclose")) {
+		want_file(P("a.db"), "PROTECTED");
+		want_file(P("other.txt"), "XX");
+	} else if (!strcmp(c, "rawclose")) {
+		want_file(P("a.db"), "PROTECTED");
+	} else if (!strcmp(c, "storefd")) {
+		want_file(P("a.db"), "four!");
+		want_file(P("mine.txt"), "mine+dup+dup3");
+	} else if (!strcmp(c, "vfork")) {
+		size_t n;
+		char *g = slurp(P("a.db"), &n);
+		CHECK(n == 8192);
+		for (size_t i = 0; i < n; i++)
+			CHECK(g[i] == (i < 4096 ? 'A' : 'B'));
+		free(g);
+	} else if (!strcmp(c, "alias")) {
+		want_file(P("a.db"), "XYIAS1");
+	} else if (!strcmp(c, "execveat")) {
+		want_file(P("e.db"), "EXECVEAT");
+		want_file(P("out"), "EXECVEAT");
+	} else {
+		CHECK(!"no such case");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: dropin CASE DIR | dropin check DIR CASE\n");
+		return 2;
+	}
+	dir = argv[2];
+	const char *c = argv[1];
+	if (!strcmp(c, "check") && argc > 3)
+		check(argv[3]);
+	else if (!strcmp(c, "fdclose"))
+		c_fdclose();
+	else if (!strcmp(c, "rawclose"))
+		c_rawclose();
+	else if (!strcmp(c, "storefd"))
+		c_storefd();
+	else if (!strcmp(c, "vfork"))
+		c_vfork();
+	else if (!strcmp(c, "hole"))
+		c_hole();
+	else if (!strcmp(c, "stat"))
+		c_stat();
+	else if (!strcmp(c, "mprotect"))
+		c_mprotect();
+	else if (!strcmp(c, "spawn"))
+		c_spawn();
+	else if (!strcmp(c, "execveat"))
+		c_execveat();
+	else if (!strcmp(c, "unseen"))
+		c_unseen();
+	else if (!strcmp(c, "alias"))
+		c_alias();
+	else if (!strcmp(c, "cancel"))
+		c_cancel();
+	else if (!strcmp(c, "estale"))
+		c_estale();
+	else if (!strcmp(c, "emfile"))
+		c_emfile();
+	else
+		return 2;
+	printf("%s: ok\n", c);
+	return 0;
+}
