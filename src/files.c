@@ -642,6 +642,24 @@ static int register_new(atomio *st, const char *stored, uint16_t cflags, const s
 	return 0;
 }
 
+/* Do descriptors a and b name one inode? */
+static bool same_inode(int a, int b)
+{
+	struct stat sa, sb;
+	return atomio_sys->fstat(a, &sa) == 0 && atomio_sys->fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* A descriptor of a file registered anew since it was opened: another
+ * thread may be writing or syncing through it still, so it is closed with
+ * the store, not now.  cat_lock held. */
+static void file_retire(atomio *st, int fd)
+{
+	ASSERT_CAT(st);
+	if (st->nstale < sizeof(st->stale) / sizeof(st->stale[0]))
+		st->stale[st->nstale++] = fd;
+}
+
 /* Open f in this session as fd: its descriptors, limits and capabilities,
  * then publish it (the fd last: file_get tests it).  cat_lock held. */
 static void publish(atomio *st, struct afile *f, int fd, int open_flags)
@@ -653,6 +671,17 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 	if (f->direct)
 		dio_align(fd, &f->dio_mem_align, &f->dio_off_align);
 	f->max_size = file_max_size(fd);
+	if (f->lazy && f->hfd >= 0 && !same_inode(f->hfd, fd)) {
+		/* Opened on demand before the path was registered anew (unlinked
+		 * and created again, or another file renamed over it): that
+		 * descriptor names the old inode, and home writes through it
+		 * would land where no path reaches.  It may be in use in
+		 * another thread: closed with the store. */
+		int old = f->hfd;
+		__atomic_store_n(&f->hfd, -1, __ATOMIC_RELEASE);
+		__atomic_store_n(&f->fd, -1, __ATOMIC_RELEASE);
+		file_retire(st, old);
+	}
 	if (f->lazy && f->hfd >= 0) {
 		/* Open here already for other processes' home writes, through a
 		 * buffered descriptor: it stays the one home writes use (for an
@@ -738,8 +767,8 @@ struct afile *file_get_any(atomio *st, uint32_t id, int *err)
 		__atomic_store_n(&f->hfd, -1, __ATOMIC_RELEASE);
 		if (f->lazy)
 			__atomic_store_n(&f->fd, -1, __ATOMIC_RELEASE);
-		if (old != f->fd && st->nstale < sizeof(st->stale) / sizeof(st->stale[0]))
-			st->stale[st->nstale++] = old;
+		if (old != f->fd)
+			file_retire(st, old);
 	}
 	if (f && f->hfd < 0 && r == 0) {
 		char path[PATH_MAX];
