@@ -691,7 +691,7 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 		file_open_home(st, f, fd); /* the descriptor home writes use */
 	}
 	f->lazy = false;
-	f->gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
+	f->gen = f->fd_gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
 	file_probe_caps(st, f, fd);
 	if (f->caps.fast_max) {
 		/* From now on leaders fill the fast path's guard; what was
@@ -723,20 +723,25 @@ static void cat_unlock_all(atomio *st)
 	cat_mutex_unlock(st);
 }
 
+bool file_stale(atomio *st, const struct afile *f)
+{
+	return !st->exclusive && f->gen != atomic_load(&st->sh->fgen[f->id]);
+}
+
+bool file_fd_stale(atomio *st, const struct afile *f)
+{
+	return !st->exclusive && f->fd_gen != atomic_load(&st->sh->fgen[f->id]);
+}
+
 struct afile *file_app(atomio *st, int id)
 {
 	struct afile *f = file_get(st, id);
 	int err;
-	if (!f && id >= 0 && (unsigned)id < MAX_FILES && !st->exclusive)
+	/* Registered anew by another process: the application reads the file
+	 * its path names now (file_get_any opens its home descriptor anew). */
+	if ((!f || file_stale(st, f)) && id >= 0 && (unsigned)id < MAX_FILES && !st->exclusive)
 		f = file_get_any(st, (uint32_t)id, &err);
 	return f;
-}
-
-/* Was f registered anew (another file under its path) since this process
- * opened it?  Then its descriptors name the old file. */
-static bool file_stale(atomio *st, const struct afile *f)
-{
-	return !st->exclusive && f->gen != atomic_load(&st->sh->fgen[f->id]);
 }
 
 struct afile *file_get_any(atomio *st, uint32_t id, int *err)
