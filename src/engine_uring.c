@@ -286,8 +286,10 @@ static int uring_home(atomio *st, const struct grp *g, uint32_t n)
 				continue;
 			}
 			/* A size change orders against the file's writes still
-			 * in flight. */
-			if (s->kind != SEG_WRITE)
+			 * in flight; a write done here and now, against the
+			 * queued writes of its range (earlier groups': they
+			 * must land first, the wave is submitted only later). */
+			if (s->kind != SEG_WRITE || wave_conflicts(st, &w, f->hfd, s->off, s->len))
 				err = wave_flush(st, &w);
 			if (err == 0)
 				err = engine_plain_seg(st, f, s);
