@@ -461,6 +461,20 @@ static struct afile *open_find_inode(atomio *st, const struct fid *idn)
 	return NULL;
 }
 
+/* The registered file (lowest id) whose recorded identity is idn's, open
+ * in this session or not, or NULL: a hard link to a file another process
+ * registered under its other name, or that this process registered in an
+ * earlier session.  Every process picks the same id for one inode. */
+static struct afile *cat_find_identity(atomio *st, const struct fid *idn)
+{
+	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
+		struct afile *f = atomic_load(&st->files[id]);
+		if (f && codec_fid_same(&f->idn, idn))
+			return f;
+	}
+	return NULL;
+}
+
 static uint32_t cat_free_id(atomio *st)
 {
 	const uint32_t top = atomic_load(&st->files_hi);
@@ -857,6 +871,10 @@ static int file_open_once(atomio *st, const char *canon, const char *stored, uin
 		if (g && !g->lazy) {
 			f = g;
 			by_inode = true;
+		} else if ((g = cat_find_identity(st, &idn))) {
+			/* Registered under another name (open in another
+			 * process, or in none): its id, not a second one. */
+			f = g;
 		}
 	}
 	if (f && f->fd >= 0 && !f->lazy) {
