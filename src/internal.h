@@ -379,6 +379,10 @@ unsigned fork_init(void);
  * no longer (before they are closed). */
 void fork_track(atomio *st);
 void fork_untrack(atomio *st);
+/* Any other descriptor closed in a child (an io_uring ring's, which holds
+ * the log's description: engine_uring.c): its slot, or -1; then no longer. */
+int fork_track_fd(int fd);
+void fork_untrack_fd(int slot);
 void *aligned_alloc_zero(size_t align, size_t size);
 /* A store thread (the checkpointer, the async worker), with every signal
  * blocked.  0 or a negative errno. */
