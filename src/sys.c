@@ -103,7 +103,14 @@ static int lx_uring_init(unsigned entries, struct io_uring *ring)
 {
 	/* liburing returns a negative errno itself (EPERM where io_uring is
 	 * disabled by sysctl or seccomp, ENOSYS on kernels without it). */
-	return io_uring_queue_init(entries, ring, 0);
+	int r = io_uring_queue_init(entries, ring, 0);
+	/* A forked child must not keep the ring: its mappings hold the ring's
+	 * file, which holds the log's description and with it the parent's
+	 * lock bytes (engine_uring.c, ring_new); the fork handler closes the
+	 * child's descriptor of it. */
+	if (r == 0 && (r = io_uring_ring_dontfork(ring)) < 0)
+		io_uring_queue_exit(ring);
+	return r;
 }
 
 static int lx_uring_enter(struct io_uring *ring, unsigned wait_nr)

@@ -77,11 +77,46 @@ int main(void)
 		usleep(1000);
 	CHECK(tries <= 2000);
 	CHECK_EQ(atomio_pwrite(a, id, "a", 1, 1), 1);
+
+	/* A child forked (no exec) by a process with rings must not keep the
+	 * rings, and through them the log's description and the parent's lock
+	 * bytes, once the parent is gone. */
+	int cgo[2], cready[2];
+	CHECK_OK(pipe(cgo));
+	CHECK_OK(pipe(cready));
+	p = fork();
+	if (p == 0) {
+		atomio *b;
+		CHECK_OK(atomio_open(log, &o, &b));
+		CHECK(b->ring_home);
+		uint32_t s2 = b->me - 1;
+		pid_t c = fork();
+		if (c == 0) {
+			char x;
+			close(cgo[1]);
+			(void)!read(cgo[0], &x, 1); /* lives until the test is done */
+			_exit(0);
+		}
+		CHECK(write(cready[1], &s2, sizeof(s2)) == sizeof(s2));
+		_exit(0); /* dies without closing; its child lives on */
+	}
+	close(cready[1]);
+	close(cgo[0]);
+	CHECK(read(cready[0], &slot, sizeof(slot)) == sizeof(slot));
+	CHECK(waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	tries = 0;
+	while (byte_held(lfd, (off_t)(LK_PROC + slot)) && tries++ < 2000)
+		usleep(1000);
+	if (tries > 2000)
+		fprintf(stderr, "the lock byte of slot %u stays while the dead process's child lives\n", slot);
+	close(cgo[1]); /* the grandchild goes */
+	CHECK(tries <= 2000);
+	CHECK_EQ(atomio_pwrite(a, id, "c", 1, 1), 1);
 	close(lfd);
 	CHECK_OK(atomio_close(a));
 	size_t n;
 	uint8_t *d = t_slurp(t_path("f"), &n);
-	CHECK(d && n == 2 && !memcmp(d, "ba", 2));
+	CHECK(d && n == 2 && !memcmp(d, "bc", 2));
 	free(d);
 	printf("ok: a process's lock byte stays while its rings are up, and goes with them\n");
 	return 0;
