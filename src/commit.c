@@ -475,6 +475,11 @@ static void fail_queue_locked(atomio *st, int err)
 	S->q_len = 0;
 	for (uint32_t k = 0; i && k < n; k++) {
 		uint32_t next = ENT(i)->next;
+		/* Never in a batch: its place in the commit order is after every
+		 * batched group, in queue order (async.c hands groups back
+		 * sorted by these; the entry's own are stale). */
+		ENT(i)->batch = UINT64_MAX;
+		ENT(i)->ord = k;
 		finish_ent_locked(st, i, err);
 		i = next;
 	}

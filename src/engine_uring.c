@@ -32,23 +32,54 @@ struct home_op {
 
 /* --- rings ------------------------------------------------------------------ */
 
-static struct io_uring *ring_new(unsigned entries)
+/* A ring, and its descriptor's slot in the fork handler's list. */
+struct ring_box {
+	struct io_uring ring;
+	int fork_slot;
+};
+
+/* A new ring, holding the log's open file description.  WHY: the lock
+ * bytes that say this process is alive (shm.h, LK_PROC+i; LK_DMS; the
+ * flock) are the log description's, and go when its last reference does.
+ * A process that is killed has its descriptors closed (exit_files) while
+ * its rings' requests may still be in flight: do_exit waits only for
+ * requests on io_uring files themselves, and the rest are waited for by
+ * each ring's teardown (io_ring_exit_work), in a kernel worker, after the
+ * ring's descriptor is closed with the others.  A home or fast-path write
+ * from the shared arena could then land after a survivor, finding the
+ * bytes free, adopted its batch -- after a later group rewrote the range,
+ * maybe with another group's bytes from the reused arena block.  A file
+ * registered in the ring is put only when the ring is freed, after its
+ * last request (io_ring_ctx_free): so the bytes outlive every write the
+ * process had in flight.  A ring that cannot hold it is not used (the
+ * plain way's writes end with the process).  The ring's descriptor is
+ * closed in a forked child, which must not keep the parent's bytes alive
+ * (internal.h, FORK). */
+static struct io_uring *ring_new(atomio *st, unsigned entries)
 {
-	struct io_uring *r = calloc(1, sizeof(*r));
-	if (!r)
+	struct ring_box *b = calloc(1, sizeof(*b));
+	if (!b)
 		return NULL;
-	if (sys_uring_init(entries, r) < 0) {
-		free(r);
+	if (sys_uring_init(entries, &b->ring) < 0) {
+		free(b);
 		return NULL;
 	}
-	return r;
+	if (sys_uring_register_files(&b->ring, &st->log_fd, 1) < 0) {
+		sys_uring_exit(&b->ring);
+		free(b);
+		return NULL;
+	}
+	b->fork_slot = fork_track_fd(b->ring.ring_fd);
+	return &b->ring;
 }
 
 static void ring_free(struct io_uring **rp)
 {
 	if (*rp) {
-		sys_uring_exit(*rp);
-		free(*rp);
+		struct ring_box *b = (struct ring_box *)*rp; /* ring is its first member */
+		fork_untrack_fd(b->fork_slot);
+		sys_uring_exit(&b->ring);
+		free(b);
 		*rp = NULL;
 	}
 }
@@ -58,7 +89,7 @@ bool engine_uring_open(atomio *st, uint32_t flags, bool home)
 	bool any = false;
 	if (flags & ATOMIO_ENGINE_URING) {
 		for (unsigned i = 0; i < LOG_SLOTS; i++) {
-			st->slots[i].ring = ring_new(RING_LOG);
+			st->slots[i].ring = ring_new(st, RING_LOG);
 			if (!st->slots[i].ring) {
 				/* EPERM (disabled by sysctl or seccomp), ENOSYS, ...: plain */
 				for (unsigned j = 0; j < i; j++)
@@ -69,7 +100,7 @@ bool engine_uring_open(atomio *st, uint32_t flags, bool home)
 		any = true;
 	}
 	if (home && (flags & ATOMIO_DIRECT_HOME)) {
-		st->ring_home = ring_new(RING_HOME);
+		st->ring_home = ring_new(st, RING_HOME);
 		st->hops = calloc(RING_HOME, sizeof(*st->hops));
 		if (!st->ring_home || !st->hops) {
 			/* the home stage writes the plain way */
@@ -286,8 +317,10 @@ static int uring_home(atomio *st, const struct grp *g, uint32_t n)
 				continue;
 			}
 			/* A size change orders against the file's writes still
-			 * in flight. */
-			if (s->kind != SEG_WRITE)
+			 * in flight; a write done here and now, against the
+			 * queued writes of its range (earlier groups': they
+			 * must land first, the wave is submitted only later). */
+			if (s->kind != SEG_WRITE || wave_conflicts(st, &w, f->hfd, s->off, s->len))
 				err = wave_flush(st, &w);
 			if (err == 0)
 				err = engine_plain_seg(st, f, s);

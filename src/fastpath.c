@@ -171,7 +171,12 @@ bool fast_eligible_locked(atomio *st, const struct grp *g)
 		return false;
 	const struct seg *s = &g->segs[0];
 	struct afile *f = file_get(st, (int)s->file);
-	if (!f || !f->caps.fast_max)
+	/* The fast path writes through f->fd, the file this process opened:
+	 * registered anew since (another file under its path), that is the
+	 * old inode; logged, the group goes home through file_get_any, which
+	 * opens the new one.  The registration took the log role, held here,
+	 * so the generation read is the newest. */
+	if (!f || !f->caps.fast_max || file_fd_stale(st, f))
 		return false;
 	uint64_t len = s->len;
 	if (len < f->caps.awu_min || len > f->caps.fast_max || (len & (len - 1)) || s->off % len)

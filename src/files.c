@@ -461,6 +461,20 @@ static struct afile *open_find_inode(atomio *st, const struct fid *idn)
 	return NULL;
 }
 
+/* The registered file (lowest id) whose recorded identity is idn's, open
+ * in this session or not, or NULL: a hard link to a file another process
+ * registered under its other name, or that this process registered in an
+ * earlier session.  Every process picks the same id for one inode. */
+static struct afile *cat_find_identity(atomio *st, const struct fid *idn)
+{
+	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
+		struct afile *f = atomic_load(&st->files[id]);
+		if (f && codec_fid_same(&f->idn, idn))
+			return f;
+	}
+	return NULL;
+}
+
 static uint32_t cat_free_id(atomio *st)
 {
 	const uint32_t top = atomic_load(&st->files_hi);
@@ -642,6 +656,24 @@ static int register_new(atomio *st, const char *stored, uint16_t cflags, const s
 	return 0;
 }
 
+/* Do descriptors a and b name one inode? */
+static bool same_inode(int a, int b)
+{
+	struct stat sa, sb;
+	return atomio_sys->fstat(a, &sa) == 0 && atomio_sys->fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* A descriptor of a file registered anew since it was opened: another
+ * thread may be writing or syncing through it still, so it is closed with
+ * the store, not now.  cat_lock held. */
+static void file_retire(atomio *st, int fd)
+{
+	ASSERT_CAT(st);
+	if (st->nstale < sizeof(st->stale) / sizeof(st->stale[0]))
+		st->stale[st->nstale++] = fd;
+}
+
 /* Open f in this session as fd: its descriptors, limits and capabilities,
  * then publish it (the fd last: file_get tests it).  cat_lock held. */
 static void publish(atomio *st, struct afile *f, int fd, int open_flags)
@@ -653,6 +685,17 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 	if (f->direct)
 		dio_align(fd, &f->dio_mem_align, &f->dio_off_align);
 	f->max_size = file_max_size(fd);
+	if (f->lazy && f->hfd >= 0 && !same_inode(f->hfd, fd)) {
+		/* Opened on demand before the path was registered anew (unlinked
+		 * and created again, or another file renamed over it): that
+		 * descriptor names the old inode, and home writes through it
+		 * would land where no path reaches.  It may be in use in
+		 * another thread: closed with the store. */
+		int old = f->hfd;
+		__atomic_store_n(&f->hfd, -1, __ATOMIC_RELEASE);
+		__atomic_store_n(&f->fd, -1, __ATOMIC_RELEASE);
+		file_retire(st, old);
+	}
 	if (f->lazy && f->hfd >= 0) {
 		/* Open here already for other processes' home writes, through a
 		 * buffered descriptor: it stays the one home writes use (for an
@@ -662,7 +705,7 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 		file_open_home(st, f, fd); /* the descriptor home writes use */
 	}
 	f->lazy = false;
-	f->gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
+	f->gen = f->fd_gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
 	file_probe_caps(st, f, fd);
 	if (f->caps.fast_max) {
 		/* From now on leaders fill the fast path's guard; what was
@@ -694,20 +737,25 @@ static void cat_unlock_all(atomio *st)
 	cat_mutex_unlock(st);
 }
 
+bool file_stale(atomio *st, const struct afile *f)
+{
+	return !st->exclusive && f->gen != atomic_load(&st->sh->fgen[f->id]);
+}
+
+bool file_fd_stale(atomio *st, const struct afile *f)
+{
+	return !st->exclusive && f->fd_gen != atomic_load(&st->sh->fgen[f->id]);
+}
+
 struct afile *file_app(atomio *st, int id)
 {
 	struct afile *f = file_get(st, id);
 	int err;
-	if (!f && id >= 0 && (unsigned)id < MAX_FILES && !st->exclusive)
+	/* Registered anew by another process: the application reads the file
+	 * its path names now (file_get_any opens its home descriptor anew). */
+	if ((!f || file_stale(st, f)) && id >= 0 && (unsigned)id < MAX_FILES && !st->exclusive)
 		f = file_get_any(st, (uint32_t)id, &err);
 	return f;
-}
-
-/* Was f registered anew (another file under its path) since this process
- * opened it?  Then its descriptors name the old file. */
-static bool file_stale(atomio *st, const struct afile *f)
-{
-	return !st->exclusive && f->gen != atomic_load(&st->sh->fgen[f->id]);
 }
 
 struct afile *file_get_any(atomio *st, uint32_t id, int *err)
@@ -738,8 +786,8 @@ struct afile *file_get_any(atomio *st, uint32_t id, int *err)
 		__atomic_store_n(&f->hfd, -1, __ATOMIC_RELEASE);
 		if (f->lazy)
 			__atomic_store_n(&f->fd, -1, __ATOMIC_RELEASE);
-		if (old != f->fd && st->nstale < sizeof(st->stale) / sizeof(st->stale[0]))
-			st->stale[st->nstale++] = old;
+		if (old != f->fd)
+			file_retire(st, old);
 	}
 	if (f && f->hfd < 0 && r == 0) {
 		char path[PATH_MAX];
@@ -823,6 +871,10 @@ static int file_open_once(atomio *st, const char *canon, const char *stored, uin
 		if (g && !g->lazy) {
 			f = g;
 			by_inode = true;
+		} else if ((g = cat_find_identity(st, &idn))) {
+			/* Registered under another name (open in another
+			 * process, or in none): its id, not a second one. */
+			f = g;
 		}
 	}
 	if (f && f->fd >= 0 && !f->lazy) {

@@ -132,6 +132,7 @@ struct afile {
 	 * (file_get_any).  Buffered; atomio_file_open opens it for real. */
 	bool lazy;
 	uint32_t gen;               /* its registration's generation when opened here (shm.h, fgen) */
+	uint32_t fd_gen;            /* ... when fd was (atomio_file_open; hfd may be newer) */
 };
 
 struct arena_chunk {
@@ -378,6 +379,10 @@ unsigned fork_init(void);
  * no longer (before they are closed). */
 void fork_track(atomio *st);
 void fork_untrack(atomio *st);
+/* Any other descriptor closed in a child (an io_uring ring's, which holds
+ * the log's description: engine_uring.c): its slot, or -1; then no longer. */
+int fork_track_fd(int fd);
+void fork_untrack_fd(int slot);
 void *aligned_alloc_zero(size_t align, size_t size);
 /* A store thread (the checkpointer, the async worker), with every signal
  * blocked.  0 or a negative errno. */
@@ -470,6 +475,12 @@ struct afile *file_app(atomio *st, int id);
  * opened now from the catalog (a file another process registered), its
  * identity checked.  NULL with *err. */
 struct afile *file_get_any(atomio *st, uint32_t id, int *err);
+/* Was f's path registered anew (another file under it) by any process since
+ * this one opened it?  Then its descriptors name the old file (shm.h, fgen).
+ * file_get_any opens the home descriptor anew; f->fd stays the old file's
+ * while file_fd_stale says so. */
+bool file_stale(atomio *st, const struct afile *f);
+bool file_fd_stale(atomio *st, const struct afile *f);
 /* The home writes of a batch that went to a page cache (bytes written, to a
  * file whose home writes are not O_DIRECT), one at a time: what the
  * checkpoint's dirty set and the paced write-back count.

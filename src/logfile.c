@@ -616,10 +616,23 @@ void log_zero_step_locked_drops(atomio *st)
 	}
 	/* fdatasync: the extents' conversion to written is metadata; committed
 	 * now, in this thread, a commit's RWF_DSYNC write there need not. */
-	if (r == 0)
+	bool sync_failed = false;
+	if (r == 0) {
 		r = sys_fdatasync_full(st->log_fd);
+		sync_failed = r < 0;
+	}
 	shm_lock(st);
 	st->S->zero_owner = 0;
+	if (sync_failed) {
+		/* A write-back error is reported once per open file description
+		 * (errseq), to whichever sync of it looks first: this one may
+		 * have taken a commit's (a log without O_DIRECT is written
+		 * through the page cache), whose own RWF_DSYNC write then saw
+		 * none and acknowledged a group that is not durable.  Nothing
+		 * tells whose it was: the store fails. */
+		st_err(st, "syncing the zeroed part of %s: %s", st->log_path, strerror(-r));
+		st_fail_locked(st, r);
+	}
 	/* On an error, stop zeroing: the zeros only spare later record writes
 	 * a metadata commit, records written over unwritten blocks are as
 	 * durable, and a log write that fails fails the commit itself. */

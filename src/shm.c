@@ -65,6 +65,46 @@ static char *shm_where(atomio *st, const char *log_path)
 	return shm_name(log_path);
 }
 
+/* Is the state file open as fd as safe as the log?  Whoever can write it can
+ * steer what the store's processes write, where.  Without
+ * ATOMIO_ALLOW_SHARED_LOG: this user's, writable by no other.  With it (the
+ * log may be shared): this user's or the log's owner's, and writable by its
+ * group or by others only where the log is too -- never by a user who could
+ * not write the log. */
+static int shm_file_check(atomio *st, int fd)
+{
+	const char *p = st->shm_path;
+	struct stat sb, ls;
+	int r = atomio_sys->fstat(fd, &sb);
+	if (r == 0)
+		r = atomio_sys->fstat(st->log_fd, &ls);
+	if (r < 0)
+		return r;
+	if (!S_ISREG(sb.st_mode)) {
+		st_err(st, "%s: the store's shared state is not a regular file", p);
+		return ATOMIO_ENOTLOG;
+	}
+	bool bad;
+	if (!(st->flags & ATOMIO_ALLOW_SHARED_LOG))
+		bad = (sb.st_mode & (S_IWGRP | S_IWOTH)) || sb.st_uid != geteuid();
+	else
+		bad = (sb.st_uid != geteuid() && sb.st_uid != ls.st_uid) ||
+		      ((sb.st_mode & S_IWOTH) && !(ls.st_mode & S_IWOTH)) ||
+		      ((sb.st_mode & S_IWGRP) && !(ls.st_mode & S_IWOTH) &&
+		       (!(ls.st_mode & S_IWGRP) || sb.st_gid != ls.st_gid));
+	if (bad) {
+		st_err(st, (st->flags & ATOMIO_ALLOW_SHARED_LOG)
+				   ? "%s: the store's shared state is writable by users who cannot write the log, "
+				     "or owned by another user (mode %04o, uid %u); chmod 600 it"
+				   : "%s: the store's shared state is writable by users other than its owner, or "
+				     "not owned by this user (mode %04o, uid %u); chmod 600 it or pass "
+				     "ATOMIO_ALLOW_SHARED_LOG",
+		       p, (unsigned)(sb.st_mode & 07777), (unsigned)sb.st_uid);
+		return ATOMIO_EUNSAFE;
+	}
+	return 0;
+}
+
 int shm_open_file(atomio *st, const char *log_path)
 {
 	char *p = shm_where(st, log_path);
@@ -80,25 +120,52 @@ int shm_open_file(atomio *st, const char *log_path)
 		st_err(st, "opening %s, the store's shared state: %s", p, strerror(-fd));
 		return fd;
 	}
-	struct stat sb;
-	int r = atomio_sys->fstat(fd, &sb);
-	if (r == 0 && !S_ISREG(sb.st_mode)) {
-		st_err(st, "%s: the store's shared state is not a regular file", p);
-		r = ATOMIO_ENOTLOG;
-	} else if (r == 0 && !(st->flags & ATOMIO_ALLOW_SHARED_LOG) &&
-		   ((sb.st_mode & (S_IWGRP | S_IWOTH)) || sb.st_uid != geteuid())) {
-		st_err(st, "%s: the store's shared state is writable by users other than its owner, or "
-			   "not owned by this user (mode %04o, uid %u); chmod 600 it or pass "
-			   "ATOMIO_ALLOW_SHARED_LOG",
-		       p, (unsigned)(sb.st_mode & 07777), (unsigned)sb.st_uid);
-		r = ATOMIO_EUNSAFE;
-	}
+	int r = shm_file_check(st, fd);
 	if (r < 0) {
 		atomio_sys->close(fd);
 		return r;
 	}
 	st->shm_fd = fd;
 	return 0;
+}
+
+int shm_file_fresh(atomio *st)
+{
+	const char *p = st->shm_path;
+	atomio_sys->close(st->shm_fd);
+	st->shm_fd = -1;
+	/* No process of this log is attached, but the file at the path may be
+	 * mapped by the processes of another log: LOG-shm is named by the log's
+	 * path, and a log replaced there (another store renamed over it) leaves
+	 * its processes running on the old one.  Truncated and rebuilt, their
+	 * state would become this one's.  Unlinked, they keep theirs (their
+	 * last close then leaves this file be: shm_file_unlink).  In a shared
+	 * sticky directory (/dev/shm) a file of another user cannot be unlinked:
+	 * refused, named.  O_EXCL: the file used is the one created here. */
+	int r = atomio_sys->unlink(p);
+	int fd = r == 0 || r == -ENOENT ? atomio_sys->open(p, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+					: r;
+	if (fd < 0) {
+		st_err(st, "%s: the store's shared state cannot be made anew (%s); remove it: no process "
+			   "has the store open",
+		       p, strerror(-fd));
+		return fd == -EPERM || fd == -EACCES || fd == -EEXIST ? ATOMIO_EUNSAFE : fd;
+	}
+	r = shm_file_check(st, fd);
+	if (r < 0) {
+		atomio_sys->close(fd);
+		return r;
+	}
+	st->shm_fd = fd;
+	return 0;
+}
+
+void shm_file_unlink(atomio *st)
+{
+	struct stat a, b;
+	if (st->shm_fd >= 0 && atomio_sys->fstat(st->shm_fd, &a) == 0 && atomio_sys->lstat(st->shm_path, &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		(void)atomio_sys->unlink(st->shm_path);
 }
 
 /* --- layout ------------------------------------------------------------------ */

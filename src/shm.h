@@ -329,6 +329,13 @@ static inline struct arena_blk *shm_blk(struct shm *sh, uint64_t off)
 /* The shared state's file (shm_where) opened (created 0600 if need be) and checked like the
  * log (ATOMIO_EUNSAFE).  Sets st->shm_fd. */
 int shm_open_file(atomio *st, const char *log_path);
+/* The first process (LK_DMS write-locked, LK_INIT held): the file at
+ * st->shm_path replaced by one it creates itself (O_EXCL), never one another
+ * log's processes may have mapped (a log replaced at a path LOG-shm is named
+ * by) nor one another user put there.  Sets st->shm_fd. */
+int shm_file_fresh(atomio *st);
+/* Remove st->shm_path if it still names this process's file. */
+void shm_file_unlink(atomio *st);
 /* The first process (LK_DMS write-locked): a new shared state, from what
  * recovery left (st->sb_local, the catalog, st->rec_*).  0 or a negative
  * errno. */

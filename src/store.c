@@ -196,14 +196,16 @@ static int shared_open(atomio *st, const struct atomio_options *opts, uint64_t c
 	}
 	*first = r == 0;
 	if (*first) {
-		/* No process has the store open: recover, build the state, then
-		 * stay as one of its processes (the write lock becomes a read
-		 * lock, at once). */
-		r = first_open(st, opts, created_lo);
+		/* No process has the store open: recover, build the state (in a
+		 * file of its own: shm_file_fresh), then stay as one of its
+		 * processes (the write lock becomes a read lock, at once). */
+		r = shm_file_fresh(st);
+		if (r == 0)
+			r = first_open(st, opts, created_lo);
 		if (r == 0)
 			r = sys_ofd_lock(st->log_fd, SYS_LK_SET, F_RDLCK, LK_DMS, 1);
 		else
-			(void)atomio_sys->unlink(st->shm_path); /* no process uses it: none is left behind */
+			shm_file_unlink(st); /* no process uses it: none is left behind */
 	} else if (r == -EAGAIN) {
 		/* Others have it open, and finished building its state before
 		 * they released LK_INIT. */
@@ -350,7 +352,7 @@ static int shared_close(atomio *st)
 		 * the store builds its own after recovery, in a file of its own
 		 * (none can have this one open: they open it holding LK_INIT). */
 		__atomic_store_n(&st->sh->ready, 0, __ATOMIC_RELEASE);
-		(void)atomio_sys->unlink(st->shm_path);
+		shm_file_unlink(st); /* unless a log replaced at its path has its own there */
 	}
 	return r;
 }

@@ -103,7 +103,14 @@ static int lx_uring_init(unsigned entries, struct io_uring *ring)
 {
 	/* liburing returns a negative errno itself (EPERM where io_uring is
 	 * disabled by sysctl or seccomp, ENOSYS on kernels without it). */
-	return io_uring_queue_init(entries, ring, 0);
+	int r = io_uring_queue_init(entries, ring, 0);
+	/* A forked child must not keep the ring: its mappings hold the ring's
+	 * file, which holds the log's description and with it the parent's
+	 * lock bytes (engine_uring.c, ring_new); the fork handler closes the
+	 * child's descriptor of it. */
+	if (r == 0 && (r = io_uring_ring_dontfork(ring)) < 0)
+		io_uring_queue_exit(ring);
+	return r;
 }
 
 static int lx_uring_enter(struct io_uring *ring, unsigned wait_nr)
@@ -111,7 +118,19 @@ static int lx_uring_enter(struct io_uring *ring, unsigned wait_nr)
 	return io_uring_submit_and_wait(ring, wait_nr);
 }
 
-static void lx_uring_exit(struct io_uring *ring) { io_uring_queue_exit(ring); }
+static void lx_uring_exit(struct io_uring *ring)
+{
+	/* Registered files are put now, while nothing is in flight: the
+	 * ring's teardown after the close runs later, in a kernel worker, and
+	 * the log's lock bytes must go with atomio_close itself. */
+	(void)io_uring_unregister_files(ring);
+	io_uring_queue_exit(ring);
+}
+
+static int lx_uring_register_files(struct io_uring *ring, const int *fds, unsigned n)
+{
+	return io_uring_register_files(ring, fds, n);
+}
 
 static int lx_eventfd(unsigned initval)
 {
@@ -295,6 +314,7 @@ const struct atomio_sysops atomio_sys_linux = {
 	.futex_wait = lx_futex_wait,
 	.futex_wake = lx_futex_wake,
 	.pid_alive = lx_pid_alive,
+	.uring_register_files = lx_uring_register_files,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -385,6 +405,11 @@ int sys_uring_init(unsigned entries, struct io_uring *ring)
 int sys_uring_enter(struct io_uring *ring, unsigned wait_nr)
 {
 	return atomio_sys->uring_enter ? atomio_sys->uring_enter(ring, wait_nr) : -ENOSYS;
+}
+
+int sys_uring_register_files(struct io_uring *ring, const int *fds, unsigned n)
+{
+	return atomio_sys->uring_register_files ? atomio_sys->uring_register_files(ring, fds, n) : -ENOSYS;
 }
 
 void sys_uring_exit(struct io_uring *ring)

@@ -192,6 +192,11 @@ struct atomio_sysops {
 	 * held while the kernel finishes their io_uring requests -- from one in
 	 * use (store.c).  May be NULL: always yes. */
 	int (*pid_alive)(int pid);
+	/* io_uring_register_files: the ring holds the open file descriptions
+	 * of fds until it is torn down, which is after its last request ended
+	 * (engine_uring.c, ring_new, says why).  uring_exit unregisters them
+	 * first.  May be NULL: -ENOSYS, and the store writes the plain way. */
+	int (*uring_register_files)(struct io_uring *ring, const int *fds, unsigned n);
 };
 
 #define SYS_LK_SET 0
@@ -233,6 +238,7 @@ int sys_pwrite_full(int fd, const void *buf, size_t len, off_t off, int rwf);
 int sys_uring_init(unsigned entries, struct io_uring *ring);
 int sys_uring_enter(struct io_uring *ring, unsigned wait_nr);
 void sys_uring_exit(struct io_uring *ring);
+int sys_uring_register_files(struct io_uring *ring, const int *fds, unsigned n);
 int sys_eventfd(unsigned initval);
 ssize_t sys_read(int fd, void *buf, size_t len);
 ssize_t sys_write(int fd, const void *buf, size_t len);

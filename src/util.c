@@ -214,6 +214,14 @@ void fork_track(atomio *st)
 		st->fork_slot2 = track_one(st->shm_fd);
 }
 
+int fork_track_fd(int fd) { return track_one(fd); }
+
+void fork_untrack_fd(int slot)
+{
+	if (slot >= 0)
+		atomic_store(&fork_fds[slot], 0);
+}
+
 /* Before the descriptors are closed: a slot never names a closed one. */
 void fork_untrack(atomio *st)
 {

@@ -66,8 +66,16 @@ int main(void)
 	close(fd);
 	CHECK_EQ(try_open(log, 0, err, sizeof(err), &st), ATOMIO_EUNSAFE);
 	CHECK(strstr(err, shm) && strstr(err, "writable"));
+	/* ... also with ATOMIO_ALLOW_SHARED_LOG, by users who cannot write the
+	 * log; where they can, the first process makes it anew (0600) */
+	CHECK_EQ(try_open(log, ATOMIO_ALLOW_SHARED_LOG, err, sizeof(err), &st), ATOMIO_EUNSAFE);
+	CHECK(strstr(err, shm) && strstr(err, "writable"));
+	CHECK_OK(chmod(log, 0666));
 	CHECK_OK(try_open(log, ATOMIO_ALLOW_SHARED_LOG, err, sizeof(err), &st));
+	CHECK_OK(stat(shm, &sb));
+	CHECK_EQ(sb.st_mode & 0777, 0600);
 	CHECK_OK(atomio_close(st));
+	CHECK_OK(chmod(log, 0600));
 
 	/* a link in its place: not followed (nothing is created at its target) */
 	CHECK_OK(symlink(t_path("elsewhere"), shm));
