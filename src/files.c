@@ -462,14 +462,22 @@ static struct afile *open_find_inode(atomio *st, const struct fid *idn)
 }
 
 /* The registered file (lowest id) whose recorded identity is idn's, open
- * in this session or not, or NULL: a hard link to a file another process
- * registered under its other name, or that this process registered in an
- * earlier session.  Every process picks the same id for one inode. */
+ * in this session or not, and whose recorded path still names it, or NULL:
+ * a hard link to a file another process registered under its other name,
+ * or that this process registered in an earlier session.  Every process
+ * picks the same id for one inode.  A file renamed since it was registered
+ * is not a link: its old name may be created anew and registered for the
+ * new file, which must not find the id taken by this one. */
 static struct afile *cat_find_identity(atomio *st, const struct fid *idn)
 {
 	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {
 		struct afile *f = atomic_load(&st->files[id]);
-		if (f && codec_fid_same(&f->idn, idn))
+		if (!f || !codec_fid_same(&f->idn, idn))
+			continue;
+		char path[PATH_MAX];
+		struct stat sb;
+		if (file_resolve_path(st, f, path, sizeof(path)) == 0 && atomio_sys->lstat(path, &sb) == 0 &&
+		    sb.st_ino == idn->ino && sb.st_dev == idn->dev)
 			return f;
 	}
 	return NULL;
