@@ -882,9 +882,12 @@ static void at_child(void)
 		g_pid = 0;
 		return;
 	}
-	/* An open store is the parent's; without one the child may open its own
-	 * (and the parent then gets EBUSY, as any second process). */
-	g_forked = atomic_load(&g_st) != NULL;
+	/* A store the parent opened is the parent's, also while it is closed
+	 * for a moment (a rename or unlink of a protected path closes it until
+	 * the next write: g_pid stays the parent's); a child of a process that
+	 * never opened one (a shell that merely inherited LD_PRELOAD) may open
+	 * its own (and the parent then gets EBUSY, as any second process). */
+	g_forked = atomic_load(&g_st) != NULL || g_pid != 0;
 	if (!g_forked)
 		g_pid = 0;
 }

@@ -57,6 +57,8 @@ run cancel default
 run estale group
 run estale default
 run emfile group
+run forkrename default
+run forkrename group
 
 # ATOMIO_FILES through a symlinked directory protects the files in it; a
 # relative pattern with a slash, and a standard stream redirected into a

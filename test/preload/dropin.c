@@ -547,6 +547,28 @@ static void c_emfile(void)
 	CHECK(close(fd) == 0 && close(o) == 0);
 }
 
+/* A rename or unlink of a protected path closes the store until the next
+ * write; a child forked meanwhile is still not the store's owner: its
+ * writes to a protected file are refused (EPERM), as they are while the
+ * store is open, and the file keeps the parent's bytes. */
+static void c_forkrename(void)
+{
+	int fd = protected_with("a.db", "PARENT");
+	close(protected_with("b.db", "B"));
+	CHECK(unlink(P("b.db")) == 0);
+	pid_t p = fork();
+	CHECK(p >= 0);
+	if (p == 0) {
+		ssize_t r = pwrite(fd, "child!", 6, 0);
+		_exit(r == -1 && errno == EPERM ? 0 : 3);
+	}
+	int ws;
+	CHECK(waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	CHECK(fsync(fd) == 0);
+	close(fd);
+	want_file(P("a.db"), "PARENT");
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -612,6 +634,8 @@ int main(int argc, char **argv)
 		c_estale();
 	else if (!strcmp(c, "emfile"))
 		c_emfile();
+	else if (!strcmp(c, "forkrename"))
+		c_forkrename();
 	else
 		return 2;
 	printf("%s: ok\n", c);
