@@ -473,6 +473,29 @@ static bool shared_xwant(int fd, struct pofd *o, bool append, bool pos, off_t of
 	return REAL(fstat)(fd, &sb) < 0 || off > sb.st_size - (off_t)total;
 }
 
+/* A write larger than one group is cut short (write(2) may return less
+ * than asked; callers write the rest): the first g_max_group bytes of iov
+ * (a multiple of the O_DIRECT offset alignment) into v, which has room for
+ * cnt entries.  Returns v's count; *total becomes its bytes. */
+static int clip_to_group(const struct pofd *o, const struct iovec *iov, int cnt, struct iovec *v, size_t *total)
+{
+	size_t left = (size_t)g_max_group;
+	if (o->flags & O_DIRECT && o->f->dio_off)
+		left -= left % o->f->dio_off;
+	int vn = 0;
+	for (int i = 0; i < cnt && left; i++) {
+		v[vn] = iov[i];
+		if (v[vn].iov_len > left)
+			v[vn].iov_len = left;
+		left -= v[vn].iov_len;
+		*total -= iov[i].iov_len - v[vn].iov_len;
+		vn++;
+	}
+	for (int i = vn; i < cnt; i++)
+		*total -= iov[i].iov_len;
+	return vn;
+}
+
 /* One write of a protected descriptor.  off < 0 with at_pos: the position. */
 static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
 		       int rwf)
@@ -502,31 +525,16 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 		pl_release();
 		return fail(e);
 	}
-	/* A write larger than one group is cut short (write(2) may return
-	 * less than asked; callers write the rest). */
 	struct iovec *v = NULL, one[1];
 	int vn = cnt;
 	const struct iovec *use = iov;
 	if (g_max_group && total > g_max_group) {
-		size_t left = (size_t)g_max_group;
-		if (o->flags & O_DIRECT && f->dio_off)
-			left -= left % f->dio_off;
 		v = cnt <= 1 ? one : malloc(sizeof(*v) * (size_t)cnt);
 		if (!v) {
 			pl_release();
 			return fail(ENOMEM);
 		}
-		vn = 0;
-		for (int i = 0; i < cnt && left; i++) {
-			v[vn] = iov[i];
-			if (v[vn].iov_len > left)
-				v[vn].iov_len = left;
-			left -= v[vn].iov_len;
-			total -= iov[i].iov_len - v[vn].iov_len;
-			vn++;
-		}
-		for (int i = vn; i < cnt; i++)
-			total -= iov[i].iov_len;
+		vn = clip_to_group(o, iov, cnt, v, &total);
 		use = v;
 	}
 	pl_backpressure();
