@@ -2149,6 +2149,18 @@ static uint32_t role_of(struct ctx *x, struct proc *p, const struct simfs_opinfo
 	       : h & (1 | 8)			    ? CS_ROLE_LEAD
 						    : 0;
 }
+/* Process p dies: the batches it leads are orphans (whoever leads them
+ * next adopts them), and it is counted dead. */
+static void mark_dead(struct ctx *x, struct proc *p)
+{
+	uint64_t ks[16];
+	int nk = cs_store_batches(p->st, ks, 16);
+	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
+		x->orph[x->norph++] = ks[i];
+	p->countdown = -1;
+	p->dead = true;
+	x->s.kills++;
+}
 
 static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
 {
@@ -2224,14 +2236,7 @@ static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	CS_TRACE("P%llu proc %d dies%s at %s off %llu%s\n", (unsigned long long)op->index, p->tag,
 		 op->before ? " before" : op->after ? " after" : "", op->path, (unsigned long long)op->off,
 		 at_point ? " (its kill point)" : "");
-	/* the batches it leads: whoever leads them next adopts them */
-	uint64_t ks[16];
-	int nk = cs_store_batches(p->st, ks, 16);
-	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
-		x->orph[x->norph++] = ks[i];
-	p->countdown = -1;
-	p->dead = true;
-	x->s.kills++;
+	mark_dead(x, p);
 	x->s.kills_log += kind == 1;
 	x->s.kills_home += kind == 2;
 	x->s.kills_ckpt += kind == 4;
@@ -2257,13 +2262,7 @@ void cs_mutex_lock_hook(void)
 		return; /* its next lock, then */
 	tl_die_at_lock = NULL;
 	CS_TRACE("proc %d dies at its next lock after its call (its kill point)\n", p->tag);
-	uint64_t ks[16];
-	int nk = cs_store_batches(p->st, ks, 16);
-	for (int i = 0; i < nk && x->norph < (int)(sizeof(x->orph) / sizeof(x->orph[0])); i++)
-		x->orph[x->norph++] = ks[i];
-	p->countdown = -1;
-	p->dead = true;
-	x->s.kills++;
+	mark_dead(x, p);
 	tl_me = NULL;
 	worker_finished(x, p);
 	simfs_proc_die(x->fs); /* never returns */

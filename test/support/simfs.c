@@ -1256,18 +1256,23 @@ int simfs_proc_kill(struct simfs *fs, int tag)
 	return n;
 }
 
-_Noreturn void simfs_proc_die(struct simfs *fs)
+/* The dying thread leaves: out of the hook (crash_point counted this thread
+ * in), and out of the simfs, however many times it holds it; then blocks. */
+static _Noreturn void leave_for_good(struct simfs *fs)
 {
-	simfs_proc_kill(fs, tl_tag);
 	lock(fs);
-	/* out of the hook (crash_point counted this thread in), and out of the
-	 * simfs, however many times this thread holds it */
 	if (fs->in_hook)
 		fs->in_hook--;
 	/* (depth read while held: once let go, it is another holder's) */
 	for (int d = fs->depth; d > 0; d--)
 		unlock(fs);
 	block_for_good();
+}
+
+_Noreturn void simfs_proc_die(struct simfs *fs)
+{
+	simfs_proc_kill(fs, tl_tag);
+	leave_for_good(fs);
 }
 
 bool simfs_proc_stop(int tag, int threads, bool (*may_park)(void))
@@ -1294,12 +1299,7 @@ _Noreturn void simfs_proc_die_as(struct simfs *fs, int tag)
 	atomic_store(&g_dead_tags[n % DEAD_TAGS], tag);
 	atomic_store(&g_stop_tag, 0);
 	simfs_proc_kill(fs, tag);
-	lock(fs);
-	if (fs->in_hook)
-		fs->in_hook--;
-	for (int d = fs->depth; d > 0; d--)
-		unlock(fs);
-	block_for_good();
+	leave_for_good(fs);
 }
 
 /* The real futex (as sys.c's), and a place where a stopped process's thread
