@@ -338,9 +338,16 @@ static int sync_files(atomio *st, uint32_t top, bool all, bool full)
  * without this state knowing.  Read the superblock back and take what it
  * says: the next one written must have a later generation, and a full
  * checkpoint's (head 0) must move the tail to 0 too, or new records would
- * go where recovery, starting at 0, never looks.  The log role is held (no
- * batch forms meanwhile) or no checkpoint runs; mutex held, dropped to
- * read.  0 or an error (the store fails). */
+ * go where recovery, starting at 0, never looks.  What the superblock says
+ * decides, not its generation: log_write_sb publishes the shared copy
+ * (sh->sb) as soon as its write is durable, so a holder that died after
+ * that and before it moved the ring leaves a superblock of the generation
+ * this state already knows, which the ring does not yet follow.  Called by
+ * the next checkpoint's holder as it begins and by a leader before it forms
+ * a batch (log role held), whichever comes first: no batch forms and no
+ * superblock is written while S->sb_stale is set, and the first back here
+ * applies it.  Mutex held, dropped to read.  0 or an error (the store
+ * fails). */
 int checkpoint_reconcile_locked_drops(atomio *st)
 {
 	ASSERT_LOCKED_DROPS(st);
@@ -369,10 +376,11 @@ int checkpoint_reconcile_locked_drops(atomio *st)
 	if (!S->sb_stale)
 		return 0; /* another did it meanwhile */
 	S->sb_stale = 0;
-	if (sb.generation <= st->sh->sb.generation)
-		return 0; /* it wrote none */
+	/* Each case below is a no-op when the ring already follows the
+	 * superblock (the holder died after it moved the ring, or wrote none). */
 	if (sb.head_off == 0 && sb.head_seq == S->next_seq && S->home_next == S->batch_next) {
-		/* a full checkpoint's: every record is dead */
+		/* a full checkpoint's: every record is dead, and the next goes
+		 * at 0, where recovery starts */
 		S->head = S->tail = S->used = 0;
 		S->head_seq = S->home_seq = sb.head_seq;
 		S->home_off = 0;
@@ -481,23 +489,32 @@ static void checkpoint_background(atomio *st)
 		shm_unlock(st);
 		return;
 	}
-	uint64_t cut_seq = S->home_seq, cut_off = S->home_off;
 	bool all;
 	uint32_t top;
 	unsigned tab;
 	int r = ckpt_begin_locked_drops(st, &all, &top, &tab);
+	/* The cut is taken after the beginning, which may have read back the
+	 * superblock of a holder that died and moved the ring to follow it (a
+	 * full checkpoint's: head and tail at 0): a cut taken before would
+	 * point into the ring given up, and its superblock would send recovery
+	 * where the records written since never go.  After it the ring may
+	 * have nothing home to free: the files are synced all the same (the
+	 * dirty set was handed to this checkpoint), no superblock written. */
+	S = st->S;
+	uint64_t cut_seq = S->home_seq, cut_off = S->home_off;
+	bool cut = cut_seq != S->head_seq;
 	shm_unlock(st);
 
 	if (r == 0) {
 		wb_drain(st);
 		r = sync_files(st, top, all, false);
 	}
-	if (r == 0)
+	if (r == 0 && cut)
 		r = log_write_sb(st, cut_off, cut_seq, st->rec_epoch);
 
 	shm_lock(st);
 	S = st->S;
-	if (r == 0) {
+	if (r == 0 && cut) {
 		/* Free what lies between the old head and the cut (a wrap's
 		 * skipped end of area included). */
 		uint64_t freed = cut_off >= S->head ? cut_off - S->head : st->area_size - S->head + cut_off;
