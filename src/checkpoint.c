@@ -59,7 +59,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 #include "shm.h"
@@ -282,6 +284,69 @@ static void put_bit(_Atomic uint64_t *map, uint32_t id)
 	atomic_fetch_or(&map[id / 64], 1ull << (id % 64));
 }
 
+/* A descriptor another attached process holds of the registered file id,
+ * found through /proc/PID/fd: opened O_PATH (no open of a device or FIFO
+ * planted there acts or blocks), its identity checked, then opened again
+ * for reading through this process's own /proc entry. */
+struct held {
+	atomio *st;
+	const struct afile *f;
+	char dir[64];
+	int fd;
+};
+
+static int held_try(void *arg, const char *name)
+{
+	struct held *h = arg;
+	char p[96];
+	snprintf(p, sizeof(p), "%s/%s", h->dir, name);
+	int pfd = atomio_sys->open(p, O_PATH | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return 0;
+	struct stat sb;
+	struct fid now;
+	if (atomio_sys->fstat(pfd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_dev == h->f->idn.dev &&
+	    sb.st_ino == h->f->idn.ino && file_identity(pfd, &now) == 0 && codec_fid_same(&h->f->idn, &now)) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd);
+		h->fd = atomio_sys->open(p, O_RDONLY | O_CLOEXEC, 0);
+	}
+	atomio_sys->close(pfd);
+	return h->fd >= 0;
+}
+
+/* File id's path names no file now, or another one (renamed or replaced
+ * while a process holds it open): its home writes are in the page cache of
+ * an inode that no path of the catalog leads to, and the records that
+ * would redo them can only go once they are durable.  Sync it through a
+ * descriptor a live process of the store holds (the one that wrote it home,
+ * or one that has it open: every process keeps its files open until it
+ * closes the store).  0 synced; -ENOENT when no process holds it (every one
+ * that had it closed the store: nothing can reach it, and recovery could
+ * replay nothing into it); else an error naming the file. */
+static int sync_held(atomio *st, uint32_t id, bool resized)
+{
+	const struct afile *f = atomic_load(&st->files[id]);
+	if (!f)
+		return -ENOENT;
+	struct held h = {.st = st, .f = f, .fd = -1};
+	const struct shm_proc *pr = shm_procs(st->sh);
+	for (uint32_t i = 0; i < SHM_PROCS && h.fd < 0 && !st->exclusive; i++) {
+		if (!atomic_load(&pr[i].state) || i + 1 == st->me)
+			continue;
+		snprintf(h.dir, sizeof(h.dir), "/proc/%u/fd", pr[i].pid);
+		(void)sys_listdir(h.dir, held_try, &h);
+	}
+	if (h.fd < 0)
+		return -ENOENT;
+	int r = resized ? sys_fsync_full(h.fd) : sys_fdatasync_full(h.fd);
+	atomic_fetch_add(&st->sh->stats.data_syncs, 1);
+	atomio_sys->close(h.fd);
+	if (r < 0)
+		st_err(st, "syncing data file %s (no longer at that path; through the descriptor another "
+			   "process of the store holds): %s", f->path, strerror(-r));
+	return r;
+}
+
 /* Sync every data file written since it was last synced (all: every file
  * registered, when a checkpoint's holder died).  The flags are taken before
  * the sync: a home write after that sets them again; a sync that fails puts
@@ -299,11 +364,14 @@ static int sync_files(atomio *st, uint32_t top, bool all, bool full)
 		int err = 0;
 		struct afile *f = file_get_any(st, id, &err);
 		if (!f && (err == -ENOENT || err == ATOMIO_EIDENTITY)) {
-			/* Its path names no file now, or another one (removed or
-			 * replaced since another process wrote it): nothing
-			 * recovery could replay into it either.  The process that
-			 * still has it open syncs it where its own checkpoint
-			 * finds it (file_get_any gives its descriptor). */
+			/* Its path names no file now, or another one (renamed,
+			 * removed or replaced since a process wrote it): its
+			 * flag taken, it is synced here or nowhere. */
+			int r = dirty || resized ? sync_held(st, id, resized) : 0;
+			if (r < 0 && r != -ENOENT) {
+				put_bit(resized ? sh->fresized : sh->fdirty, id);
+				return r;
+			}
 			continue;
 		}
 		if (!f && err == ATOMIO_EBADPATH && !dirty && !resized)
