@@ -393,11 +393,16 @@ static int wait_word_locked_drops(atomio *st, _Atomic uint32_t *word, _Atomic ui
 	return r;
 }
 
+/* A waiter reaps when it wakes, by its bound or by any event, once no reap
+ * has run for SHM_REAP_NS (shm_reap_locked's own limit, store-wide): not only
+ * when its wait runs out, since a steady stream of events of others (frees,
+ * commits) may wake it again and again while a dead process holds what it
+ * waits for -- the arena's head, a role -- and no wait ever runs out. */
 void shm_wait_locked_drops(atomio *st, struct shm_ev *ev)
 {
 	ASSERT_LOCKED_DROPS(st);
-	if (wait_word_locked_drops(st, &ev->seq, &ev->waiters, SHM_REAP_NS) == -ETIMEDOUT)
-		(void)shm_reap_locked(st, false);
+	(void)wait_word_locked_drops(st, &ev->seq, &ev->waiters, SHM_REAP_NS);
+	(void)shm_reap_locked(st, false);
 }
 
 bool shm_wait_ns_locked_drops(atomio *st, struct shm_ev *ev, uint64_t ns)
@@ -409,8 +414,8 @@ bool shm_wait_ns_locked_drops(atomio *st, struct shm_ev *ev, uint64_t ns)
 void shm_wait_ent_locked_drops(atomio *st, struct shm_ent *e)
 {
 	ASSERT_LOCKED_DROPS(st);
-	if (wait_word_locked_drops(st, &e->wake, &e->waiting, SHM_REAP_NS) == -ETIMEDOUT)
-		(void)shm_reap_locked(st, false);
+	(void)wait_word_locked_drops(st, &e->wake, &e->waiting, SHM_REAP_NS);
+	(void)shm_reap_locked(st, false); /* as shm_wait_locked_drops */
 }
 
 void shm_wake(atomio *st, struct shm_ev *ev)
