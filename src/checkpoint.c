@@ -210,39 +210,49 @@ static int cmp_key(const void *a, const void *b)
 	return x->blk1 < y->blk1 ? -1 : x->blk1 > y->blk1;
 }
 
-/* A checkpoint ended (synced: a background one that succeeded): drop from
- * the page cache of the O_DIRECT files' twins the blocks it made durable,
- * except those written again since it began (dropping a whole file, as a
- * full checkpoint does, would also start the write-back of pages dirtied
- * meanwhile -- POSIX_FADV_DONTNEED writes dirty pages first -- and write
- * them twice); then empty its table for the next one.  The table is the
- * checkpoint's own until it gives up S->ckpt_owner: read without the mutex.
+/* A checkpoint ends (synced: a background one that succeeded): empty its
+ * table for the next one, and return the blocks it made durable, except
+ * those written again since it began, for dirty_drop (*n of them; NULL when
+ * none).  The table is the checkpoint's own only until it gives up
+ * S->ckpt_owner -- the next checkpoint's beginning makes it the home
+ * stage's -- so this runs with the checkpoint held; read without the mutex.
  * Mutex not held. */
-static void dirty_ckpt_end(atomio *st, unsigned tab, bool synced)
+static struct dkey *dirty_ckpt_end(atomio *st, unsigned tab, bool synced, uint64_t *n)
 {
 	ASSERT_UNLOCKED(st);
+	ASSERT_CKPT(st);
 	struct shm *sh = st->sh;
 	struct dkey *slot = shm_dtab(sh, tab);
 	uint64_t cap = sh->dcap, used = sh->dt[tab].used;
 	struct dkey *v = synced && used ? malloc(used * sizeof(*v)) : NULL;
-	uint64_t n = 0;
-	for (uint64_t i = 0; v && i < cap && n < used; i++)
+	*n = 0;
+	for (uint64_t i = 0; v && i < cap && *n < used; i++)
 		if (slot[i].blk1)
-			v[n++] = slot[i];
+			v[(*n)++] = slot[i];
 	if (used)
 		memset(slot, 0, cap * sizeof(*slot));
 	sh->dt[tab].used = 0;
 	sh->dt[tab].overflow = 0;
 	if (!v)
-		return;
-	qsort(v, n, sizeof(*v), cmp_key);
+		return NULL;
+	qsort(v, *n, sizeof(*v), cmp_key);
 	shm_lock(st);
 	/* Blocks dirtied again meanwhile stay (blk1 = 0 marks them). */
 	const struct dkey *now = shm_dtab(sh, st->S->dset_cur);
-	for (uint64_t i = 0; i < n; i++)
+	for (uint64_t i = 0; i < *n; i++)
 		if (dset_has(now, cap, v[i].file, v[i].blk1 - 1))
 			v[i].blk1 = 0;
 	shm_unlock(st);
+	return v;
+}
+
+/* Drop from the page cache of the O_DIRECT files' twins the blocks a
+ * background checkpoint made durable (dirty_ckpt_end's; dropping a whole
+ * file, as a full checkpoint does, would also start the write-back of pages
+ * dirtied meanwhile -- POSIX_FADV_DONTNEED writes dirty pages first -- and
+ * write them twice).  Frees v.  No lock or role needed. */
+static void dirty_drop(atomio *st, struct dkey *v, uint64_t n)
+{
 	for (uint64_t i = 0; i < n;) {
 		if (!v[i].blk1) {
 			i++;
@@ -526,7 +536,8 @@ int checkpoint_full_role(atomio *st)
 	bool any = used != 0 || tail != 0;
 	if (r == 0 && any)
 		r = log_write_sb(st, 0, seq, st->rec_epoch);
-	dirty_ckpt_end(st, tab, false); /* sync_files dropped the files' pages whole */
+	uint64_t nv;
+	(void)dirty_ckpt_end(st, tab, false, &nv); /* sync_files dropped the files' pages whole */
 	shm_lock(st);
 	S = st->S;
 	if (r == 0 && any) {
@@ -579,6 +590,8 @@ static void checkpoint_background(atomio *st)
 	}
 	if (r == 0 && cut)
 		r = log_write_sb(st, cut_off, cut_seq, st->rec_epoch);
+	uint64_t nv;
+	struct dkey *v = dirty_ckpt_end(st, tab, r == 0, &nv);
 
 	shm_lock(st);
 	S = st->S;
@@ -596,7 +609,8 @@ static void checkpoint_background(atomio *st)
 	}
 	ckpt_end_locked(st, r, all);
 	shm_unlock(st);
-	dirty_ckpt_end(st, tab, r == 0);
+	if (v)
+		dirty_drop(st, v, nv);
 }
 
 /* --- the checkpointer thread (one per process, started when first needed) ----------- */
