@@ -378,10 +378,6 @@ unsigned fork_init(void);
  * no longer (before they are closed). */
 void fork_track(atomio *st);
 void fork_untrack(atomio *st);
-/* Forks of this process begun so far, and whether one is under way: a
- * descriptor opened before fork_track may have been copied by a fork whose
- * count moved, or that is still under way, in between (store.c). */
-unsigned fork_count(bool *busy);
 void *aligned_alloc_zero(size_t align, size_t size);
 /* A store thread (the checkpointer, the async worker), with every signal
  * blocked.  0 or a negative errno. */

@@ -258,48 +258,22 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	/* Temporary files of this log left by creators that were killed
 	 * (logfile.c): gone before anything else looks at the directory. */
 	log_sweep_tmp(st, log_path);
+	int fd = log_open_fd(st, log_path);
 	uint64_t created_lo = UINT64_MAX;
-	int fd;
-	/* From fork_track on, a fork closes the child's copy of the log's
-	 * descriptor.  A fork by another thread between the open and
-	 * fork_track leaves a child a copy of this open file description,
-	 * which would keep every lock taken on it later -- the flock, the lock
-	 * bytes that say this process lives -- alive after this process is
-	 * killed: the others would never take over what it held.  So when a
-	 * fork began in between, the log is opened again (the copy the child
-	 * may hold carries no lock). */
-	for (int tries = 0;; tries++) {
-		bool busy;
-		unsigned forks = fork_count(&busy);
+	if (fd == -ENOENT && (opts->flags & ATOMIO_CREATE)) {
+		r = log_create(st, log_path, opts->log_size, &created_lo);
+		if (r < 0)
+			goto fail;
 		fd = log_open_fd(st, log_path);
-		if (fd == -ENOENT && (opts->flags & ATOMIO_CREATE) && created_lo == UINT64_MAX) {
-			r = log_create(st, log_path, opts->log_size, &created_lo);
-			if (r < 0)
-				goto fail;
-			fd = log_open_fd(st, log_path);
-		}
-		if (fd < 0) {
-			r = fd;
-			if (r != ATOMIO_ENOTLOG) /* that one has said why */
-				st_err(st, "opening %s: %s", log_path, strerror(-r));
-			goto fail;
-		}
-		st->log_fd = fd;
-		fork_track(st);
-		bool busy2;
-		if (fork_count(&busy2) == forks && !busy && !busy2)
-			break;
-		fork_untrack(st);
-		atomio_sys->close(fd);
-		st->log_fd = -1;
-		if (tries == 100) {
-			st_err(st, "opening %s: other threads of this process fork without pause: no "
-				   "descriptor of the log could be kept out of a child",
-			       log_path);
-			r = -EAGAIN;
-			goto fail;
-		}
 	}
+	if (fd < 0) {
+		r = fd;
+		if (r != ATOMIO_ENOTLOG) /* that one has said why */
+			st_err(st, "opening %s: %s", log_path, strerror(-r));
+		goto fail;
+	}
+	st->log_fd = fd;
+	fork_track(st); /* from here a fork closes the child's copy of fd */
 	r = claim_log(st, fd, log_path);
 	if (r < 0)
 		goto fail;

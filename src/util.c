@@ -174,9 +174,6 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
  * open at once) keeps its log descriptor in a child until exit or exec. */
 #define FORK_SLOTS 4096
 static _Atomic int fork_fds[FORK_SLOTS];
-/* Forks begun (prepare) and ended (parent handler; in a child, all), for
- * fork_count.  Atomic counts only: no lock is taken at a fork (above). */
-static _Atomic unsigned forks_begun, forks_ended;
 
 /* In the child: every store is the parent's from now on (st_forked), and
  * the child's copies of its log and shared-memory descriptors are closed, so
@@ -185,25 +182,13 @@ static _Atomic unsigned forks_begun, forks_ended;
 static void fork_child(void)
 {
 	atomic_fetch_add(&atomio_fork_gen, 1);
-	/* No fork is under way in the child (its only thread is this one). */
-	atomic_store(&forks_ended, atomic_load(&forks_begun));
 	for (int i = 0; i < FORK_SLOTS; i++) {
 		int v = atomic_exchange(&fork_fds[i], 0);
 		if (v > 0)
 			atomio_sys->close(v - 1);
 	}
 }
-static void fork_prepare(void) { atomic_fetch_add(&forks_begun, 1); }
-static void fork_parent(void) { atomic_fetch_add(&forks_ended, 1); }
-static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
-
-unsigned fork_count(bool *busy)
-{
-	unsigned ended = atomic_load(&forks_ended);
-	unsigned begun = atomic_load(&forks_begun);
-	*busy = begun != ended;
-	return begun;
-}
+static void fork_register(void) { pthread_atfork(NULL, NULL, fork_child); }
 
 unsigned fork_init(void)
 {
