@@ -2,9 +2,9 @@
 # tests must catch (test/procs/mutate.sh, test/t_procs_mutants.sh).  The
 # tests themselves (t_procs_kill, t_adopt, t_shm_dead) are ordinary test/t_*.c.
 
-PROCS_MUTANTS := pad homeredo reconcile reap inplace normalize
+PROCS_MUTANTS := pad homeredo reconcile reap inplace normalize reconcilegen leaderskip
 # the test that catches each (test/procs/mutate.sh says why)
-procs_test_of = $(if $(filter inplace normalize,$(1)),t_shm_dead,t_adopt)
+procs_test_of = $(if $(filter inplace normalize,$(1)),t_shm_dead,$(if $(filter reconcilegen leaderskip,$(1)),t_ckpt_dead_full,t_adopt))
 PROCS_MUTANT_BINS := $(foreach m,$(PROCS_MUTANTS),$(BUILD)/mutants/procs-$(m))
 CHECK_DEPS += $(PROCS_MUTANT_BINS)
 

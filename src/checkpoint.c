@@ -59,7 +59,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 #include "shm.h"
@@ -193,39 +195,49 @@ static int cmp_key(const void *a, const void *b)
 	return x->blk1 < y->blk1 ? -1 : x->blk1 > y->blk1;
 }
 
-/* A checkpoint ended (synced: a background one that succeeded): drop from
- * the page cache of the O_DIRECT files' twins the blocks it made durable,
- * except those written again since it began (dropping a whole file, as a
- * full checkpoint does, would also start the write-back of pages dirtied
- * meanwhile -- POSIX_FADV_DONTNEED writes dirty pages first -- and write
- * them twice); then empty its table for the next one.  The table is the
- * checkpoint's own until it gives up S->ckpt_owner: read without the mutex.
+/* A checkpoint ends (synced: a background one that succeeded): empty its
+ * table for the next one, and return the blocks it made durable, except
+ * those written again since it began, for dirty_drop (*n of them; NULL when
+ * none).  The table is the checkpoint's own only until it gives up
+ * S->ckpt_owner -- the next checkpoint's beginning makes it the home
+ * stage's -- so this runs with the checkpoint held; read without the mutex.
  * Mutex not held. */
-static void dirty_ckpt_end(atomio *st, unsigned tab, bool synced)
+static struct dkey *dirty_ckpt_end(atomio *st, unsigned tab, bool synced, uint64_t *n)
 {
 	ASSERT_UNLOCKED(st);
+	ASSERT_CKPT(st);
 	struct shm *sh = st->sh;
 	struct dkey *slot = shm_dtab(sh, tab);
 	uint64_t cap = sh->dcap, used = sh->dt[tab].used;
 	struct dkey *v = synced && used ? malloc(used * sizeof(*v)) : NULL;
-	uint64_t n = 0;
-	for (uint64_t i = 0; v && i < cap && n < used; i++)
+	*n = 0;
+	for (uint64_t i = 0; v && i < cap && *n < used; i++)
 		if (slot[i].blk1)
-			v[n++] = slot[i];
+			v[(*n)++] = slot[i];
 	if (used)
 		memset(slot, 0, cap * sizeof(*slot));
 	sh->dt[tab].used = 0;
 	sh->dt[tab].overflow = 0;
 	if (!v)
-		return;
-	qsort(v, n, sizeof(*v), cmp_key);
+		return NULL;
+	qsort(v, *n, sizeof(*v), cmp_key);
 	shm_lock(st);
 	/* Blocks dirtied again meanwhile stay (blk1 = 0 marks them). */
 	const struct dkey *now = shm_dtab(sh, st->S->dset_cur);
-	for (uint64_t i = 0; i < n; i++)
+	for (uint64_t i = 0; i < *n; i++)
 		if (dset_has(now, cap, v[i].file, v[i].blk1 - 1))
 			v[i].blk1 = 0;
 	shm_unlock(st);
+	return v;
+}
+
+/* Drop from the page cache of the O_DIRECT files' twins the blocks a
+ * background checkpoint made durable (dirty_ckpt_end's; dropping a whole
+ * file, as a full checkpoint does, would also start the write-back of pages
+ * dirtied meanwhile -- POSIX_FADV_DONTNEED writes dirty pages first -- and
+ * write them twice).  Frees v.  No lock or role needed. */
+static void dirty_drop(atomio *st, struct dkey *v, uint64_t n)
+{
 	for (uint64_t i = 0; i < n;) {
 		if (!v[i].blk1) {
 			i++;
@@ -267,6 +279,69 @@ static void put_bit(_Atomic uint64_t *map, uint32_t id)
 	atomic_fetch_or(&map[id / 64], 1ull << (id % 64));
 }
 
+/* A descriptor another attached process holds of the registered file id,
+ * found through /proc/PID/fd: opened O_PATH (no open of a device or FIFO
+ * planted there acts or blocks), its identity checked, then opened again
+ * for reading through this process's own /proc entry. */
+struct held {
+	atomio *st;
+	const struct afile *f;
+	char dir[64];
+	int fd;
+};
+
+static int held_try(void *arg, const char *name)
+{
+	struct held *h = arg;
+	char p[96];
+	snprintf(p, sizeof(p), "%s/%s", h->dir, name);
+	int pfd = atomio_sys->open(p, O_PATH | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return 0;
+	struct stat sb;
+	struct fid now;
+	if (atomio_sys->fstat(pfd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_dev == h->f->idn.dev &&
+	    sb.st_ino == h->f->idn.ino && file_identity(pfd, &now) == 0 && codec_fid_same(&h->f->idn, &now)) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd);
+		h->fd = atomio_sys->open(p, O_RDONLY | O_CLOEXEC, 0);
+	}
+	atomio_sys->close(pfd);
+	return h->fd >= 0;
+}
+
+/* File id's path names no file now, or another one (renamed or replaced
+ * while a process holds it open): its home writes are in the page cache of
+ * an inode that no path of the catalog leads to, and the records that
+ * would redo them can only go once they are durable.  Sync it through a
+ * descriptor a live process of the store holds (the one that wrote it home,
+ * or one that has it open: every process keeps its files open until it
+ * closes the store).  0 synced; -ENOENT when no process holds it (every one
+ * that had it closed the store: nothing can reach it, and recovery could
+ * replay nothing into it); else an error naming the file. */
+static int sync_held(atomio *st, uint32_t id, bool resized)
+{
+	const struct afile *f = atomic_load(&st->files[id]);
+	if (!f)
+		return -ENOENT;
+	struct held h = {.st = st, .f = f, .fd = -1};
+	const struct shm_proc *pr = shm_procs(st->sh);
+	for (uint32_t i = 0; i < SHM_PROCS && h.fd < 0 && !st->exclusive; i++) {
+		if (!atomic_load(&pr[i].state) || i + 1 == st->me)
+			continue;
+		snprintf(h.dir, sizeof(h.dir), "/proc/%u/fd", pr[i].pid);
+		(void)sys_listdir(h.dir, held_try, &h);
+	}
+	if (h.fd < 0)
+		return -ENOENT;
+	int r = resized ? sys_fsync_full(h.fd) : sys_fdatasync_full(h.fd);
+	atomic_fetch_add(&st->sh->stats.data_syncs, 1);
+	atomio_sys->close(h.fd);
+	if (r < 0)
+		st_err(st, "syncing data file %s (no longer at that path; through the descriptor another "
+			   "process of the store holds): %s", f->path, strerror(-r));
+	return r;
+}
+
 /* Sync every data file written since it was last synced (all: every file
  * registered, when a checkpoint's holder died).  The flags are taken before
  * the sync: a home write after that sets them again; a sync that fails puts
@@ -284,11 +359,14 @@ static int sync_files(atomio *st, uint32_t top, bool all, bool full)
 		int err = 0;
 		struct afile *f = file_get_any(st, id, &err);
 		if (!f && (err == -ENOENT || err == ATOMIO_EIDENTITY)) {
-			/* Its path names no file now, or another one (removed or
-			 * replaced since another process wrote it): nothing
-			 * recovery could replay into it either.  The process that
-			 * still has it open syncs it where its own checkpoint
-			 * finds it (file_get_any gives its descriptor). */
+			/* Its path names no file now, or another one (renamed,
+			 * removed or replaced since a process wrote it): its
+			 * flag taken, it is synced here or nowhere. */
+			int r = dirty || resized ? sync_held(st, id, resized) : 0;
+			if (r < 0 && r != -ENOENT) {
+				put_bit(resized ? sh->fresized : sh->fdirty, id);
+				return r;
+			}
 			continue;
 		}
 		if (!f && err == ATOMIO_EBADPATH && !dirty && !resized)
@@ -323,9 +401,16 @@ static int sync_files(atomio *st, uint32_t top, bool all, bool full)
  * without this state knowing.  Read the superblock back and take what it
  * says: the next one written must have a later generation, and a full
  * checkpoint's (head 0) must move the tail to 0 too, or new records would
- * go where recovery, starting at 0, never looks.  The log role is held (no
- * batch forms meanwhile) or no checkpoint runs; mutex held, dropped to
- * read.  0 or an error (the store fails). */
+ * go where recovery, starting at 0, never looks.  What the superblock says
+ * decides, not its generation: log_write_sb publishes the shared copy
+ * (sh->sb) as soon as its write is durable, so a holder that died after
+ * that and before it moved the ring leaves a superblock of the generation
+ * this state already knows, which the ring does not yet follow.  Called by
+ * the next checkpoint's holder as it begins and by a leader before it forms
+ * a batch (log role held), whichever comes first: no batch forms and no
+ * superblock is written while S->sb_stale is set, and the first back here
+ * applies it.  Mutex held, dropped to read.  0 or an error (the store
+ * fails). */
 int checkpoint_reconcile_locked_drops(atomio *st)
 {
 	ASSERT_LOCKED_DROPS(st);
@@ -354,10 +439,11 @@ int checkpoint_reconcile_locked_drops(atomio *st)
 	if (!S->sb_stale)
 		return 0; /* another did it meanwhile */
 	S->sb_stale = 0;
-	if (sb.generation <= st->sh->sb.generation)
-		return 0; /* it wrote none */
+	/* Each case below is a no-op when the ring already follows the
+	 * superblock (the holder died after it moved the ring, or wrote none). */
 	if (sb.head_off == 0 && sb.head_seq == S->next_seq && S->home_next == S->batch_next) {
-		/* a full checkpoint's: every record is dead */
+		/* a full checkpoint's: every record is dead, and the next goes
+		 * at 0, where recovery starts */
 		S->head = S->tail = S->used = 0;
 		S->head_seq = S->home_seq = sb.head_seq;
 		S->home_off = 0;
@@ -435,7 +521,8 @@ int checkpoint_full_role(atomio *st)
 	bool any = used != 0 || tail != 0;
 	if (r == 0 && any)
 		r = log_write_sb(st, 0, seq, st->rec_epoch);
-	dirty_ckpt_end(st, tab, false); /* sync_files dropped the files' pages whole */
+	uint64_t nv;
+	(void)dirty_ckpt_end(st, tab, false, &nv); /* sync_files dropped the files' pages whole */
 	shm_lock(st);
 	S = st->S;
 	if (r == 0 && any) {
@@ -466,23 +553,34 @@ static void checkpoint_background(atomio *st)
 		shm_unlock(st);
 		return;
 	}
-	uint64_t cut_seq = S->home_seq, cut_off = S->home_off;
 	bool all;
 	uint32_t top;
 	unsigned tab;
 	int r = ckpt_begin_locked_drops(st, &all, &top, &tab);
+	/* The cut is taken after the beginning, which may have read back the
+	 * superblock of a holder that died and moved the ring to follow it (a
+	 * full checkpoint's: head and tail at 0): a cut taken before would
+	 * point into the ring given up, and its superblock would send recovery
+	 * where the records written since never go.  After it the ring may
+	 * have nothing home to free: the files are synced all the same (the
+	 * dirty set was handed to this checkpoint), no superblock written. */
+	S = st->S;
+	uint64_t cut_seq = S->home_seq, cut_off = S->home_off;
+	bool cut = cut_seq != S->head_seq;
 	shm_unlock(st);
 
 	if (r == 0) {
 		wb_drain(st);
 		r = sync_files(st, top, all, false);
 	}
-	if (r == 0)
+	if (r == 0 && cut)
 		r = log_write_sb(st, cut_off, cut_seq, st->rec_epoch);
+	uint64_t nv;
+	struct dkey *v = dirty_ckpt_end(st, tab, r == 0, &nv);
 
 	shm_lock(st);
 	S = st->S;
-	if (r == 0) {
+	if (r == 0 && cut) {
 		/* Free what lies between the old head and the cut (a wrap's
 		 * skipped end of area included). */
 		uint64_t freed = cut_off >= S->head ? cut_off - S->head : st->area_size - S->head + cut_off;
@@ -496,7 +594,8 @@ static void checkpoint_background(atomio *st)
 	}
 	ckpt_end_locked(st, r, all);
 	shm_unlock(st);
-	dirty_ckpt_end(st, tab, r == 0);
+	if (v)
+		dirty_drop(st, v, nv);
 }
 
 /* --- the checkpointer thread (one per process, started when first needed) ----------- */

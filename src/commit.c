@@ -572,8 +572,12 @@ static bool wait_for_room_locked_drops(atomio *st, struct batch *b)
 			adopt_locked_drops(st);
 			continue;
 		}
-		if (S->sb_stale && !S->ckpt_owner) {
-			/* where the log starts may have moved (checkpoint.c) */
+		if (S->sb_stale) {
+			/* Where the log starts may have moved (checkpoint.c):
+			 * read it back before a record is placed, even while a
+			 * new checkpoint runs -- it reads it too, as it begins,
+			 * with the mutex dropped, and a batch placed meanwhile
+			 * would go where the ring no longer is. */
 			(void)checkpoint_reconcile_locked_drops(st);
 			continue;
 		}

@@ -384,7 +384,33 @@ static void normalize_locked(atomio *st)
 	struct shm_state *S = st->S;
 	static _Thread_local uint8_t inq[SHM_ENTRIES / 8];
 	memset(inq, 0, sizeof(inq));
-	uint32_t steps = 0;
+	/* A holder that died reaping may have taken a dead process's private
+	 * group out of the queue in its copy and freed its entry, in place
+	 * (reap_one_locked): the published queue still names that entry, and
+	 * its predecessor's link may already pass it.  Drop from the queue
+	 * every entry freed (owner 0: a queued group is freed by no one else),
+	 * and end it where its links end.  (Entries are taken only with the
+	 * mutex held: none was taken again since.) */
+	uint32_t prev = 0, kept = 0, steps = 0;
+	for (uint32_t i = S->q_head; i && i <= SHM_ENTRIES && steps < S->q_len; steps++) {
+		struct shm_ent *e = shm_ent(sh, i);
+		uint32_t next = i == S->q_tail ? 0 : e->next;
+		if (!atomic_load(&e->owner)) {
+			if (prev)
+				shm_ent(sh, prev)->next = next;
+			else
+				S->q_head = next;
+		} else {
+			prev = i;
+			kept++;
+		}
+		i = next;
+	}
+	S->q_len = kept;
+	S->q_tail = prev;
+	if (!kept)
+		S->q_head = 0;
+	steps = 0;
 	for (uint32_t i = S->q_head; i && i <= SHM_ENTRIES && steps < S->q_len; steps++) {
 		inq[(i - 1) / 8] |= (uint8_t)(1u << ((i - 1) % 8));
 		if (i == S->q_tail)
@@ -405,6 +431,30 @@ static void normalize_locked(atomio *st)
 			atomic_store(&e->state, ENT_BATCHED);
 		else
 			atomic_store(&e->state, ENT_FILLING);
+	}
+}
+
+static void reap_one_locked(atomio *st, uint32_t slot1);
+
+/* After a holder died inside the mutex: it may have been reaping, and have
+ * marked a dead process's slot free (in place, reap_one_locked's last step)
+ * before it published the state that releases what that process held; no
+ * reap looks at a free slot again.  Release what the published state still
+ * gives to a free slot (a process detaches only once it holds nothing). */
+static void reap_unattached_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	const struct shm_state *S = st->S;
+	for (uint32_t i = 0; i < SHM_PROCS; i++) {
+		uint32_t s1 = i + 1;
+		if (atomic_load(&shm_procs(st->sh)[i].state))
+			continue;
+		bool named = S->log_owner == s1 || S->ckpt_owner == s1 || S->zero_owner == s1 ||
+			     S->ckpt_wanted == s1 || ((S->role_wait[i / 64] >> (i % 64)) & 1);
+		for (unsigned b = 0; b < SHM_BATCHES && !named; b++)
+			named = S->bstate[b] != BAT_FREE && S->bowner[b] == s1;
+		if (named)
+			reap_one_locked(st, s1);
 	}
 }
 
@@ -429,6 +479,7 @@ void shm_lock(atomio *st)
 	HOLD_SET(st->mu_holder);
 	if (dead) {
 		normalize_locked(st);
+		reap_unattached_locked(st);
 		(void)shm_reap_locked(st, true);
 	}
 }
@@ -460,11 +511,16 @@ static int wait_word_locked_drops(atomio *st, _Atomic uint32_t *word, _Atomic ui
 	return r;
 }
 
+/* A waiter reaps when it wakes, by its bound or by any event, once no reap
+ * has run for SHM_REAP_NS (shm_reap_locked's own limit, store-wide): not only
+ * when its wait runs out, since a steady stream of events of others (frees,
+ * commits) may wake it again and again while a dead process holds what it
+ * waits for -- the arena's head, a role -- and no wait ever runs out. */
 void shm_wait_locked_drops(atomio *st, struct shm_ev *ev)
 {
 	ASSERT_LOCKED_DROPS(st);
-	if (wait_word_locked_drops(st, &ev->seq, &ev->waiters, SHM_REAP_NS) == -ETIMEDOUT)
-		(void)shm_reap_locked(st, false);
+	(void)wait_word_locked_drops(st, &ev->seq, &ev->waiters, SHM_REAP_NS);
+	(void)shm_reap_locked(st, false);
 }
 
 bool shm_wait_ns_locked_drops(atomio *st, struct shm_ev *ev, uint64_t ns)
@@ -476,8 +532,8 @@ bool shm_wait_ns_locked_drops(atomio *st, struct shm_ev *ev, uint64_t ns)
 void shm_wait_ent_locked_drops(atomio *st, struct shm_ent *e)
 {
 	ASSERT_LOCKED_DROPS(st);
-	if (wait_word_locked_drops(st, &e->wake, &e->waiting, SHM_REAP_NS) == -ETIMEDOUT)
-		(void)shm_reap_locked(st, false);
+	(void)wait_word_locked_drops(st, &e->wake, &e->waiting, SHM_REAP_NS);
+	(void)shm_reap_locked(st, false); /* as shm_wait_locked_drops */
 }
 
 void shm_wake(atomio *st, struct shm_ev *ev)

@@ -79,9 +79,10 @@
 #define SHM_ARENA_MIN (1u << 20)
 #define SHM_ARENA_MAX (32u << 20)
 
-/* How long a wait goes before it checks whether the holder it waits for
- * still lives (shm_reap_locked).  The survivors' stall after a death is
- * about this, plus the time to redo what the dead held. */
+/* How long waits go before a waiter checks whether the holders still live
+ * (shm_reap_locked: at most one check per this time, store-wide).  The
+ * survivors' stall after a death is about this, plus the time to redo what
+ * the dead held. */
 #define SHM_REAP_NS (100u * 1000000u)
 
 /* Lock bytes on the log file, far beyond any log's end. */
@@ -357,7 +358,8 @@ void shm_lock(atomio *st);
 void shm_unlock(atomio *st);
 /* Waits: with the mutex held, give it up, sleep until the event moves on
  * from what it was (read under the mutex), at most SHM_REAP_NS, and take it
- * again; a wait that ran out reaps (shm_reap_locked).  Wakes: after the
+ * again; then it reaps (shm_reap_locked) if no reap ran for SHM_REAP_NS,
+ * whether its wait ran out or an event woke it.  Wakes: after the
  * state that a waiter checks was changed (mutex held or not). */
 void shm_wait_locked_drops(atomio *st, struct shm_ev *ev);
 /* The same with a bound of ns and no reap: true when it ran out. */

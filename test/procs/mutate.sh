@@ -16,7 +16,14 @@ pad)       file=commit.c ; expr='s/r = nrec \? log_write_pad\(st, off, len, seq0
 homeredo)  file=commit.c ; expr='s/(\t\tr = view_build\(st, v, n, vw\);\n\t\tif \(r == 0\)\n\t\t\t)r = engine_home\(st, vw->g, vw->n\);/${1}r = 0;/' ;;
 # t_adopt: a full checkpoint's superblock written by a process that died is
 # not read back: new records go where recovery does not look
-reconcile) file=checkpoint.c ; expr='s/if \(sb\.generation <= st->sh->sb\.generation\)\n\t\treturn 0;/if (1)\n\t\treturn 0;/' ;;
+reconcile) file=checkpoint.c ; expr='s/\tS->sb_stale = 0;\n/\tS->sb_stale = 0;\n\tif (1)\n\t\treturn 0;\n/' ;;
+# t_ckpt_dead_full: the superblock read back is taken for known when its
+# generation is: a holder that died after publishing its copy and before
+# moving the ring leaves the tail where recovery does not look
+reconcilegen) file=checkpoint.c ; expr='s/\tS->sb_stale = 0;\n/\tS->sb_stale = 0;\n\tif (sb.generation <= st->sh->sb.generation)\n\t\treturn 0;\n/' ;;
+# t_ckpt_dead_full: a leader places records without reading the superblock
+# back while a new checkpoint, which reads it too, runs
+leaderskip) file=commit.c ; expr='s/\t\tif \(S->sb_stale\) \{/\t\tif (S->sb_stale \&\& !S->ckpt_owner) {/' ;;
 # t_adopt (its timeout): a dead process counts as alive: what it held is never taken over
 reap)      file=shm.c ; expr='s/return sys_ofd_lock\(st->log_fd, SYS_LK_TEST, F_WRLCK, LK_PROC \+ slot1 - 1, 1\) != 0;/return true;/' ;;
 # t_shm_dead: the state is changed in place: a holder that dies leaves it half changed
