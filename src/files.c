@@ -620,12 +620,18 @@ static int reregister(atomio *st, struct afile *f, const struct fid *idn, int fd
 	struct fid old = f->idn;
 	f->idn = *idn;
 	int r = sync_registered(st, fd, canon);
+	/* The generation moves before the catalog names the new file: killed
+	 * between the two, this process would leave the others writing home
+	 * through their descriptors of the old inode while the catalog (and
+	 * recovery) name the new one.  Moved without a catalog write (it
+	 * failed), it only makes them open the file anew, checked against the
+	 * catalog they read (file_get_any). */
+	if (r == 0)
+		atomic_fetch_add(&st->sh->fgen[f->id], 1);
 	if (r == 0)
 		r = cat_write(st);
 	if (r < 0)
 		f->idn = old;
-	else
-		atomic_fetch_add(&st->sh->fgen[f->id], 1);
 	return r;
 }
 
