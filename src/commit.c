@@ -452,9 +452,15 @@ static void finish_ent_locked(atomio *st, uint32_t idx1, int result)
 		shm_arena_free(st, e->blk);
 		e->blk = UINT64_MAX;
 	}
+	uint32_t fl = atomic_load(&e->flags);
+	/* A group a dead leader's fast-path write may have made durable
+	 * (adopt_pad_locked_drops) can fail now only as "outcome unknown":
+	 * recovery may find it in the file (API: a commit never says "not
+	 * written" of a group that may be durable). */
+	if (result < 0 && (fl & ENT_MAYBE))
+		result = ATOMIO_EUNKNOWN;
 	e->result = result;
 	atomic_store(&e->state, ENT_DONE); /* the owner may free it from here on */
-	uint32_t fl = atomic_load(&e->flags);
 	if (fl & ENT_ORPHAN) {
 		shm_ent_free(st, idx1);
 	} else if (fl & ENT_ASYNC) {
@@ -1075,6 +1081,11 @@ static int adopt_pad_locked_drops(atomio *st, uint64_t k, int state)
 			shm_ent_free(st, v[c]);
 			continue;
 		}
+		/* A fast-path write issued by the dead leader may have landed:
+		 * the group is committed again through the log, and whatever
+		 * becomes of it, it is no longer "not written" (ENT_MAYBE). */
+		if (B->fast && state == BAT_LOGGING)
+			atomic_fetch_or(&e->flags, ENT_MAYBE);
 		e->fast = 0;
 		atomic_store(&e->state, ENT_QUEUED);
 		e->next = S->q_head;

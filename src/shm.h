@@ -124,6 +124,8 @@ enum ent_state {
 #define ENT_ASYNC 0x1u   /* committed with atomio_tx_commit_async: its process's worker collects it */
 #define ENT_PRIVATE 0x2u /* data in its owner's memory (tx), not the arena: its owner leads it */
 #define ENT_ORPHAN 0x4u  /* its owner died: whoever finishes it frees it */
+#define ENT_MAYBE 0x8u   /* queued again after its dead leader's fast-path write was issued: it may be
+			    durable, so it never fails as "not written" (ATOMIO_EUNKNOWN instead) */
 
 struct shm_ent {
 	_Atomic uint32_t owner;   /* slot + 1 of its process; 0 = free (taken by compare-and-swap) */
