@@ -166,6 +166,16 @@ void async_stop(atomio *st)
 	own_unlock(st);
 	if (!w)
 		return;
+	/* Set again under the shared mutex, and woken after: the worker holds
+	 * the mutex from its look at worker_stop to its read of the wake word
+	 * (shm_wait_locked_drops), so the flag is seen at the look or the wake
+	 * comes after the read -- set without it, the wake could fall between
+	 * the two and be lost, and the worker sleep out a whole SHM_REAP_NS. */
+	shm_lock(st);
+	own_lock(st);
+	st->worker_stop = true;
+	own_unlock(st);
+	shm_unlock(st);
 	shm_wake(st, &shm_procs(st->sh)[st->me - 1].wake);
 	pthread_join(st->worker, NULL);
 	st->worker_on = false;
