@@ -199,6 +199,7 @@ struct atomio {
 	unsigned fork_gen;   /* atomio_fork_gen when opened (st_forked) */
 	int fork_slot;       /* its log descriptor's slot for fork_child (util.c), -1 none */
 	int fork_slot2;      /* the same for the shared-memory file's descriptor */
+	int fork_pending;    /* while the log opens: its fork_pending_begin slot, else -1 */
 	char *log_path;
 	char *log_dir;       /* canonical directory of the log */
 	char *shm_path;      /* the shared state's file (shm.c, shm_where), or NULL (exclusive) */
@@ -383,6 +384,15 @@ void fork_untrack(atomio *st);
  * the log's description: engine_uring.c): its slot, or -1; then no longer. */
 int fork_track_fd(int fd);
 void fork_untrack_fd(int slot);
+/* An open of the log under way, from before its descriptor exists until
+ * fork_track names it: a fork in between copies a descriptor no slot names.
+ * fork_pending_begin gives a slot (or -1: more opens at once than slots);
+ * fork_pending_file says which file it opens, before the descriptor that
+ * takes locks exists (logfile.c, log_open_fd); a fork meanwhile closes the
+ * child's descriptors of that file (the first FORK_SCAN numbers). */
+int fork_pending_begin(void);
+void fork_pending_file(int slot, dev_t dev, ino_t ino);
+void fork_pending_end(int slot);
 void *aligned_alloc_zero(size_t align, size_t size);
 /* A store thread (the checkpointer, the async worker), with every signal
  * blocked.  0 or a negative errno. */

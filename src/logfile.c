@@ -655,6 +655,10 @@ int log_open_fd(atomio *st, const char *path)
 	int r = atomio_sys->fstat(pfd, &sb);
 	if (r == 0 && !S_ISREG(sb.st_mode))
 		r = ATOMIO_ENOTLOG;
+	/* From here a fork closes the child's descriptors of this file until
+	 * the store tracks the one opened below (util.c, fork_pending) */
+	if (r == 0)
+		fork_pending_file(st->fork_pending, sb.st_dev, sb.st_ino);
 	if (r < 0) {
 		atomio_sys->close(pfd);
 		if (r == ATOMIO_ENOTLOG)

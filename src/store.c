@@ -21,6 +21,7 @@ static void st_free(atomio *st)
 {
 	if (!st)
 		return;
+	fork_pending_end(st->fork_pending); /* a failed open */
 	fork_untrack(st);
 	if (st->sh) {
 		async_stop(st); /* the worker thread, if asynchronous commits started it */
@@ -239,7 +240,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (!st)
 		return -ENOMEM;
 	st->log_fd = st->shm_fd = -1;
-	st->fork_slot = st->fork_slot2 = -1;
+	st->fork_slot = st->fork_slot2 = st->fork_pending = -1;
 	st->fork_gen = fork_init();
 	st->flags = opts->flags;
 	/* Without the shared-memory calls (a test's ops table that predates
@@ -260,6 +261,13 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	/* Temporary files of this log left by creators that were killed
 	 * (logfile.c): gone before anything else looks at the directory. */
 	log_sweep_tmp(st, log_path);
+	/* A fork by another thread between the log's open and fork_track would
+	 * leave a child a copy of its open file description that no handler
+	 * closes, and every lock taken on it later -- the flock, the lock bytes
+	 * that say this process lives -- alive after this process is killed:
+	 * the others would never take over what it held.  So the child handler
+	 * also closes descriptors of a log being opened (util.c). */
+	st->fork_pending = fork_pending_begin();
 	int fd = log_open_fd(st, log_path);
 	uint64_t created_lo = UINT64_MAX;
 	if (fd == -ENOENT && (opts->flags & ATOMIO_CREATE)) {
@@ -276,6 +284,8 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	}
 	st->log_fd = fd;
 	fork_track(st); /* from here a fork closes the child's copy of fd */
+	fork_pending_end(st->fork_pending);
+	st->fork_pending = -1;
 	r = claim_log(st, fd, log_path);
 	if (r < 0)
 		goto fail;

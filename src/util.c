@@ -179,6 +179,26 @@ static _Atomic int fork_fds[FORK_SLOTS];
  * the child's copies of its log and shared-memory descriptors are closed, so
  * that they do not keep the parent's locks alive (internal.h, FORK).  close() is
  * async-signal-safe; nothing else of the store is touched. */
+/* Opens of a log under way (fork_pending_begin): the file each opens,
+ * known (ino != 0) from before the descriptor that will take the locks
+ * exists.  A fork while one is under way copies a descriptor of it that no
+ * slot of fork_fds names yet; the child closes its descriptors of that file,
+ * found by device and inode among the first FORK_SCAN numbers (a new
+ * descriptor takes the lowest free number). */
+#define FORK_PENDING 16
+#define FORK_SCAN 4096
+static _Atomic int fork_pend_used[FORK_PENDING];
+static _Atomic uint64_t fork_pend_dev[FORK_PENDING], fork_pend_ino[FORK_PENDING];
+
+static void close_copies(uint64_t dev, uint64_t ino)
+{
+	for (int fd = 0; fd < FORK_SCAN; fd++) {
+		struct stat sb;
+		if (atomio_sys->fstat(fd, &sb) == 0 && (uint64_t)sb.st_dev == dev && (uint64_t)sb.st_ino == ino)
+			atomio_sys->close(fd);
+	}
+}
+
 static void fork_child(void)
 {
 	atomic_fetch_add(&atomio_fork_gen, 1);
@@ -187,6 +207,37 @@ static void fork_child(void)
 		if (v > 0)
 			atomio_sys->close(v - 1);
 	}
+	for (int i = 0; i < FORK_PENDING; i++) {
+		uint64_t ino = atomic_exchange(&fork_pend_ino[i], 0);
+		if (atomic_exchange(&fork_pend_used[i], 0) && ino)
+			close_copies(atomic_load(&fork_pend_dev[i]), ino);
+	}
+}
+
+int fork_pending_begin(void)
+{
+	for (int i = 0; i < FORK_PENDING; i++) {
+		int z = 0;
+		if (atomic_compare_exchange_strong(&fork_pend_used[i], &z, 1))
+			return i;
+	}
+	return -1;
+}
+
+void fork_pending_file(int slot, dev_t dev, ino_t ino)
+{
+	if (slot < 0)
+		return;
+	atomic_store(&fork_pend_dev[slot], (uint64_t)dev);
+	atomic_store(&fork_pend_ino[slot], (uint64_t)ino); /* last: the child reads ino first */
+}
+
+void fork_pending_end(int slot)
+{
+	if (slot < 0)
+		return;
+	atomic_store(&fork_pend_ino[slot], 0);
+	atomic_store(&fork_pend_used[slot], 0);
 }
 static void fork_register(void) { pthread_atfork(NULL, NULL, fork_child); }
 
