@@ -684,8 +684,18 @@ static bool same_inode(int a, int b)
 static void file_retire(atomio *st, int fd)
 {
 	ASSERT_CAT(st);
-	if (st->nstale < sizeof(st->stale) / sizeof(st->stale[0]))
-		st->stale[st->nstale++] = fd;
+	if (st->nstale == st->stale_cap) {
+		unsigned cap = st->stale_cap ? 2 * st->stale_cap : 16;
+		int *v = realloc(st->stale, cap * sizeof(*v));
+		if (!v) {
+			/* No room to keep it: a descriptor in use elsewhere would
+			 * be closed under a write, so it stays open (leaked). */
+			return;
+		}
+		st->stale = v;
+		st->stale_cap = cap;
+	}
+	st->stale[st->nstale++] = fd;
 }
 
 /* Open f in this session as fd: its descriptors, limits and capabilities,
@@ -949,7 +959,9 @@ void files_close_all(atomio *st)
 {
 	for (unsigned i = 0; i < st->nstale; i++)
 		atomio_sys->close(st->stale[i]);
-	st->nstale = 0;
+	free(st->stale);
+	st->stale = NULL;
+	st->nstale = st->stale_cap = 0;
 	if (!st->files)
 		return;
 	for (uint32_t id = 0, top = atomic_load(&st->files_hi); id < top; id++) {

@@ -255,8 +255,8 @@ struct atomio {
 	_Atomic uint32_t files_hi;
 	uint64_t cat_gen;     /* the catalog generation this process loaded */
 	pthread_mutex_t cat_lock; /* this process's registrations (and LK_CAT across processes) */
-	int stale[64];        /* descriptors of files registered anew since: closed with the store */
-	unsigned nstale;
+	int *stale;           /* descriptors of files registered anew since: closed with the store */
+	unsigned nstale, stale_cap;
 
 	/* tx pool: recently ended txs are not reused at once, so that a use
 	 * after commit finds TX_DEAD and gets -EINVAL instead of corrupting
