@@ -19,6 +19,10 @@ src=$(pwd)
 command -v bash >/dev/null 2>&1 || { echo "SKIP: bash not installed (the transcripts use its job control)"; exit 77; }
 [ -x build/atomio ] && [ -f build/atomio_sqlite.so ] || { echo "FAIL: build/atomio and build/atomio_sqlite.so first (make)"; exit 1; }
 T=$(mktemp -d /var/tmp/atomio-readme.XXXXXX) || exit 1
+# What the commands make in their default places ($ATOMIO_TEST_DIR, else
+# /var/tmp: `atomio verify selftest | head -3` is killed by the pipe before
+# it cleans up) goes inside the scratch directory, removed at the end.
+export ATOMIO_TEST_DIR="$T"
 trap 'for p in $(pgrep -f "atomio verify write $T" 2>/dev/null); do kill -9 "$p"; done; rm -rf "$T"' EXIT
 fail=0 ran=0 skipped=0
 bad() { echo "FAIL: $*"; fail=1; }
