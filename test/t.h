@@ -54,6 +54,18 @@ static inline uint64_t t_seed(uint64_t dflt)
 		}                                                                       \
 	} while (0)
 
+/* CHECK in a forked process of a test: names the process, and leaves with
+ * _exit (the parent's exit handlers, its directory's removal among them,
+ * stay the parent's). */
+#define KCHECK(c)                                                                            \
+	do {                                                                                 \
+		if (!(c)) {                                                                  \
+			fprintf(stderr, "%s:%d: CHECK failed in %d: %s\n", __FILE__, __LINE__, \
+				(int)getpid(), #c);                                          \
+			_exit(1);                                                            \
+		}                                                                            \
+	} while (0)
+
 #define CHECK_EQ(a, b)                                                                   \
 	do {                                                                             \
 		long long _a = (long long)(a), _b = (long long)(b);                      \

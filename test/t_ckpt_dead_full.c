@@ -138,15 +138,6 @@ static void die_with(pid_t parent)
 
 /* In a child: fail without running the parent's exit handlers (which remove
  * the test's directory). */
-#define KCHECK(c)                                                                            \
-	do {                                                                                 \
-		if (!(c)) {                                                                  \
-			fprintf(stderr, "%s:%d: CHECK failed in %d: %s\n", __FILE__, __LINE__, \
-				(int)getpid(), #c);                                          \
-			_exit(1);                                                            \
-		}                                                                            \
-	} while (0)
-
 static struct atomio_options opts(void)
 {
 	struct atomio_options o = t_opts(1 << 20);

@@ -36,15 +36,6 @@ static struct atomio_sysops ops;
 
 static void pause_ms(void) { nanosleep(&(struct timespec){0, 1000000}, NULL); }
 
-#define KCHECK(c)                                                                            \
-	do {                                                                                 \
-		if (!(c)) {                                                                  \
-			fprintf(stderr, "%s:%d: CHECK failed in %d: %s\n", __FILE__, __LINE__, \
-				(int)getpid(), #c);                                          \
-			_exit(1);                                                            \
-		}                                                                            \
-	} while (0)
-
 static void synced(int fd)
 {
 	struct stat sb;

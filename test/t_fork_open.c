@@ -58,15 +58,6 @@ static int w_open(const char *path, int flags, mode_t mode)
 	return fd;
 }
 
-#define KCHECK(c)                                                                            \
-	do {                                                                                 \
-		if (!(c)) {                                                                  \
-			fprintf(stderr, "%s:%d: CHECK failed in %d: %s\n", __FILE__, __LINE__, \
-				(int)getpid(), #c);                                          \
-			_exit(1);                                                            \
-		}                                                                            \
-	} while (0)
-
 int main(void)
 {
 	t_dir();
