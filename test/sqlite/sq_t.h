@@ -5,6 +5,8 @@
 #define ATOMIO_SQ_T_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
+#include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -210,5 +212,72 @@ static inline int sq_rows8(char *sql, size_t cap, int n, uint64_t base, int nrow
 			      (int)(sq_mix(base + (uint64_t)j) % (uint64_t)(nrows / 8)) * 8 + j + 1);
 	return n;
 }
+
+/* A VFS over another (base) that exits the process right before (at 1) or
+ * right after (at 2) deleting a super-journal, SQLite's commit point for a
+ * transaction over several databases: sq_crash_vfs(base, name) registers
+ * it, sq_crash_at(n) arms it (0: never).  One per test program. */
+struct sq_crash {
+	sqlite3_vfs vfs, *base;
+	int at;
+};
+static inline struct sq_crash *sq_crash(void)
+{
+	static struct sq_crash c;
+	return &c;
+}
+static inline int sq_cx_delete(sqlite3_vfs *v, const char *name, int sync)
+{
+	struct sq_crash *c = sq_crash();
+	bool super = strstr(name, "-mj") != NULL;
+	if (super && c->at == 1)
+		_exit(0);
+	int rc = c->base->xDelete(c->base, name, sync);
+	if (super && c->at == 2)
+		_exit(0);
+	return rc;
+}
+static inline int sq_cx_open(sqlite3_vfs *v, sqlite3_filename n, sqlite3_file *f, int fl, int *o)
+{
+	return sq_crash()->base->xOpen(sq_crash()->base, n, f, fl, o);
+}
+static inline int sq_cx_access(sqlite3_vfs *v, const char *n, int fl, int *o)
+{
+	return sq_crash()->base->xAccess(sq_crash()->base, n, fl, o);
+}
+static inline int sq_cx_full(sqlite3_vfs *v, const char *n, int len, char *o)
+{
+	return sq_crash()->base->xFullPathname(sq_crash()->base, n, len, o);
+}
+static inline int sq_cx_random(sqlite3_vfs *v, int n, char *o)
+{
+	return sq_crash()->base->xRandomness(sq_crash()->base, n, o);
+}
+static inline int sq_cx_sleep(sqlite3_vfs *v, int us) { return sq_crash()->base->xSleep(sq_crash()->base, us); }
+static inline int sq_cx_time(sqlite3_vfs *v, double *t)
+{
+	return sq_crash()->base->xCurrentTime(sq_crash()->base, t);
+}
+static inline int sq_cx_time64(sqlite3_vfs *v, sqlite3_int64 *t)
+{
+	return sq_crash()->base->xCurrentTimeInt64(sq_crash()->base, t);
+}
+static inline int sq_cx_error(sqlite3_vfs *v, int n, char *o)
+{
+	return sq_crash()->base->xGetLastError(sq_crash()->base, n, o);
+}
+static inline void sq_crash_vfs(const char *base, const char *name)
+{
+	struct sq_crash *c = sq_crash();
+	c->base = sqlite3_vfs_find(base);
+	CHECK(c->base);
+	c->vfs = (sqlite3_vfs){.iVersion = 2, .szOsFile = c->base->szOsFile, .mxPathname = c->base->mxPathname,
+			       .zName = name, .xOpen = sq_cx_open, .xDelete = sq_cx_delete, .xAccess = sq_cx_access,
+			       .xFullPathname = sq_cx_full, .xRandomness = sq_cx_random, .xSleep = sq_cx_sleep,
+			       .xCurrentTime = sq_cx_time, .xGetLastError = sq_cx_error,
+			       .xCurrentTimeInt64 = sq_cx_time64};
+	CHECK_EQ(sqlite3_vfs_register(&c->vfs, 0), SQLITE_OK);
+}
+static inline void sq_crash_at(int at) { sq_crash()->at = at; }
 
 #endif

@@ -265,44 +265,10 @@ static void stale_journal(const char *db)
 
 /* 2c: "xcrash", the atomio VFS with an xDelete that exits the process
  * right before or right after deleting a super-journal. */
-static sqlite3_vfs g_xcrash, *g_atomio;
-static int g_crash_at; /* 1: before the super-journal's deletion, 2: after */
-
-static int xc_delete(sqlite3_vfs *v, const char *name, int sync)
-{
-	bool super = strstr(name, "-mj") != NULL;
-	if (super && g_crash_at == 1)
-		_exit(0);
-	int rc = g_atomio->xDelete(g_atomio, name, sync);
-	if (super && g_crash_at == 2)
-		_exit(0);
-	return rc;
-}
-static int xc_open(sqlite3_vfs *v, sqlite3_filename n, sqlite3_file *f, int fl, int *o)
-{
-	return g_atomio->xOpen(g_atomio, n, f, fl, o);
-}
-static int xc_access(sqlite3_vfs *v, const char *n, int fl, int *o) { return g_atomio->xAccess(g_atomio, n, fl, o); }
-static int xc_full(sqlite3_vfs *v, const char *n, int len, char *o)
-{
-	return g_atomio->xFullPathname(g_atomio, n, len, o);
-}
-static int xc_random(sqlite3_vfs *v, int n, char *o) { return g_atomio->xRandomness(g_atomio, n, o); }
-static int xc_sleep(sqlite3_vfs *v, int us) { return g_atomio->xSleep(g_atomio, us); }
-static int xc_time(sqlite3_vfs *v, double *t) { return g_atomio->xCurrentTime(g_atomio, t); }
-static int xc_time64(sqlite3_vfs *v, sqlite3_int64 *t) { return g_atomio->xCurrentTimeInt64(g_atomio, t); }
-static int xc_error(sqlite3_vfs *v, int n, char *o) { return g_atomio->xGetLastError(g_atomio, n, o); }
-
 static void crash_at_super(void)
 {
 	sq_register();
-	g_atomio = sqlite3_vfs_find("atomio");
-	CHECK(g_atomio);
-	g_xcrash = (sqlite3_vfs){.iVersion = 2, .szOsFile = g_atomio->szOsFile, .mxPathname = g_atomio->mxPathname,
-				 .zName = "xcrash", .xOpen = xc_open, .xDelete = xc_delete, .xAccess = xc_access,
-				 .xFullPathname = xc_full, .xRandomness = xc_random, .xSleep = xc_sleep,
-				 .xCurrentTime = xc_time, .xGetLastError = xc_error, .xCurrentTimeInt64 = xc_time64};
-	CHECK_EQ(sqlite3_vfs_register(&g_xcrash, 0), SQLITE_OK);
+	sq_crash_vfs("atomio", "xcrash");
 	for (int at = 1; at <= 2; at++) {
 		char m[4200], a[4200], sql[9000];
 		snprintf(m, sizeof(m), "%s", t_path(at == 1 ? "cm1.db" : "cm2.db"));
@@ -322,7 +288,7 @@ static void crash_at_super(void)
 			snprintf(sql, sizeof(sql), "PRAGMA synchronous=FULL; ATTACH 'file:%s?vfs=unix' AS aux;"
 				 "PRAGMA aux.synchronous=FULL", a);
 			sq_ok(db, sql);
-			g_crash_at = at;
+			sq_crash_at(at);
 			sq_ok(db, "BEGIN; UPDATE main.c SET n = 1; UPDATE aux.c SET n = 1; COMMIT");
 			_exit(3); /* the crash did not happen */
 		}

@@ -143,43 +143,9 @@ static int failures;
 
 /* "xunix": the unix VFS with an xDelete that exits the process right
  * before (1) or right after (2) deleting a super-journal. */
-static sqlite3_vfs g_xunix, *g_unix;
-static int g_crash_at;
-
-static int xu_delete(sqlite3_vfs *v, const char *name, int sync)
-{
-	bool super = strstr(name, "-mj") != NULL;
-	if (super && g_crash_at == 1)
-		_exit(0);
-	int rc = g_unix->xDelete(g_unix, name, sync);
-	if (super && g_crash_at == 2)
-		_exit(0);
-	return rc;
-}
-static int xu_open(sqlite3_vfs *v, sqlite3_filename n, sqlite3_file *f, int fl, int *o)
-{
-	return g_unix->xOpen(g_unix, n, f, fl, o);
-}
-static int xu_access(sqlite3_vfs *v, const char *n, int fl, int *o) { return g_unix->xAccess(g_unix, n, fl, o); }
-static int xu_full(sqlite3_vfs *v, const char *n, int len, char *o)
-{
-	return g_unix->xFullPathname(g_unix, n, len, o);
-}
-static int xu_random(sqlite3_vfs *v, int n, char *o) { return g_unix->xRandomness(g_unix, n, o); }
-static int xu_sleep(sqlite3_vfs *v, int us) { return g_unix->xSleep(g_unix, us); }
-static int xu_time(sqlite3_vfs *v, double *t) { return g_unix->xCurrentTime(g_unix, t); }
-static int xu_time64(sqlite3_vfs *v, sqlite3_int64 *t) { return g_unix->xCurrentTimeInt64(g_unix, t); }
-static int xu_error(sqlite3_vfs *v, int n, char *o) { return g_unix->xGetLastError(g_unix, n, o); }
-
 static void unix_crash(void)
 {
-	g_unix = sqlite3_vfs_find("unix");
-	CHECK(g_unix);
-	g_xunix = (sqlite3_vfs){.iVersion = 2, .szOsFile = g_unix->szOsFile, .mxPathname = g_unix->mxPathname,
-				.zName = "xunix", .xOpen = xu_open, .xDelete = xu_delete, .xAccess = xu_access,
-				.xFullPathname = xu_full, .xRandomness = xu_random, .xSleep = xu_sleep,
-				.xCurrentTime = xu_time, .xGetLastError = xu_error, .xCurrentTimeInt64 = xu_time64};
-	CHECK_EQ(sqlite3_vfs_register(&g_xunix, 0), SQLITE_OK);
+	sq_crash_vfs("unix", "xunix");
 	for (int at = 1; at <= 2; at++) {
 		char sql[9000];
 		fresh();
@@ -196,7 +162,7 @@ static void unix_crash(void)
 			snprintf(sql, sizeof(sql), "PRAGMA synchronous=FULL; ATTACH 'file:%s?vfs=atomio' AS b;"
 				 "PRAGMA b.synchronous=FULL", pb);
 			sq_ok(db, sql);
-			g_crash_at = at;
+			sq_crash_at(at);
 			sq_ok(db, "BEGIN; UPDATE main.c SET n = 1; UPDATE b.c SET n = 1; COMMIT");
 			_exit(3); /* the crash did not happen */
 		}
