@@ -147,6 +147,13 @@ struct adb {
 	bool snap_ok;        /* snap: the log's mark after our recovery */
 	ino_t snap_ino;
 	struct atomio_log_mark snap;
+	/* The log of a transaction over several databases that committed with
+	 * this database among them but whose checkpoint failed, so its group
+	 * may still be live there and its markers stay (commit_set): until it
+	 * is checkpointed, no later group of this database may commit
+	 * (unmark).  NULL: none.  Set and cleared under this database's
+	 * EXCLUSIVE lock. */
+	char *mark_log;
 };
 
 /* A registered VFS. */
@@ -1428,6 +1435,44 @@ static int commit_failed(aconn *c, int r, bool committed)
 }
 
 static void ready_drop(aconn *c);
+static void remove_marker(struct adb *d);
+
+/* d took part in a transaction over several databases whose group was
+ * committed in the log mark_log but whose checkpoint failed (commit_set):
+ * its marker stays, and the group may be live in that log.  A connection
+ * that reads first recovers it (settle: recover_marked), but one in
+ * locking_mode=EXCLUSIVE never settles again: if it committed a later
+ * group of d (to d's own log), a recovery from the marker would replay
+ * d's own log first and the shared log last, and the old group over the
+ * later one.  So before any later group of d commits, the shared log is
+ * checkpointed (the group synced everywhere, no longer replayed) and d's
+ * marker goes; if it cannot be, the commit fails with nothing written.
+ * EXCLUSIVE held on d. */
+static int unmark(struct adb *d)
+{
+	if (!d->mark_log)
+		return SQLITE_OK;
+	pthread_mutex_lock(&g_mu);
+	atomio *st = NULL;
+	for (struct adb *o = g_dbs; o && !st; o = o->next)
+		if (!strcmp(o->log_path, d->mark_log))
+			st = writer_store(o);
+	char err[512] = "";
+	/* Our store of that log if we have one, else a handle of our own
+	 * (replay_log: settled and checkpointed, whoever else holds it). */
+	int r = st ? atomio_checkpoint(st) : replay_log(d->mark_log, err, sizeof(err));
+	pthread_mutex_unlock(&g_mu);
+	if (r < 0) {
+		sqlite3_log(SQLITE_IOERR_FSYNC, "atomio: %s: an earlier transaction over several databases "
+			    "is not synced in %s (%s %s); nothing was written", d->db_path, d->mark_log,
+			    atomio_strerror(r), err);
+		return SQLITE_IOERR_FSYNC;
+	}
+	remove_marker(d);
+	free(d->mark_log);
+	d->mark_log = NULL;
+	return SQLITE_OK;
+}
 
 static int commit_group(aconn *c, bool fold)
 {
@@ -1439,9 +1484,10 @@ static int commit_group(aconn *c, bool fold)
 		fold_truncation(c);
 	struct adb *d = c->db;
 	atomio *st = writer_store(d);
-	if (!st) {
+	int urc = st ? unmark(d) : SQLITE_IOERR_WRITE;
+	if (urc != SQLITE_OK) {
 		pend_clear(p);
-		return SQLITE_IOERR_WRITE;
+		return urc;
 	}
 	atomio_tx *tx = NULL;
 	int r = atomio_tx_begin(st, &tx);
@@ -1591,6 +1637,15 @@ static void remove_marker(struct adb *d)
 static int commit_set(aconn **m, int n)
 {
 	struct adb *pd = m[0]->db;
+	for (int i = 0; i < n; i++) {
+		int urc = unmark(m[i]->db); /* an earlier set's group first */
+		for (int j = 0; urc != SQLITE_OK && j < n; j++) {
+			pend_clear(&m[j]->pend);
+			ready_drop(m[j]);
+		}
+		if (urc != SQLITE_OK)
+			return urc;
+	}
 	/* Each write was checked against its own database's log (x_write);
 	 * the set goes to the first one's, which must hold all of it: grown
 	 * if not (the groups are still in memory only), else nothing is
@@ -1663,6 +1718,8 @@ static int commit_set(aconn **m, int n)
 		 * for whoever recovers next (repair_store below, if not). */
 		if (!committed || r == 0)
 			remove_marker(m[i]->db);
+		else
+			m[i]->db->mark_log = strdup(pd->log_path); /* NULL: settle's recovery only */
 		__atomic_store_n(&m[i]->db->size, r == 0 ? m[i]->pend.lsize : -1, __ATOMIC_RELAXED);
 		pend_clear(&m[i]->pend);
 		ready_drop(m[i]);
@@ -2509,6 +2566,7 @@ static void release_db(struct adb *d)
 		close(d->wfd);
 	free(d->db_path);
 	free(d->log_path);
+	free(d->mark_log);
 	free(d);
 }
 

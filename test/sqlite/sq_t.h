@@ -280,4 +280,47 @@ static inline void sq_crash_vfs(const char *base, const char *name)
 }
 static inline void sq_crash_at(int at) { sq_crash()->at = at; }
 
+/* A process that joins the stores of paths (reads each through the VFS)
+ * and keeps them open until *go is written or closed (sq_unhold). */
+static inline pid_t sq_holder(const char *p1, const char *p2, int *go)
+{
+	int ready[2], gop[2];
+	CHECK_OK(pipe(ready));
+	CHECK_OK(pipe(gop));
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(ready[0]);
+		close(gop[1]);
+		sqlite3 *a = sq_open_vfs(p1, "atomio", 0);
+		sqlite3 *b = p2 ? sq_open_vfs(p2, "atomio", 0) : NULL;
+		sq_int(a, "SELECT count(*) FROM t");
+		if (b)
+			sq_int(b, "SELECT count(*) FROM t");
+		char c = 'r';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		while (read(gop[0], &c, 1) < 0 && errno == EINTR) {
+		}
+		sqlite3_close(a);
+		if (b)
+			sqlite3_close(b);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(gop[0]);
+	char c;
+	CHECK_EQ(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	*go = gop[1];
+	return pid;
+}
+
+static inline void sq_unhold(pid_t pid, int go)
+{
+	close(go);
+	int ws;
+	CHECK(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+}
+
 #endif

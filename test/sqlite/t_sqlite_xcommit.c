@@ -60,49 +60,6 @@ static long long count(const char *path, const char *vfs)
 	return n;
 }
 
-/* A process that joins the stores of paths (reads each through the VFS)
- * and keeps them open until *fd_go is written or closed. */
-static pid_t holder(const char *p1, const char *p2, int *go)
-{
-	int ready[2], gop[2];
-	CHECK_OK(pipe(ready));
-	CHECK_OK(pipe(gop));
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(ready[0]);
-		close(gop[1]);
-		sqlite3 *a = sq_open_vfs(p1, "atomio", 0);
-		sqlite3 *b = p2 ? sq_open_vfs(p2, "atomio", 0) : NULL;
-		sq_int(a, "SELECT count(*) FROM t");
-		if (b)
-			sq_int(b, "SELECT count(*) FROM t");
-		char c = 'r';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		while (read(gop[0], &c, 1) < 0 && errno == EINTR) {
-		}
-		sqlite3_close(a);
-		if (b)
-			sqlite3_close(b);
-		_exit(0);
-	}
-	close(ready[1]);
-	close(gop[0]);
-	char c;
-	CHECK_EQ(read(ready[0], &c, 1), 1);
-	close(ready[0]);
-	*go = gop[1];
-	return pid;
-}
-
-static void unhold(pid_t pid, int go)
-{
-	close(go);
-	int ws;
-	CHECK(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-}
-
 /* The transaction over main (through mvfs) and the ATTACHed b (and c):
  * returns COMMIT's result. */
 static int transaction(const char *mvfs, const char *mode, bool three)
@@ -227,9 +184,9 @@ int main(void)
 	make(pa, "atomio");
 	make(pb, "atomio");
 	int go;
-	pid_t h = holder(pa, NULL, &go);
+	pid_t h = sq_holder(pa, NULL, &go);
 	int rc = transaction("atomio", "DELETE", false);
-	unhold(h, go);
+	sq_unhold(h, go);
 	verdict("xheld", rc, "atomio", false, -1);
 	if (rc == SQLITE_OK) {
 		printf("xheld: a log that cannot grow committed the set\n");
@@ -242,9 +199,9 @@ int main(void)
 	make(pa, NULL);
 	make(pb, "atomio");
 	make(pc, "atomio");
-	h = holder(pb, pc, &go);
+	h = sq_holder(pb, pc, &go);
 	rc = transaction(NULL, "DELETE", true);
-	unhold(h, go);
+	sq_unhold(h, go);
 	verdict("unixmain", rc, NULL, true, -1);
 
 	unix_crash();
