@@ -2019,10 +2019,14 @@ static int recover_marked(aconn *c)
 	int rc = grab_exclusive(c);
 	if (rc == SQLITE_OK) {
 		rc = recover_release(c->db);
-		if (rc != SQLITE_OK)
+		if (rc != SQLITE_OK) {
 			unlock_all(c);
-		else
+		} else {
+			/* the set's log replayed and checkpointed (recover_group) */
+			free(c->db->mark_log);
+			c->db->mark_log = NULL;
 			to_shared(c);
+		}
 	}
 	if (probing)
 		ofd(c->lockfd, F_UNLCK, PROBE_BYTE, 1);
