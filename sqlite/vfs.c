@@ -602,14 +602,19 @@ static int probe(struct adb *d)
  * the log may be the file the log was made for, so equal times keep the log,
  * unless `replaced`: atomio's recovery found that the file at this path is
  * not the one registered in the log (remove_replaced_log). */
-static int check_log_age(struct adb *d, bool replaced)
+static bool log_stale(struct adb *d, bool replaced)
 {
 	struct statx_timestamp db, lg;
 	if (!f_btime(d->db_path, &db) || !f_btime(d->log_path, &lg))
-		return SQLITE_OK;
+		return false;
 	if (db.tv_sec < lg.tv_sec || (db.tv_sec == lg.tv_sec && db.tv_nsec < lg.tv_nsec))
-		return SQLITE_OK;
-	if (db.tv_sec == lg.tv_sec && db.tv_nsec == lg.tv_nsec && !replaced)
+		return false;
+	return !(db.tv_sec == lg.tv_sec && db.tv_nsec == lg.tv_nsec && !replaced);
+}
+
+static int check_log_age(struct adb *d, bool replaced)
+{
+	if (!log_stale(d, replaced))
 		return SQLITE_OK;
 	int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
@@ -2010,8 +2015,8 @@ static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
 
 /* A group marker (commit_set): a transaction over several databases may
  * have died before its group was home everywhere.  Recover all of them
- * under an exclusive lock before reading (recover_group); SHARED held, and
- * held again on return. */
+ * under an exclusive lock before reading (recover_group); so also a stale
+ * log (check_log_age).  SHARED held, and held again on return. */
 static int recover_marked(aconn *c)
 {
 	bool probing = ofd(c->lockfd, F_WRLCK, PROBE_BYTE, 1) == 0;
@@ -2064,7 +2069,12 @@ static int settle(aconn *c)
 	struct adb *d = c->db;
 	if (wal_mode(d))
 		return SQLITE_OK; /* WAL: no store (WAL above) */
-	if (has_group_marker(d)) {
+	/* A stale log is removed, as a recovery, under the exclusive lock
+	 * (the open's look at it was put off if someone held a lock then):
+	 * removed with SHARED only, another process in settle beside us could
+	 * have opened the log's path and take its flock after the removal,
+	 * and run a store on a log that nobody would recover. */
+	if (has_group_marker(d) || (!writer_store(d) && log_stale(d, false))) {
 		int rc = recover_marked(c);
 		if (rc != SQLITE_OK)
 			return rc;
