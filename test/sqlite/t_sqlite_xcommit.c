@@ -18,6 +18,18 @@
  *    store held by another process: the two committed after the
  *    super-journal was deleted, their failure ignored, the main database
  *    alone kept its rows;
+ *  - xwal: a and b through the VFS in DELETE mode, c through the VFS in
+ *    WAL, a's store held (the exerciser's case: such a COMMIT failed with a
+ *    disk I/O error after the WAL database had committed in phase one):
+ *    the super-journal names c's journal, which is not one in memory, so
+ *    it goes to disk and a and b commit as under the unix VFS: each its
+ *    own group at its phase one, after its journal (naming the
+ *    super-journal) is on disk, each checked against its own log at its
+ *    writes (which a's held log does not change): COMMIT ok, all rows
+ *    everywhere.  (A failure at a's or b's phase one after the WAL
+ *    database committed is SQLite's own order, as under the unix VFS:
+ *    WAL commits in phase one, and SQLite promises no atomicity across a
+ *    WAL database.);
  *  - unixcrash: main through the unix VFS (wrapped to die right before,
  *    then right after deleting the super-journal), one ATTACHed through
  *    the VFS: neither, then both (the VFS's database committed after the
@@ -30,6 +42,7 @@
 #define ROWS 5000
 
 static char pa[4200], pb[4200], pc[4200];
+static const char *g_cmode; /* c's journal mode, if not the others' */
 
 static void fresh(void)
 {
@@ -76,7 +89,7 @@ static int transaction(const char *mvfs, const char *mode, bool three)
 	if (three) {
 		snprintf(sql, sizeof(sql), "ATTACH 'file:%s?vfs=atomio' AS c", pc);
 		sq_ok(db, sql);
-		snprintf(sql, sizeof(sql), "PRAGMA c.journal_mode=%s", mode);
+		snprintf(sql, sizeof(sql), "PRAGMA c.journal_mode=%s", g_cmode ? g_cmode : mode);
 		sq_ok(db, sql);
 	}
 	sq_ok(db, "BEGIN");
@@ -203,6 +216,21 @@ int main(void)
 	rc = transaction(NULL, "DELETE", true);
 	sq_unhold(h, go);
 	verdict("unixmain", rc, NULL, true, -1);
+
+	/* Two of ours in a rollback mode and one in WAL (the exerciser's
+	 * case: the COMMIT failed with a disk I/O error after the WAL
+	 * database had committed), the first one's log held, so that the set
+	 * does not fit it: all of it or none. */
+	fresh();
+	make(pa, "atomio");
+	make(pb, "atomio");
+	make(pc, "atomio");
+	h = sq_holder(pa, NULL, &go);
+	g_cmode = "WAL";
+	rc = transaction("atomio", "DELETE", true);
+	g_cmode = NULL;
+	sq_unhold(h, go);
+	verdict("xwal", rc, "atomio", true, -1);
 
 	unix_crash();
 
