@@ -200,7 +200,7 @@ int main(void)
 	pid_t h = sq_holder(pa, NULL, &go);
 	int rc = transaction("atomio", "DELETE", false);
 	sq_unhold(h, go);
-	verdict("xheld", rc, "atomio", false, -1);
+	verdict("xheld", rc, "atomio", false, SQLITE_IOERR);
 	if (rc == SQLITE_OK) {
 		printf("xheld: a log that cannot grow committed the set\n");
 		failures++;
