@@ -159,10 +159,22 @@ check-sqlite-suite: deps
 # minutes a seed): SQLITE_X_ARGS= for its options
 # (--tx, --rounds, --writers, --kills, ..., --no-large-multi,
 # --no-fork-close, --no-unix-main),
-# SQLITE_X_SEEDS= the seeds, one run each.
+# SQLITE_X_SEEDS= the seeds, one run each; then power cuts on cutfs
+# (test/t_sqlite_cutfs.sh, make check runs 3 rounds) for each seed.
 SQLITE_X_ARGS ?= --kinds dwDmWs --tx 1500 --rounds 6 --writers 3 --readers 2 --conns 3 --kills 3
 SQLITE_X_SEEDS ?= 1 2 3
+# and the power cuts on cutfs (test/t_sqlite_cutfs.sh), SQCUT_ROUNDS a seed
+SQCUT_ROUNDS ?= 40
 .PHONY: sqlite-x
 sqlite-x: deps
 	$(MAKE) $(BUILD)/sqlite/t_sqlite_x
 	for s in $(SQLITE_X_SEEDS); do ATOMIO_SEED=$$s nice -n 10 $(BUILD)/sqlite/t_sqlite_x $(SQLITE_X_ARGS) || exit 1; done
+	$(MAKE) $(BUILD)/cutfs $(BUILD)/sqlite/sqcut
+	for s in $(SQLITE_X_SEEDS); do SQCUT_SEED=$$s SQCUT_ROUNDS=$(SQCUT_ROUNDS) nice -n 10 test/t_sqlite_cutfs.sh || exit 1; done
+
+# sqcut (test/sqlite/sqcut.c): the SQLite workload of t_sqlite_cutfs.sh,
+# power cuts on cutfs (issue 35): not a test itself.
+$(BUILD)/sqlite/sqcut: test/sqlite/sqcut.c $(SQ_TEST_HDRS) $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a | $(BUILD)/sqlite/lib
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) -Itest -Isqlite $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libatomio_sqlite.a $(BUILD)/libatomio.a $(SQ_LIBS)
+CHECK_DEPS += $(BUILD)/sqlite/sqcut
+ALL_EXTRA += $(BUILD)/sqlite/sqcut
