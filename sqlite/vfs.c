@@ -605,7 +605,7 @@ static int probe(struct adb *d)
 static bool log_stale(struct adb *d, bool replaced)
 {
 	struct statx_timestamp db, lg;
-	if (!f_btime(d->db_path, &db) || !f_btime(d->log_path, &lg))
+	if (!f_btime(d->log_path, &lg) || !f_btime(d->db_path, &db)) /* the log first: usually none */
 		return false;
 	if (db.tv_sec < lg.tv_sec || (db.tv_sec == lg.tv_sec && db.tv_nsec < lg.tv_nsec))
 		return false;
