@@ -3,6 +3,7 @@
 # fresh directory on a real filesystem, removed at exit unless ATOMIO_KEEP),
 # fail MSG (exit 1), skip MSG (exit 77), jqv FILTER FILE (jq -e, or fail).
 set -eu
+. test/store_lib.sh
 BINS=""
 for b in build/atomio build/san/atomio; do
 	[ -x "$b" ] && BINS="$BINS $b"
@@ -13,7 +14,7 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 command -v jq >/dev/null 2>&1 || skip "jq is not installed (scripts/deps.sh installs it)"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-cli-XXXXXX")
 cli_cleanup() {
-	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"
+	[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$T"
 }
 trap cli_cleanup EXIT
 # jqv FILTER FILE: the filter must print true.

@@ -4,6 +4,7 @@
 # afio NAME ARGS... (fio with the engine, JSON to $T/NAME.json, output to
 # $T/NAME.out; fails the test when fio does), jqv FILTER FILE.
 set -eu
+. test/store_lib.sh
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*" >&2; exit 77; }
 command -v fio >/dev/null 2>&1 || skip "fio is not installed (scripts/deps.sh installs it)"
@@ -13,7 +14,7 @@ command -v jq >/dev/null 2>&1 || skip "jq is not installed (scripts/deps.sh inst
 ENG=$(pwd)/build/atomio_fio.so
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-fio-XXXXXX")
 fio_cleanup() {
-	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"
+	[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$T"
 }
 trap fio_cleanup EXIT
 jqv() {

@@ -25,7 +25,7 @@ dump_inflight() {
 }
 for A in $BINS; do
 	D="$T/d"; S="$T/state"; L="$D/atomio-verify.log"
-	rm -rf "$D" "$S"; mkdir "$D"
+	rm_stores "$D" "$S"; mkdir "$D"
 	# a store in use: dump sees the lock holder and reads without the lock;
 	# recover is refused
 	$A verify write "$D" --state "$S" --blocks 1024 -q &
@@ -63,7 +63,7 @@ for A in $BINS; do
 done
 A=build/atomio
 D="$T/d"; S="$T/state"; L="$D/atomio-verify.log"
-rm -rf "$D" "$S"; mkdir "$D"
+rm_stores "$D" "$S"; mkdir "$D"
 $A verify write "$D" --state "$S" --blocks 1024 -q &
 pid=$!
 wait_acks "$S" 100
@@ -103,7 +103,7 @@ one_line_error 3 $A recover --accept-copies "$L"
 grep -q "not all in it" "$T/err" || fail "recover --accept-copies of a changed copy: $(cat "$T/err")"
 # damage: flip a byte inside the 3rd record of a crashed log: the valid
 # prefix ends there, for dump as for recovery
-rm -rf "$D" "$S"; mkdir "$D"
+rm_stores "$D" "$S"; mkdir "$D"
 $A verify write "$D" --state "$S" --blocks 1024 -q &
 pid=$!
 wait_acks "$S" 50

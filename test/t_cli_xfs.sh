@@ -12,7 +12,11 @@ grep -qw xfs /proc/filesystems || modprobe xfs 2>/dev/null || true
 grep -qw xfs /proc/filesystems || skip "the kernel has no XFS"
 IMG="$T/xfs.img"; MNT="$T/mnt"; LOOP=""
 xfs_cleanup() {
-	mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"
+	# the stores on the XFS image first: their state files name its inodes
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		[ -n "${ATOMIO_KEEP:-}" ] || rm_store_state "$MNT"
+		umount "$MNT"
+	fi
 	[ -n "$LOOP" ] && losetup -d "$LOOP"
 	cli_cleanup
 }

@@ -29,7 +29,6 @@
  * timeout: 900
  */
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,10 +217,9 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-	/* atomio allocates a few MiB per open; keep them in the heap so that
-	 * the thousands of recoveries do not each mmap and fault them in. */
-	mallopt(M_MMAP_THRESHOLD, 256 << 20);
-	mallopt(M_TRIM_THRESHOLD, 512 << 20);
+	/* atomio allocates a few MiB per open: in the heap, reused, not
+	 * faulted in afresh at each of the thousands of recoveries */
+	t_heap_keep();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* A new log's area is written whole at creation, before its rename,
 	 * when it is no larger than atomio_log_zero_create (every log here):

@@ -7,6 +7,7 @@
 # every acknowledged group present and none torn (cutfs-log check).
 #   CUTFS_SEED=N to reproduce (default $ATOMIO_SEED, else 1), CUTFS_ROUNDS=N.
 set -eu
+. test/store_lib.sh
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*" >&2; exit 77; }
 for b in build/cutfs build/cutfs-log; do [ -x $b ] || fail "$b is not built"; done
@@ -22,7 +23,7 @@ writer=""
 cleanup() {
 	[ -n "$writer" ] && kill -9 "$writer" 2>/dev/null
 	mountpoint -q "$M" 2>/dev/null && fusermount3 -u "$M"
-	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"
+	[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$T"
 }
 trap cleanup EXIT
 mnt() { # MODE SEED
@@ -86,6 +87,8 @@ for r in $(seq 1 "$ROUNDS"); do
 	kill -9 "$writer" 2>/dev/null || true
 	wait "$writer" 2>/dev/null || true
 	writer=""
+	# its state file names the log's inode on this mount, not the next one's
+	rm_store_state "$M/store"
 	acked=$(tail -n 1 "$T/acks")
 	umnt
 	mnt tear "$s"

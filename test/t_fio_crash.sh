@@ -64,7 +64,7 @@ while [ "$i" -lt "$kills" ]; do
 	total_v=$((total_v + v))
 	total_rec=$((total_rec + rec))
 	[ "$rec" -gt 0 ] && with_rec=$((with_rec + 1))
-	rm -rf "$d"
+	rm_stores "$d"
 	i=$((i + 1))
 done
 echo "t_fio_crash: passed: $kills runs killed with SIGKILL, $total_v blocks verified, $with_rec kills left groups for recovery ($total_rec groups replayed)"

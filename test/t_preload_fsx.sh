@@ -24,11 +24,24 @@
 #                  vfork child may not touch the parent's state, so nothing
 #                  writes the parent's pending groups home before it execs
 #                  (posix_spawn and system, which the library wraps, do)
+set -eu
+. test/store_lib.sh
+SO=build/libatomio_preload.so
+P=${PFSX_BIN:-build/preload-test/pfsx}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[ -f $SO ] && [ -x $P ] || fail "not built: $SO $P"
+SEED=${PFSX_SEED:-${ATOMIO_SEED:-1}}
+if [ -n "${PFSX_LONG:-}" ]; then
+	SEEDS=${PFSX_SEEDS:-10} OPS=${PFSX_OPS:-50000} KILLS=${PFSX_KILLS:-1000}
+else
+	SEEDS=${PFSX_SEEDS:-1} OPS=${PFSX_OPS:-2000} KILLS=${PFSX_KILLS:-10}
+fi
+KOPS=${PFSX_KILL_OPS:-2000}
 X=${PFSX_X-vfork}
 XO=${X:+-x $X}
 echo "seed $SEED (PFSX_SEED or ATOMIO_SEED to repeat): $SEEDS runs of $OPS ops and $KILLS kills in runs of $KOPS, each half in group mode; excluded: ${X:-none}"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-pfsx-XXXXXX")
-trap '[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"' EXIT
+trap '[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$T"' EXIT
 trap 'exit 1' INT TERM
 SOP=$(realpath $SO)
 PP=$(realpath $P)
@@ -50,7 +63,7 @@ while [ $i -lt $((2 * SEEDS)) ]; do
 	run "$d" $g -s $s -n $OPS >"$d/out" 2>"$d/err" ||
 		{ grep -v refused "$d/err" | tail -n 40; fail "run seed $s, ATOMIO_GROUP=$g: $PP $XO -s $s -n $OPS"; }
 	ops=$((ops + OPS))
-	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$d"
+	[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$d"
 	i=$((i + 1))
 done
 echo "$ops ops checked against the model"
@@ -68,7 +81,7 @@ while [ $k -lt "$KILLS" ]; do
 	run "$d" $g -s $s -n $KOPS -c $at >"$d/cout" 2>"$d/cerr" ||
 		{ grep -v refused "$d/cerr" | tail -n 60; fail "kill round $k: seed $s, ATOMIO_GROUP=$g, killed before op $at: $PP $XO -s $s -n $KOPS -k $at DIR, then -c $at"; }
 	kops=$((kops + at))
-	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$d"
+	[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$d"
 	k=$((k + 1))
 done
 echo "$KILLS kills (after $kops ops in all), each recovered and every file checked against the contract"

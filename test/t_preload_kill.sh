@@ -11,6 +11,7 @@
 #   PRELOAD_KILL_ROUNDS (default 30, and half as many in group mode),
 #   PRELOAD_KILL_SEED (default $ATOMIO_SEED, else 1)
 set -eu
+. test/store_lib.sh
 SO=build/libatomio_preload.so
 P=build/preload-test/prog
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -19,7 +20,7 @@ ROUNDS=${PRELOAD_KILL_ROUNDS:-30}
 SEED=${PRELOAD_KILL_SEED:-${ATOMIO_SEED:-1}}
 echo "seed $SEED (ATOMIO_SEED=$SEED to repeat), $ROUNDS rounds + $((ROUNDS / 2)) in group mode (PRELOAD_KILL_SEED, PRELOAD_KILL_ROUNDS)"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-preload-kill-XXXXXX")
-trap '[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"' EXIT
+trap '[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$T"' EXIT
 SOP=$(realpath $SO)
 recovered=0 killed=0 synced_total=0
 N=1000000
@@ -50,7 +51,7 @@ while [ $r -le $((ROUNDS + GROUP_ROUNDS)) ]; do
 	g=$(sed -n 's/.*groups_recovered=\([0-9]*\).*/\1/p' "$d/stats" | awk '{ s += $1 } END { print s + 0 }')
 	recovered=$((recovered + g))
 	synced_total=$((synced_total + synced))
-	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$d"
+	[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$d"
 	r=$((r + 1))
 done
 echo "$killed kills, $synced_total synced writes checked, $recovered groups replayed by recovery"

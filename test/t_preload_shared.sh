@@ -10,6 +10,7 @@
 #   PRELOAD_SHARED_ROUNDS (default 3), PRELOAD_SHARED_WRITES (default 3000),
 #   PRELOAD_SHARED_SEED (default $ATOMIO_SEED, else 1)
 set -eu
+. test/store_lib.sh
 SO=build/libatomio_preload.so
 P=build/preload-test/shared
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -19,7 +20,7 @@ WRITES=${PRELOAD_SHARED_WRITES:-3000}
 SEED=${PRELOAD_SHARED_SEED:-${ATOMIO_SEED:-1}}
 echo "seed $SEED (ATOMIO_SEED=$SEED to repeat), $ROUNDS rounds of $WRITES writes (PRELOAD_SHARED_SEED, _ROUNDS, _WRITES)"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-preload-shared-XXXXXX")
-trap '[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$T"' EXIT
+trap '[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$T"' EXIT
 SOP=$(realpath $SO)
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
@@ -36,7 +37,7 @@ while [ "$r" -le "$ROUNDS" ]; do
 		$P check "$d" >"$d/cout" 2>"$d/cerr" ||
 		{ cat "$d/cout" "$d/cerr" "$d/err"; fail "round $r (seed $seed): the check after recovery"; }
 	sed "s/^/round $r: /" "$d/cout"
-	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$d"
+	[ -n "${ATOMIO_KEEP:-}" ] || rm_stores "$d"
 	r=$((r + 1))
 done
 echo ok

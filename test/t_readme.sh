@@ -16,6 +16,7 @@
 #    or that run make (their targets may take hours or download sources).
 cd "$(dirname "$0")/.." || exit 1
 src=$(pwd)
+. test/store_lib.sh
 command -v bash >/dev/null 2>&1 || { echo "SKIP: bash not installed (the transcripts use its job control)"; exit 77; }
 [ -x build/atomio ] && [ -f build/atomio_sqlite.so ] || { echo "FAIL: build/atomio and build/atomio_sqlite.so first (make)"; exit 1; }
 T=$(mktemp -d /var/tmp/atomio-readme.XXXXXX) || exit 1
@@ -23,7 +24,7 @@ T=$(mktemp -d /var/tmp/atomio-readme.XXXXXX) || exit 1
 # /var/tmp: `atomio verify selftest | head -3` is killed by the pipe before
 # it cleans up) goes inside the scratch directory, removed at the end.
 export ATOMIO_TEST_DIR="$T"
-trap 'for p in $(pgrep -f "atomio verify write $T" 2>/dev/null); do kill -9 "$p"; done; rm -rf "$T"' EXIT
+trap 'for p in $(pgrep -f "atomio verify write $T" 2>/dev/null); do kill -9 "$p"; done; rm_stores "$T"' EXIT
 fail=0 ran=0 skipped=0
 bad() { echo "FAIL: $*"; fail=1; }
 

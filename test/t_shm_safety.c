@@ -20,13 +20,8 @@ static void shm_of(const char *log, char *out, size_t n)
 	if (statfs("/dev/shm", &sfs) == 0 && sfs.f_type == TMPFS_MAGIC) {
 		int fd = open(log, O_RDONLY);
 		CHECK(fd >= 0);
-		struct atomio_log_mark m;
-		CHECK_OK(atomio_log_mark(fd, &m));
-		struct stat sb;
-		CHECK_OK(fstat(fd, &sb));
+		CHECK_OK(t_shm_name(fd, out, n));
 		close(fd);
-		snprintf(out, n, "/dev/shm/atomio-%016llx-%llx", (unsigned long long)m.store_id,
-			 (unsigned long long)sb.st_ino);
 	} else {
 		snprintf(out, n, "%s-shm", log);
 	}

@@ -862,6 +862,9 @@ static void run(bool wal)
 
 int main(int argc, char **argv)
 {
+	/* Thousands of stores opened (several per image): their state's
+	 * pages reused, not faulted in at each open (t.h) */
+	t_heap_keep();
 	seed = t_seed(1);
 	ntx = T_SCALE(ntx);
 #ifdef ATOMIO_SAN
