@@ -261,6 +261,7 @@ int main(void)
 	if (!getenv("ATOMIO_TEST_DIR") && stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) &&
 	    access("/dev/shm", W_OK) == 0)
 		setenv("ATOMIO_TEST_DIR", "/dev/shm", 1);
+	t_heap_keep();
 	t_dir();
 	CHECK_EQ(lp_crash_child(child, NULL), 0);
 	build_states();
