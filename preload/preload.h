@@ -209,6 +209,14 @@ int pl_file_path(struct pfile *f, char *out);
 bool pl_vfork_child(void);
 struct pofd *pofd_new(struct pfile *f, int flags);
 void pofd_ref(struct pofd *o);
+/* fd's entry with a reference of the caller's (pofd_put it when done), or
+ * NULL: a close or dup2 of fd in another thread meanwhile drops the table's
+ * reference, never the memory the call uses. */
+struct pofd *pofd_get(int fd);
+/* Tests (ATOMIO_PRELOAD_TEST_WDELAY=MS): a write of a protected
+ * descriptor sleeps this long once it has its entry, so that another
+ * thread's close comes between (test/preload/dropin.c, closerace). */
+extern int g_test_wdelay_ms;
 void pofd_put(struct pofd *o);            /* drop a reference */
 
 /* Issue one group on f (f->mu held): writes (iov, off) or, with iov NULL,

@@ -44,6 +44,7 @@ bool g_group;
 bool g_shared;
 static bool g_conflict; /* ATOMIO_SHARED=1 with ATOMIO_GROUP=1: refused */
 uint64_t g_max_group;
+int g_test_wdelay_ms;
 
 static char g_log[PATH_MAX];      /* canonical path of ATOMIO_LOG */
 static char **g_globs;
@@ -214,25 +215,74 @@ void pofd_put(struct pofd *o)
 	}
 }
 
+/* A call on a descriptor uses its entry while another thread's close or
+ * dup2 of the same number may drop the table's reference: the entry must
+ * not be freed under it.  A caller takes its own reference (pofd_get), and
+ * the load of the entry and that increment are one step against the
+ * table's changes, which give up the table's reference only after the
+ * entry left the table: both under one of these locks, chosen by the
+ * descriptor's number (a few instructions each; the pass-through path, an
+ * empty entry, takes none).  A fork child clears them (at_child): a thread
+ * of the parent may have held one, and the child has only this thread. */
+#define FDLK_N 64
+static atomic_flag g_fdlk[FDLK_N];
+
+static void fdlk(int fd)
+{
+	while (atomic_flag_test_and_set_explicit(&g_fdlk[fd % FDLK_N], memory_order_acquire))
+		sched_yield();
+}
+static void fdunlk(int fd) { atomic_flag_clear_explicit(&g_fdlk[fd % FDLK_N], memory_order_release); }
+
+static void fdlk_child(void)
+{
+	for (int i = 0; i < FDLK_N; i++)
+		atomic_flag_clear(&g_fdlk[i]);
+}
+
+struct pofd *pofd_get(int fd)
+{
+	if (!pofd_of(fd))
+		return NULL;
+	fdlk(fd);
+	struct pofd *o = atomic_load_explicit(&g_fdtab[fd], memory_order_acquire);
+	if (o)
+		pofd_ref(o);
+	fdunlk(fd);
+	return o;
+}
+
 int pofd_set(int fd, struct pofd *o)
 {
 	if (fd < 0 || fd >= g_fdtab_n) {
 		pofd_put(o);
 		return -1;
 	}
-	pofd_put(atomic_exchange(&g_fdtab[fd], o));
+	fdlk(fd);
+	struct pofd *old = atomic_exchange(&g_fdtab[fd], o);
+	fdunlk(fd);
+	pofd_put(old);
 	return 0;
 }
 
 void pofd_drop(int fd)
 {
-	if (fd >= 0 && fd < g_fdtab_n && g_fdtab)
-		pofd_put(atomic_exchange(&g_fdtab[fd], NULL));
+	if (fd < 0 || fd >= g_fdtab_n || !g_fdtab)
+		return;
+	fdlk(fd);
+	struct pofd *old = atomic_exchange(&g_fdtab[fd], NULL);
+	fdunlk(fd);
+	pofd_put(old);
 }
 
 void pofd_drop_if(int fd, struct pofd *o)
 {
-	if (fd >= 0 && fd < g_fdtab_n && g_fdtab && atomic_compare_exchange_strong(&g_fdtab[fd], &o, NULL))
+	if (fd < 0 || fd >= g_fdtab_n || !g_fdtab)
+		return;
+	fdlk(fd);
+	bool gone = atomic_compare_exchange_strong(&g_fdtab[fd], &o, NULL);
+	fdunlk(fd);
+	if (gone)
 		pofd_put(o);
 }
 
@@ -852,6 +902,7 @@ static void at_child(void)
 	if (!g_active)
 		return;
 	g_self = getpid();
+	fdlk_child();
 	pthread_rwlock_init(&g_rw, NULL);
 	/* at_prepare's hold ends here, not in at_parent */
 	if (t_depth > 0) {
@@ -999,6 +1050,8 @@ __attribute__((constructor)) void pl_init(void)
 		g_stats_path = v;
 	if ((v = getenv("ATOMIO_PRELOAD_TRACE")) && *v)
 		real_trace_open(v);
+	if ((v = getenv("ATOMIO_PRELOAD_TEST_WDELAY")) && *v)
+		g_test_wdelay_ms = atoi(v);
 	struct rlimit rl;
 	rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_max : 1024;
 	if (n == RLIM_INFINITY || n > (1u << 20))

@@ -2,7 +2,8 @@
  * wrap.c: the interposed libc functions.
  *
  * Each one looks its descriptor up in the table (pofd_of: one atomic load)
- * and, when it is not protected, calls libc at once.  Protected descriptors:
+ * and, when it is not protected, calls libc at once; a protected entry is
+ * held with a reference for the call (pofd_get, HELD).  Protected descriptors:
  *
  *   write, pwrite, writev, pwritev, pwritev2   one asynchronous group each
  *       (at most the largest group the log takes: a short count beyond it);
@@ -60,6 +61,20 @@ extern char **environ;
 #define REAL(name) (real.name ? real.name : (real_init(), real.name))
 
 static inline bool is_prot(struct pofd *o) { return o && !o->f->orphan; }
+
+/* An entry the call holds a reference to (pofd_get) until it returns,
+ * whatever path it returns by: a close or dup2 of the descriptor in
+ * another thread meanwhile cannot free it under the call.  errno is kept:
+ * the last reference's put may commit a group (grp_last_close). */
+static void pofd_put_at_exit(struct pofd **o)
+{
+	if (*o) {
+		int e = errno;
+		pofd_put(*o);
+		errno = e;
+	}
+}
+#define HELD __attribute__((cleanup(pofd_put_at_exit)))
 
 static int fail(int e)
 {
@@ -352,9 +367,8 @@ static int dup_to(int old, int r)
 		return r;
 	if (pl_vfork_child())
 		return r; /* its own table; the parent's entries stay */
-	struct pofd *o = pofd_of(old);
+	struct pofd *o = pofd_get(old); /* the new entry's reference */
 	if (o) {
-		pofd_ref(o);
 		pofd_set(r, o);
 	} else if (pofd_of(r)) {
 		pofd_drop(r); /* dup2 onto a protected descriptor closed it */
@@ -397,8 +411,8 @@ static int p_fcntl(int fd, int cmd, void *arg)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_to(fd, r);
-	struct pofd *o;
-	if (cmd == F_SETFL && (o = pofd_of(fd)) && !pl_vfork_child()) {
+	struct pofd *o HELD = NULL;
+	if (cmd == F_SETFL && (o = pofd_get(fd)) && !pl_vfork_child()) {
 		int e = errno;
 		int fl = REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0) {
@@ -500,6 +514,10 @@ static int clip_to_group(const struct pofd *o, const struct iovec *iov, int cnt,
 static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
 		       int rwf)
 {
+	if (g_test_wdelay_ms) {
+		struct timespec ts = {g_test_wdelay_ms / 1000, (long)(g_test_wdelay_ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+	}
 	struct pfile *f = o->f;
 	if (!pofd_live(fd, o))
 		return REAL(pwritev2)(fd, iov, cnt, at_pos ? -1 : off, rwf);
@@ -614,7 +632,7 @@ again:
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(write)(fd, buf, n);
 	struct iovec v = {(void *)buf, n};
@@ -623,7 +641,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(pwrite)(fd, buf, n, off);
 	struct iovec v = {(void *)buf, n};
@@ -633,7 +651,7 @@ EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return p
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(writev)(fd, iov, cnt);
 	return p_write(fd, o, iov, cnt, -1, true, 0);
@@ -641,7 +659,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(pwritev2)(fd, iov, cnt, off, 0);
 	return p_write(fd, o, iov, cnt, off, false, 0);
@@ -650,7 +668,7 @@ EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) { 
 
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(pwritev2)(fd, iov, cnt, off, flags);
 	/* RWF_HIPRI and RWF_NOWAIT are hints; the group never blocks on the
@@ -755,7 +773,7 @@ static bool shared_pos_call(int fd, struct pofd *o, const struct iovec *iov, int
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	struct iovec v = {buf, n};
 	if (is_prot(o) && group_read(fd, o, &v, 1, -1, true, &r))
@@ -769,7 +787,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	struct iovec v = {buf, n};
 	if (is_prot(o) && off >= 0 && group_read(fd, o, &v, 1, off, false, &r))
@@ -782,7 +800,7 @@ EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && group_read(fd, o, iov, cnt, -1, true, &r))
 		return r;
@@ -795,7 +813,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && off >= -1 &&
 	    group_read(fd, o, iov, cnt, off, off == -1, &r))
@@ -834,7 +852,7 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t bufl
 
 EXPORT int fstat(int fd, struct stat *sb)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	int r = REAL(fstat)(fd, sb);
 	if (r == 0 && is_prot(o) && sb->st_dev == o->f->dev && sb->st_ino == o->f->ino &&
 	    (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
@@ -914,7 +932,7 @@ EXPORT int statx(int dir, const char *path, int flags, unsigned mask, struct sta
 
 static off_t p_lseek(int fd, off_t off, int whence)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(lseek)(fd, off, whence);
 	ssize_t r;
@@ -959,19 +977,19 @@ static int p_sync(struct pofd *o)
  * is reused: the file itself needs no fsync here. */
 EXPORT int fsync(int fd)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fdatasync)(fd);
 }
 
 EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned flags)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(sync_file_range)(fd, off, n, flags);
 	if (off < 0 || n < 0 || (flags & ~(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
@@ -1073,7 +1091,7 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 
 static int p_ftruncate(int fd, off_t size)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(ftruncate)(fd, size);
 	if (size < 0 || (o->flags & O_ACCMODE) == O_RDONLY)
@@ -1126,7 +1144,7 @@ static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
 
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(fallocate)(fd, mode, off, len);
 	int e = p_fallocate(fd, o, mode, off, len);
@@ -1136,7 +1154,7 @@ EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocat
 
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(posix_fallocate)(fd, off, len);
 	return p_fallocate(fd, o, 0, off, len);
@@ -1177,7 +1195,7 @@ static void *shared_ro_map(void *addr, size_t len, int prot, int flags, int fd, 
 
 static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || (flags & MAP_ANONYMOUS))
 		return REAL(mmap)(addr, len, prot, flags, fd, off);
 	int type = flags & MAP_TYPE;
@@ -1217,7 +1235,7 @@ EXPORT int munmap(void *addr, size_t len)
 
 static bool refuse_dst(int fd, const char *call)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return false;
 	pl_msg(o->f->path, "%s into a protected file refused: the kernel would write it outside the log", call);
@@ -1226,7 +1244,7 @@ static bool refuse_dst(int fd, const char *call)
 
 static void wait_src(int fd)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (is_prot(o))
 		before_read(fd, o, 0, SIZE_MAX);
 }
@@ -1289,7 +1307,7 @@ static void mark_sent(const struct msghdr *m)
 		for (size_t i = 0; i < n; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			struct pofd *o = pofd_of(fd);
+			struct pofd *o HELD = pofd_get(fd);
 			if (o)
 				o->xproc = true;
 		}
@@ -1356,7 +1374,7 @@ EXPORT int io_submit(void *ctx, long nr, struct iocb **ios)
 	if (!next)
 		next = (int (*)(void *, long, struct iocb **))dlsym(RTLD_NEXT, "io_submit");
 	for (long i = 0; g_active && ios && i < nr; i++) {
-		struct pofd *o = ios[i] ? pofd_of((int)ios[i]->aio_fildes) : NULL;
+		struct pofd *o HELD = ios[i] ? pofd_get((int)ios[i]->aio_fildes) : NULL;
 		if (!is_prot(o))
 			continue;
 		unsigned op = ios[i]->aio_lio_opcode;
@@ -1409,7 +1427,7 @@ EXPORT FILE *freopen(const char *path, const char *mode, FILE *s)
 		return NULL;
 	}
 	int fd = g_active && s ? fileno(s) : -1;
-	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	struct pofd *o HELD = fd >= 0 ? pofd_get(fd) : NULL;
 	if (is_prot(o) && !path && mode_writes(mode)) {
 		/* The same file reopened for stdio's writes, inside libc. */
 		pl_msg(o->f->path, "freopen(NULL, \"%s\") refused (EPERM): stdio writes inside libc", mode);
@@ -1429,7 +1447,7 @@ EXPORT FILE *freopen64(const char *path, const char *mode, FILE *s) { return fre
 
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (is_prot(o)) {
 		if (mode_writes(mode)) {
 			pl_msg(o->f->path, "fdopen(\"%s\") refused (EPERM): stdio writes inside libc", mode);
@@ -1660,7 +1678,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
  * places (the *64 calls pass theirs). */
 static bool aio_refused(const struct aiocb *cb, int op)
 {
-	struct pofd *o = cb ? pofd_of(cb->aio_fildes) : NULL;
+	struct pofd *o HELD = cb ? pofd_get(cb->aio_fildes) : NULL;
 	if (!is_prot(o))
 		return false;
 	if (op == LIO_READ) {
@@ -1695,7 +1713,7 @@ EXPORT int aio_read64(struct aiocb64 *cb)
 EXPORT int aio_fsync(int op, struct aiocb *cb)
 {
 	NEXT(aio_fsync, int (*)(int, struct aiocb *));
-	struct pofd *o = pofd_of(cb->aio_fildes);
+	struct pofd *o HELD = pofd_get(cb->aio_fildes);
 	if (is_prot(o) && p_sync(o) < 0)
 		return -1;
 	return next_aio_fsync(op, cb);
@@ -1703,7 +1721,7 @@ EXPORT int aio_fsync(int op, struct aiocb *cb)
 EXPORT int aio_fsync64(int op, struct aiocb64 *cb)
 {
 	NEXT(aio_fsync64, int (*)(int, struct aiocb64 *));
-	struct pofd *o = pofd_of(cb->aio_fildes);
+	struct pofd *o HELD = pofd_get(cb->aio_fildes);
 	if (is_prot(o) && p_sync(o) < 0)
 		return -1;
 	return next_aio_fsync64(op, cb);

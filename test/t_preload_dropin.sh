@@ -20,6 +20,7 @@ run() {
 	mkdir "$d"
 	case $mode in
 	group) env="ATOMIO_GROUP=1" ;;
+	race-*) env="ATOMIO_PRELOAD_TEST_WDELAY=300 MALLOC_PERTURB_=165" ;;
 	shared) env="ATOMIO_SHARED=1" ;;
 	*) env="ATOMIO_X=0" ;;
 	esac
@@ -59,6 +60,7 @@ run estale default
 run emfile group
 run forkrename default
 run forkrename group
+run closerace race-default
 
 # ATOMIO_FILES through a symlinked directory protects the files in it; a
 # relative pattern with a slash, and a standard stream redirected into a

@@ -19,6 +19,8 @@
  *   dropin cancel DIR     pthread_cancel of a thread in a protected fsync (ATOMIO_GROUP=1)
  *   dropin estale DIR     ftruncate of a protected file replaced where the library did not see it
  *   dropin emfile DIR     the store reopened with no descriptor to spare (ATOMIO_GROUP=1)
+ *   dropin closerace DIR  close and dup2 of a descriptor while another thread writes it
+ *                         (run with ATOMIO_PRELOAD_TEST_WDELAY=300: the write waits there)
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -466,6 +468,43 @@ static void c_cancel(void)
 	want_file(P("c.db"), "CANCEL");
 }
 
+static void *race_writer(void *arg)
+{
+	int fd = *(int *)arg;
+	ssize_t r = write(fd, "RACE", 4);
+	/* The close came while the write was under way: either order is one
+	 * the program could see without the library. */
+	CHECK(r == 4 || (r < 0 && errno == EBADF));
+	return NULL;
+}
+
+/* A close, then a dup2 over the number, while another thread's write of the
+ * same descriptor is in the library (ATOMIO_PRELOAD_TEST_WDELAY holds it
+ * there after it found its entry): the entry must outlive the call.  Freed
+ * under it (MALLOC_PERTURB_ fills freed memory), the write used a garbage
+ * file pointer and the process died. */
+static void c_closerace(void)
+{
+	for (int i = 0; i < 2; i++) {
+		int fd = protected_with("r.db", "xxxx");
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, race_writer, &fd) == 0);
+		usleep(100 * 1000);
+		if (i == 0) {
+			CHECK(close(fd) == 0);
+		} else {
+			int o = open(P("plain.txt"), O_RDWR | O_CREAT, 0644);
+			CHECK(o >= 0 && dup2(o, fd) == fd && close(o) == 0);
+		}
+		/* Memory reused meanwhile, as a busy program would. */
+		for (int k = 0; k < 64; k++)
+			free(malloc(64));
+		CHECK(pthread_join(t, NULL) == 0);
+		if (i == 1)
+			CHECK(close(fd) == 0);
+	}
+}
+
 /* The protected file is replaced by a rename the library does not see (a
  * raw system call: as another process would), and the store is reopened
  * (a rename of another protected file closes it): the old file's
@@ -636,6 +675,8 @@ int main(int argc, char **argv)
 		c_emfile();
 	else if (!strcmp(c, "forkrename"))
 		c_forkrename();
+	else if (!strcmp(c, "closerace"))
+		c_closerace();
 	else
 		return 2;
 	printf("%s: ok\n", c);
