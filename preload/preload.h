@@ -67,7 +67,7 @@ struct real_fns {
 	off_t (*lseek)(int, off_t, int);
 	int (*fsync)(int);
 	int (*fdatasync)(int);
-	int (*sync_file_range)(int, off_t, off_t, unsigned);
+	int (*sync_file_range)(int, off64_t, off64_t, unsigned);
 	int (*syncfs)(int);
 	void (*sync)(void);
 	int (*ftruncate)(int, off_t);
@@ -91,9 +91,9 @@ struct real_fns {
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
-	ssize_t (*copy_file_range)(int, off_t *, int, off_t *, size_t, unsigned);
+	ssize_t (*copy_file_range)(int, off64_t *, int, off64_t *, size_t, unsigned);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
-	ssize_t (*splice)(int, off_t *, int, off_t *, size_t, unsigned);
+	ssize_t (*splice)(int, off64_t *, int, off64_t *, size_t, unsigned);
 	FILE *(*fopen)(const char *, const char *);
 	FILE *(*fdopen)(int, const char *);
 	FILE *(*freopen)(const char *, const char *, FILE *);

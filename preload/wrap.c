@@ -62,6 +62,30 @@ extern char **environ;
 
 static inline bool is_prot(struct pofd *o) { return o && !o->f->orphan; }
 
+#define NEXT(name, type) \
+	static __typeof__(type) next_##name; \
+	if (!next_##name) \
+		next_##name = (type)dlsym(RTLD_NEXT, #name)
+
+/* The *64 calls take off64_t, as libc declares them (a 32-bit build's
+ * off_t is 32 bits: test/t_preload_lfs.sh compiles the library so).  An
+ * offset off_t holds takes the usual path; a larger one goes to libc's own
+ * *64 call for a descriptor the library does not protect, and is refused
+ * with EOVERFLOW for a protected one (the library's paths use off_t).  On
+ * a 64-bit build the test is constant and vanishes. */
+#define OFF_FITS(x) ((off64_t)(off_t)(x) == (x))
+#define WIDE_OFF(name, type, fits, fd, ...) \
+	do { \
+		if (!(fits)) { \
+			NEXT(name, type); \
+			if (pofd_of(fd)) \
+				return fail(EOVERFLOW); \
+			if (!next_##name) \
+				return fail(ENOSYS); \
+			return next_##name(__VA_ARGS__); \
+		} \
+	} while (0)
+
 /* An entry the call holds a reference to (pofd_get) until it returns,
  * whatever path it returns by: a close or dup2 of the descriptor in
  * another thread meanwhile cannot free it under the call.  errno is kept:
@@ -647,7 +671,11 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	struct iovec v = {(void *)buf, n};
 	return p_write(fd, o, &v, 1, off, false, 0);
 }
-EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
+	WIDE_OFF(pwrite64, ssize_t (*)(int, const void *, size_t, off64_t), OFF_FITS(off), fd, fd, buf, n, off);
+	return pwrite(fd, buf, n, (off_t)off);
+}
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
@@ -664,7 +692,11 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 		return REAL(pwritev2)(fd, iov, cnt, off, 0);
 	return p_write(fd, o, iov, cnt, off, false, 0);
 }
-EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) { return pwritev(fd, iov, cnt, off); }
+EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	WIDE_OFF(pwritev64, ssize_t (*)(int, const struct iovec *, int, off64_t), OFF_FITS(off), fd, fd, iov, cnt, off);
+	return pwritev(fd, iov, cnt, (off_t)off);
+}
 
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
@@ -677,9 +709,11 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int
 		return fail(EOPNOTSUPP);
 	return p_write(fd, o, iov, cnt, off, off == -1, flags);
 }
-EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
-	return pwritev2(fd, iov, cnt, off, flags);
+	WIDE_OFF(pwritev64v2, ssize_t (*)(int, const struct iovec *, int, off64_t, int), OFF_FITS(off), fd, fd, iov, cnt, off,
+		 flags);
+	return pwritev2(fd, iov, cnt, (off_t)off, flags);
 }
 
 /* --- reads ------------------------------------------------------------------------ */
@@ -705,7 +739,8 @@ static void before_read(int fd, struct pofd *o, off_t off, size_t len)
 	pl_hold();
 	if (off < 0)
 		off = REAL(lseek)(fd, 0, SEEK_CUR);
-	pl_wait_read(f, off < 0 ? 0 : off, off < 0 || len > INT64_MAX / 2 ? -1 : (int64_t)len);
+	uint64_t n = len == SIZE_MAX ? UINT64_MAX : len; /* SIZE_MAX: to the end */
+	pl_wait_read(f, off < 0 ? 0 : off, off < 0 || n > INT64_MAX / 2 ? -1 : (int64_t)n);
 	pl_release();
 }
 
@@ -796,7 +831,11 @@ EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 		before_read(fd, o, off, n);
 	return REAL(pread)(fd, buf, n, off);
 }
-EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
+EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+	WIDE_OFF(pread64, ssize_t (*)(int, void *, size_t, off64_t), OFF_FITS(off), fd, fd, buf, n, off);
+	return pread(fd, buf, n, (off_t)off);
+}
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
@@ -824,12 +863,18 @@ EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int 
 		before_read(fd, o, off, iov_len(iov, cnt));
 	return REAL(preadv2)(fd, iov, cnt, off, flags);
 }
-EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
-	return preadv2(fd, iov, cnt, off, flags);
+	WIDE_OFF(preadv64v2, ssize_t (*)(int, const struct iovec *, int, off64_t, int), OFF_FITS(off), fd, fd, iov, cnt,
+		 off, flags);
+	return preadv2(fd, iov, cnt, (off_t)off, flags);
 }
 EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv2(fd, iov, cnt, off, 0); }
-EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv2(fd, iov, cnt, off, 0); }
+EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	WIDE_OFF(preadv64, ssize_t (*)(int, const struct iovec *, int, off64_t), OFF_FITS(off), fd, fd, iov, cnt, off);
+	return preadv2(fd, iov, cnt, (off_t)off, 0);
+}
 
 /* _FORTIFY_SOURCE's checked reads (glibc calls its own read inside them). */
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -890,10 +935,6 @@ static int stat_fix(int r, struct stat *sb)
 	return r;
 }
 
-#define NEXT(name, type) \
-	static __typeof__(type) next_##name; \
-	if (!next_##name) \
-		next_##name = (type)dlsym(RTLD_NEXT, #name)
 
 typedef int (*stat_fn)(const char *, struct stat *);
 typedef int (*statat_fn)(int, const char *, struct stat *, int);
@@ -952,7 +993,11 @@ static off_t p_lseek(int fd, off_t off, int whence)
 	return REAL(lseek)(fd, off, whence);
 }
 EXPORT off_t lseek(int fd, off_t off, int whence) { return p_lseek(fd, off, whence); }
-EXPORT off_t lseek64(int fd, off_t off, int whence) { return p_lseek(fd, off, whence); }
+EXPORT off64_t lseek64(int fd, off64_t off, int whence)
+{
+	WIDE_OFF(lseek64, off64_t (*)(int, off64_t, int), OFF_FITS(off), fd, fd, off, whence);
+	return p_lseek(fd, (off_t)off, whence);
+}
 
 /* --- syncs ------------------------------------------------------------------------ */
 
@@ -987,7 +1032,7 @@ EXPORT int fdatasync(int fd)
 	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fdatasync)(fd);
 }
 
-EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned flags)
+EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
 {
 	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
@@ -1099,7 +1144,11 @@ static int p_ftruncate(int fd, off_t size)
 	return p_resize(fd, o, size, false);
 }
 EXPORT int ftruncate(int fd, off_t size) { return p_ftruncate(fd, size); }
-EXPORT int ftruncate64(int fd, off_t size) { return p_ftruncate(fd, size); }
+EXPORT int ftruncate64(int fd, off64_t size)
+{
+	WIDE_OFF(ftruncate64, int (*)(int, off64_t), OFF_FITS(size), fd, fd, size);
+	return p_ftruncate(fd, (off_t)size);
+}
 
 static int p_truncate(const char *path, off_t size)
 {
@@ -1116,7 +1165,17 @@ static int p_truncate(const char *path, off_t size)
 	return r;
 }
 EXPORT int truncate(const char *path, off_t size) { return p_truncate(path, size); }
-EXPORT int truncate64(const char *path, off_t size) { return p_truncate(path, size); }
+EXPORT int truncate64(const char *path, off64_t size)
+{
+	if (!OFF_FITS(size)) {
+		NEXT(truncate64, int (*)(const char *, off64_t));
+		char canon[PATH_MAX];
+		if (g_active && pl_canon(AT_FDCWD, path, true, canon) == 0 && pl_match(canon))
+			return fail(EOVERFLOW);
+		return next_truncate64 ? next_truncate64(path, size) : fail(ENOSYS);
+	}
+	return p_truncate(path, (off_t)size);
+}
 
 /* 0 or an errno value. */
 static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
@@ -1150,7 +1209,11 @@ EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 	int e = p_fallocate(fd, o, mode, off, len);
 	return e ? fail(e) : 0;
 }
-EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocate(fd, mode, off, len); }
+EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len)
+{
+	WIDE_OFF(fallocate64, int (*)(int, int, off64_t, off64_t), OFF_FITS(off) && OFF_FITS(len), fd, fd, mode, off, len);
+	return fallocate(fd, mode, (off_t)off, (off_t)len);
+}
 
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
@@ -1159,7 +1222,16 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 		return REAL(posix_fallocate)(fd, off, len);
 	return p_fallocate(fd, o, 0, off, len);
 }
-EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
+EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len)
+{
+	if (!OFF_FITS(off) || !OFF_FITS(len)) {
+		NEXT(posix_fallocate64, int (*)(int, off64_t, off64_t));
+		if (pofd_of(fd) || !next_posix_fallocate64)
+			return pofd_of(fd) ? EOVERFLOW : ENOSYS; /* it returns the error */
+		return next_posix_fallocate64(fd, off, len);
+	}
+	return posix_fallocate(fd, (off_t)off, (off_t)len);
+}
 
 /* --- mappings ------------------------------------------------------------------------ */
 
@@ -1219,9 +1291,17 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 {
 	return p_mmap(addr, len, prot, flags, fd, off);
 }
-EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
-	return p_mmap(addr, len, prot, flags, fd, off);
+	if (!OFF_FITS(off)) {
+		NEXT(mmap64, void *(*)(void *, size_t, int, int, int, off64_t));
+		if (pofd_of(fd) || !next_mmap64) {
+			errno = pofd_of(fd) ? EOVERFLOW : ENOSYS;
+			return MAP_FAILED;
+		}
+		return next_mmap64(addr, len, prot, flags, fd, off);
+	}
+	return p_mmap(addr, len, prot, flags, fd, (off_t)off);
 }
 
 EXPORT int munmap(void *addr, size_t len)
@@ -1249,7 +1329,7 @@ static void wait_src(int fd)
 		before_read(fd, o, 0, SIZE_MAX);
 }
 
-EXPORT ssize_t copy_file_range(int in, off_t *oin, int out, off_t *oout, size_t len, unsigned flags)
+EXPORT ssize_t copy_file_range(int in, off64_t *oin, int out, off64_t *oout, size_t len, unsigned flags)
 {
 	if (refuse_dst(out, "copy_file_range"))
 		return fail(EXDEV); /* callers fall back to read and write */
@@ -1264,9 +1344,16 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 	wait_src(in);
 	return REAL(sendfile)(out, in, off, n);
 }
-EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n) { return sendfile(out, in, off, n); }
+EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+	NEXT(sendfile64, ssize_t (*)(int, int, off64_t *, size_t));
+	if (refuse_dst(out, "sendfile"))
+		return fail(EINVAL);
+	wait_src(in);
+	return next_sendfile64 ? next_sendfile64(out, in, off, n) : fail(ENOSYS);
+}
 
-EXPORT ssize_t splice(int in, off_t *oin, int out, off_t *oout, size_t len, unsigned flags)
+EXPORT ssize_t splice(int in, off64_t *oin, int out, off64_t *oout, size_t len, unsigned flags)
 {
 	if (refuse_dst(out, "splice"))
 		return fail(EINVAL);
