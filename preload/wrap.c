@@ -1178,7 +1178,10 @@ EXPORT int truncate64(const char *path, off64_t size)
 }
 
 /* 0 or an errno value. */
-static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
+/* posix: posix_fallocate, which glibc emulates where the filesystem has no
+ * fallocate (it writes zeros where the file has none), so it succeeds there
+ * with the size changed; fallocate(2) returns the filesystem's error. */
+static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len, bool posix)
 {
 	if (mode & ~FALLOC_FL_KEEP_SIZE) {
 		pl_msg(o->f->path, "fallocate mode 0x%x refused (EOPNOTSUPP): it would change data "
@@ -1191,12 +1194,14 @@ static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
 		return EBADF;
 	if (off > INT64_MAX - len)
 		return EFBIG;
-	/* The size change is a group, ordered with the writes; the blocks are
-	 * reserved by the kernel with KEEP_SIZE, which changes no byte a read
-	 * returns. */
-	if (!(mode & FALLOC_FL_KEEP_SIZE) && p_resize(fd, o, off + len, true) < 0)
+	/* The blocks are reserved by the kernel with KEEP_SIZE, which changes
+	 * no byte a read returns, before the size change: the file's own
+	 * answer (EOPNOTSUPP where the filesystem has no fallocate, ENOSPC,
+	 * EFBIG) comes first, and a failed call changes no size.  The size
+	 * change is a group, ordered with the writes. */
+	if (REAL(fallocate)(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 && !(posix && errno == EOPNOTSUPP))
 		return errno;
-	if (REAL(fallocate)(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 && errno != EOPNOTSUPP)
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && p_resize(fd, o, off + len, true) < 0)
 		return errno;
 	return 0;
 }
@@ -1206,7 +1211,7 @@ EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(fallocate)(fd, mode, off, len);
-	int e = p_fallocate(fd, o, mode, off, len);
+	int e = p_fallocate(fd, o, mode, off, len, false);
 	return e ? fail(e) : 0;
 }
 EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len)
@@ -1220,7 +1225,7 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(posix_fallocate)(fd, off, len);
-	return p_fallocate(fd, o, 0, off, len);
+	return p_fallocate(fd, o, 0, off, len, true);
 }
 EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len)
 {

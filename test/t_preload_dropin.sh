@@ -61,6 +61,11 @@ run emfile group
 run forkrename default
 run forkrename group
 run closerace race-default
+for mode in default group shared; do
+	run falloc $mode
+done
+mkdir "$T/falloc-plain"
+$B falloc "$T/falloc-plain" >/dev/null || fail "falloc without the library"
 
 # ATOMIO_FILES through a symlinked directory protects the files in it; a
 # relative pattern with a slash, and a standard stream redirected into a

@@ -21,6 +21,8 @@
  *   dropin emfile DIR     the store reopened with no descriptor to spare (ATOMIO_GROUP=1)
  *   dropin closerace DIR  close and dup2 of a descriptor while another thread writes it
  *                         (run with ATOMIO_PRELOAD_TEST_WDELAY=300: the write waits there)
+ *   dropin falloc DIR     fallocate where the filesystem says EOPNOTSUPP (a seccomp filter
+ *                         answers for it); also run without the library: the same results
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -35,7 +37,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
 #include <linux/fs.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -505,6 +511,56 @@ static void c_closerace(void)
 	}
 }
 
+/* Every fallocate system call of this process fails with EOPNOTSUPP, as on
+ * a filesystem without it (NFSv3, ext4's indirect-block files, FUSE without
+ * the call). */
+static void no_fallocate(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fallocate, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {(unsigned short)(sizeof(f) / sizeof(f[0])), f};
+	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+	CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
+}
+
+static void want_size(int fd, const char *path, off_t size)
+{
+	struct stat a, b;
+	CHECK(fstat(fd, &a) == 0 && stat(path, &b) == 0);
+	if (a.st_size != size || b.st_size != size) {
+		fprintf(stderr, "FAIL: %s: fstat says %lld, stat %lld, want %lld\n", path, (long long)a.st_size,
+			(long long)b.st_size, (long long)size);
+		exit(1);
+	}
+}
+
+/* fallocate where the filesystem has none: the file's own answer
+ * (EOPNOTSUPP, the size unchanged), as without the library, not a
+ * success with the size changed; posix_fallocate, which glibc emulates
+ * then, succeeds and extends the file with zeros. */
+static void c_falloc(void)
+{
+	int fd = protected_with("f.db", "abcd");
+	no_fallocate();
+	errno = 0;
+	CHECK(fallocate(fd, 0, 0, 8192) == -1 && errno == EOPNOTSUPP);
+	want_size(fd, P("f.db"), 4);
+	errno = 0;
+	CHECK(fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 8192) == -1 && errno == EOPNOTSUPP);
+	want_size(fd, P("f.db"), 4);
+	CHECK(posix_fallocate(fd, 0, 6) == 0);
+	want_size(fd, P("f.db"), 6);
+	CHECK(fsync(fd) == 0 && close(fd) == 0);
+	size_t n;
+	char *got = slurp(P("f.db"), &n);
+	CHECK(n == 6 && !memcmp(got, "abcd\0\0", 6));
+	free(got);
+}
+
 /* The protected file is replaced by a rename the library does not see (a
  * raw system call: as another process would), and the store is reopened
  * (a rename of another protected file closes it): the old file's
@@ -677,6 +733,8 @@ int main(int argc, char **argv)
 		c_forkrename();
 	else if (!strcmp(c, "closerace"))
 		c_closerace();
+	else if (!strcmp(c, "falloc"))
+		c_falloc();
 	else
 		return 2;
 	printf("%s: ok\n", c);
