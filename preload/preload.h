@@ -228,14 +228,15 @@ int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, o
  * f->err for the file's syncs). */
 int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off);
 /* Commit tx asynchronously as f's next group; a read of [lo, hi) waits for
- * it (f->mu held).  0 or -errno (tx is gone either way). */
-int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi);
+ * it (f->mu held); bytes: the data it holds (the in-flight bound).  0 or
+ * -errno (tx is gone either way). */
+int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi, int64_t bytes);
 /* Wait until f's groups issued so far are complete (in group mode, the
  * pending group committed first); 0 or f's error (-errno). */
 int pl_wait_file(struct pfile *f);
 /* Wait when a read of [off, off+len) could see a pending group (len < 0: any). */
 void pl_wait_read(struct pfile *f, int64_t off, int64_t len);
-/* Wait while too many groups are in flight (memory). */
+/* Wait while too many groups, or bytes of them, are in flight (memory). */
 void pl_backpressure(void);
 /* Wait for every file; 0 or the first error. */
 int pl_wait_all(void);

@@ -21,6 +21,7 @@ run() {
 	case $mode in
 	group) env="ATOMIO_GROUP=1" ;;
 	race-*) env="ATOMIO_PRELOAD_TEST_WDELAY=300 MALLOC_PERTURB_=165" ;;
+	bound8m) env="ATOMIO_INFLIGHT_BYTES=8M" ;;
 	shared) env="ATOMIO_SHARED=1" ;;
 	*) env="ATOMIO_X=0" ;;
 	esac
@@ -61,6 +62,9 @@ run emfile group
 run forkrename default
 run forkrename group
 run closerace race-default
+run rwstarve default
+run rwstarve group
+run bigwrites bound8m
 for mode in default group shared; do
 	run falloc $mode
 done

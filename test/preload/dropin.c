@@ -23,6 +23,10 @@
  *                         (run with ATOMIO_PRELOAD_TEST_WDELAY=300: the write waits there)
  *   dropin falloc DIR     fallocate where the filesystem says EOPNOTSUPP (a seccomp filter
  *                         answers for it); also run without the library: the same results
+ *   dropin rwstarve DIR   a rename (the library's lock, exclusive) while threads write and sync
+ *                         without a pause (the lock, shared): it must get in while they run
+ *   dropin bigwrites DIR  many large writes with no sync: memory stays within the in-flight
+ *                         bound (run with ATOMIO_INFLIGHT_BYTES=8M)
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -561,6 +565,94 @@ static void c_falloc(void)
 	free(got);
 }
 
+#define RW_THREADS 6
+#define RW_ITERS 300
+static _Atomic long rw_done;
+static _Atomic int rw_started;
+
+static void *rw_streamer(void *arg)
+{
+	int fd = *(int *)arg;
+	rw_started++;
+	for (int i = 0; i < RW_ITERS; i++) {
+		CHECK(pwrite(fd, "0123456789", 10, (off_t)(i % 64) * 10) == 10);
+		CHECK(fdatasync(fd) == 0);
+		rw_done++;
+	}
+	return NULL;
+}
+
+/* Threads that write and sync protected files without a pause hold the
+ * library's lock shared, one or another at every moment; a rename of a
+ * protected file takes it exclusive.  A lock that lets readers in while an
+ * exclusive caller waits has it wait until they all stop (count-bounded:
+ * RW_THREADS x RW_ITERS syncs); it must get in while they run. */
+static void c_rwstarve(void)
+{
+	int fds[RW_THREADS];
+	pthread_t t[RW_THREADS];
+	for (int i = 0; i < RW_THREADS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "s%d.db", i);
+		fds[i] = protected_with(name, "x");
+	}
+	int o = protected_with("m.db", "M");
+	CHECK(fsync(o) == 0 && close(o) == 0);
+	for (int i = 0; i < RW_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, rw_streamer, &fds[i]) == 0);
+	while (rw_started < RW_THREADS || rw_done < RW_THREADS * 5)
+		usleep(1000);
+	long before = rw_done;
+	CHECK(rename(P("m.db"), P("n.db")) == 0);
+	long at = rw_done;
+	for (int i = 0; i < RW_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	printf("rename: in after %ld of %d syncs (asked after %ld)\n", at, RW_THREADS * RW_ITERS, before);
+	if (at >= RW_THREADS * RW_ITERS - RW_THREADS) {
+		fprintf(stderr, "FAIL: the rename got the lock only once the writers were done (%ld of %d syncs)\n",
+			at, RW_THREADS * RW_ITERS);
+		exit(1);
+	}
+	for (int i = 0; i < RW_THREADS; i++)
+		CHECK(close(fds[i]) == 0);
+	want_file(P("n.db"), "M");
+}
+
+static long maxrss_kib(void)
+{
+	struct rusage ru;
+	CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+	return ru.ru_maxrss;
+}
+
+/* 256 writes of 1 MiB with no sync: each is a group holding a copy of its
+ * data until it is complete, and the program outruns the store.  A bound on
+ * the number of groups in flight (4096) lets them hold all 256 MiB; the
+ * bound on bytes (ATOMIO_INFLIGHT_BYTES=8M) keeps the peak near 8 MiB. */
+static void c_bigwrites(void)
+{
+	int fd = protected_with("big.db", "");
+	size_t n = 1 << 20;
+	char *b = malloc(n);
+	CHECK(b);
+	memset(b, 'B', n);
+	CHECK(pwrite(fd, b, n, 0) == (ssize_t)n && fsync(fd) == 0);
+	long before = maxrss_kib();
+	for (int i = 0; i < 256; i++) {
+		b[0] = (char)i;
+		CHECK(pwrite(fd, b, n, (off_t)(i % 4) * (off_t)n) == (ssize_t)n);
+	}
+	long peak = maxrss_kib();
+	CHECK(fsync(fd) == 0 && close(fd) == 0);
+	printf("bigwrites: peak RSS grew by %ld KiB over 256 MiB written\n", peak - before);
+	if (peak - before > 64 * 1024) {
+		fprintf(stderr, "FAIL: 256 writes of 1 MiB grew the peak RSS by %ld KiB (bound: 8 MiB in flight)\n",
+			peak - before);
+		exit(1);
+	}
+	free(b);
+}
+
 /* The protected file is replaced by a rename the library does not see (a
  * raw system call: as another process would), and the store is reopened
  * (a rename of another protected file closes it): the old file's
@@ -735,6 +827,10 @@ int main(int argc, char **argv)
 		c_closerace();
 	else if (!strcmp(c, "falloc"))
 		c_falloc();
+	else if (!strcmp(c, "rwstarve"))
+		c_rwstarve();
+	else if (!strcmp(c, "bigwrites"))
+		c_bigwrites();
 	else
 		return 2;
 	printf("%s: ok\n", c);
