@@ -8,16 +8,20 @@
 # file against the durability contract (pfsx.c's head); then power cuts of
 # cutfs under the protected files and the log, at seeded ops, each followed
 # by a remount and the same check of the protected files.  Default mode,
-# then group mode (ATOMIO_GROUP=1).
+# then group mode (ATOMIO_GROUP=1); and shared mode (ATOMIO_SHARED=1), three
+# processes on one store, one of them killed.
 #
 #   PFSX_SEED (default $ATOMIO_SEED, else 1)  PFSX_SEEDS runs per mode (default 1)
 #   PFSX_OPS ops a run (default 2000)         PFSX_KILLS kill rounds, half in group mode (default 10)
 #   PFSX_KILL_OPS ops of a kill round's run, killed at a seeded one of them (default 2000)
+#   PFSX_SHARED rounds of 3 processes on one store, ATOMIO_SHARED=1, one killed (default 1)
+#   PFSX_SHARED_OPS ops of each process of a shared round (default 1000); PFSX_SHARED_X its exclusions
 #   PFSX_CUTS power-cut rounds on cutfs, half in group mode (default 4; skipped without FUSE)
 #   PFSX_CUT_OPS ops of a cut round's run, the power cut at a seeded one of them (default 600)
 #   PFSX_X op classes excluded (default: the list below; PFSX_X= runs every class)
 #   PFSX_BIN the exerciser (default build/preload-test/pfsx)
-#   PFSX_LONG=1 (make preload-fsx): defaults 10 seeds (1M ops in all), 50000 ops, 1000 kills, 200 cuts
+#   PFSX_LONG=1 (make preload-fsx): defaults 10 seeds (1M ops in all), 50000 ops, 1000 kills,
+#     50 shared rounds, 200 cuts
 #
 # Excluded by default, each for a bug of the library it hits (issue 34;
 # enable a class when its fix has merged; stat, holes, fdopen, execread,
@@ -36,14 +40,17 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 SEED=${PFSX_SEED:-${ATOMIO_SEED:-1}}
 if [ -n "${PFSX_LONG:-}" ]; then
 	SEEDS=${PFSX_SEEDS:-10} OPS=${PFSX_OPS:-50000} KILLS=${PFSX_KILLS:-1000} CUTS=${PFSX_CUTS:-200}
+	SHARED=${PFSX_SHARED:-50}
 else
 	SEEDS=${PFSX_SEEDS:-1} OPS=${PFSX_OPS:-2000} KILLS=${PFSX_KILLS:-10} CUTS=${PFSX_CUTS:-4}
+	SHARED=${PFSX_SHARED:-1}
 fi
+SOPS=${PFSX_SHARED_OPS:-1000}
 KOPS=${PFSX_KILL_OPS:-2000}
 COPS=${PFSX_CUT_OPS:-600}
 X=${PFSX_X-vfork}
 XO=${X:+-x $X}
-echo "seed $SEED (PFSX_SEED or ATOMIO_SEED to repeat): $SEEDS runs of $OPS ops, $KILLS kills in runs of $KOPS, $CUTS power cuts in runs of $COPS, each half in group mode; excluded: ${X:-none}"
+echo "seed $SEED (PFSX_SEED or ATOMIO_SEED to repeat): $SEEDS runs of $OPS ops, $KILLS kills in runs of $KOPS, $CUTS power cuts in runs of $COPS, each half in group mode; $SHARED shared rounds of 3 x $SOPS ops; excluded: ${X:-none}"
 T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-pfsx-XXXXXX")
 M="$T/mnt"
 cleanup() {
@@ -94,6 +101,53 @@ while [ $k -lt "$KILLS" ]; do
 	k=$((k + 1))
 done
 echo "$KILLS kills (after $kops ops in all), each recovered and every file checked against the contract"
+
+# Shared mode (ATOMIO_SHARED=1): three pfsx processes, each on a directory
+# of its own, write through one store; the first is killed at a seeded op
+# while the others run on, then a run under the library checks its files.
+# Excluded in shared rounds by default (PFSX_SHARED_X), besides vfork:
+#   rename       a rename of a protected file by one process while the others
+#                  write: another process's write home then opens the old path
+#                  (writing home data to .../data0/p1.db: No such file or
+#                  directory), the store fails, and every process's writes
+#                  return EIO (seed 1, round 1: the first process at op 358;
+#                  unlink alone passes 8 rounds)
+SX=${PFSX_SHARED_X-vfork,rename}
+SXO=${SX:+-x $SX}
+srun() { # DIR J ARGS...: process J of a shared round
+	d=$1 j=$2
+	shift 2
+	mkdir -p "$d/data$j"
+	ATOMIO_SHARED=1 ATOMIO_LOG="$d/log" ATOMIO_FILES="$d/data*/*.db" ATOMIO_LOG_SIZE=4M LD_PRELOAD=$SOP \
+		$PP $SXO "$@" "$d/data$j"
+}
+r=0 sops=0
+while [ $r -lt "$SHARED" ]; do
+	s=$((SEED * 100000 + 80000 + 3 * r))
+	at=$(awk -v s="$s" -v n="$SOPS" 'BEGIN { srand(s); printf "%d", 1 + int(rand() * n) }')
+	d="$T/shared$r"
+	mkdir -p "$d"
+	srun "$d" 0 -s $s -n $SOPS -k $at >"$d/out0" 2>"$d/err0" &
+	p0=$!
+	srun "$d" 1 -s $((s + 1)) -n $SOPS >"$d/out1" 2>"$d/err1" &
+	p1=$!
+	st2=0
+	srun "$d" 2 -s $((s + 2)) -n $SOPS >"$d/out2" 2>"$d/err2" || st2=$?
+	st0=0 st1=0
+	wait $p0 || st0=$?
+	wait $p1 || st1=$?
+	[ $st0 -eq 137 ] || { grep -v refused "$d/err0" | tail -n 40; fail "shared round $r: seed $s, -k $at: status $st0, not SIGKILL"; }
+	for j in 1 2; do
+		eval "st=\$st$j"
+		[ "$st" -eq 0 ] || { grep -v refused "$d/err$j" | tail -n 40; fail "shared round $r: process $j (seed $((s + j))) failed"; }
+	done
+	srun "$d" 0 -s $s -n $SOPS -c $at >"$d/cout" 2>"$d/cerr" ||
+		{ grep -v refused "$d/cerr" | tail -n 60; fail "shared round $r: seed $s, killed before op $at: -c $at"; }
+	sops=$((sops + at + 2 * SOPS))
+	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$d"
+	r=$((r + 1))
+done
+echo "$SHARED shared rounds: 3 processes on one store, $sops ops checked, one killed each round and its files checked; excluded: ${SX:-none}"
 
 # Power cuts: the protected files and the store's log on cutfs (tear mode:
 # each unsynced 512-byte sector reaches the medium or not), the power cut

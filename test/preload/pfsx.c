@@ -30,6 +30,9 @@
  * (ATOMIO_GROUP=1) a sync, the close of the file's last descriptor, a fork or
  * exec, a rename or unlink, an mmap or stdio read).  Unprotected files are
  * exactly as the model has them (the kernel keeps a killed process's writes).
+ * In shared mode (ATOMIO_SHARED=1) several pfsx processes, each on a
+ * directory of its own, write through one store; a forked child's writes of
+ * protected files are served too.
  * After a power cut (-C, on cutfs: every write not synced is lost or torn at
  * 512-byte sectors) the protected files have the same contract: what was
  * synced is there, and nothing is torn.
@@ -118,7 +121,7 @@ static struct ofd ofds[MAXOFD];
 static struct handle hs[MAXH];
 static int names[2][NNAME]; /* [prot][name] -> ino, or -1 */
 static const char *dir;
-static bool group_mode, real_calls = true, verbose, preloaded;
+static bool group_mode, shared_mode, real_calls = true, verbose, preloaded;
 static uint64_t seed = 1, rng;
 static long opno;
 static char self[4096];
@@ -381,7 +384,8 @@ static void fill(uint32_t tag, int64_t off, int64_t len)
 /* --- children -------------------------------------------------------------------- */
 /* A forked child's ops: its own generator (seeded from the op), replayed by the parent
  * for the model.  Reads of every linked file, pwrites to unprotected files, and a
- * pwrite to a protected one, which must fail with EPERM (one writer per store). */
+ * pwrite to a protected one, which must fail with EPERM (one writer per store),
+ * or in shared mode (ATOMIO_SHARED=1: every process of the store writes) succeed. */
 static void child_ops(bool real, int *bad)
 {
 	uint64_t save = rng;
@@ -395,7 +399,7 @@ static void child_ops(bool real, int *bad)
 		struct ino *f = &inos[o->ino];
 		int64_t off = pick_off(f->size), len = fit(off, pick_len());
 		int kind = (int)rn(3);
-		bool refused = f->prot && f->linked;
+		bool refused = f->prot && f->linked && !shared_mode;
 		if ((o->append || (excluded[C_HOLES] && off > f->size)) && kind && !o->rdonly && !refused)
 			off = f->size, len = fit(off, len);
 		if (len <= 0)
@@ -411,7 +415,7 @@ static void child_ops(bool real, int *bad)
 					*bad = 1;
 				}
 			}
-		} else if (f->prot && f->linked) {
+		} else if (refused) {
 			/* (a descriptor of a protected file unlinked or renamed over is an
 			 * ordinary one: docs/PRELOAD.md) */
 			if (real && preloaded) { /* without the library (a check of the model) it would write */
@@ -1078,6 +1082,8 @@ int main(int argc, char **argv)
 	dir = argv[optind];
 	e = getenv("ATOMIO_GROUP");
 	group_mode = e && !strcmp(e, "1");
+	e = getenv("ATOMIO_SHARED");
+	shared_mode = e && !strcmp(e, "1");
 	e = getenv("ATOMIO_FILES");
 	preloaded = e && *e;
 	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
