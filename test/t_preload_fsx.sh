@@ -14,6 +14,7 @@
 #   PFSX_SEED (default $ATOMIO_SEED, else 1)  PFSX_SEEDS runs per mode (default 1)
 #   PFSX_OPS ops a run (default 2000)         PFSX_KILLS kill rounds, half in group mode (default 10)
 #   PFSX_KILL_OPS ops of a kill round's run, killed at a seeded one of them (default 2000)
+#   PFSX_KILL_FROM the first kill round (default 0: a long run resumed at a round)
 #   PFSX_SHARED rounds of 3 processes on one store, ATOMIO_SHARED=1, one killed (default 1)
 #   PFSX_SHARED_OPS ops of each process of a shared round (default 1000); PFSX_SHARED_X its exclusions
 #   PFSX_CUTS power-cut rounds on cutfs, half in group mode (default 4; skipped without FUSE)
@@ -84,7 +85,7 @@ while [ $i -lt $((2 * SEEDS)) ]; do
 done
 echo "$ops ops checked against the model"
 
-k=0 kops=0
+k=${PFSX_KILL_FROM:-0} kops=0
 while [ $k -lt "$KILLS" ]; do
 	g=$((k % 2)) s=$((SEED * 100000 + k))
 	# the op to die at: seeded, from 1 to the run's length

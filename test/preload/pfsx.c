@@ -1101,14 +1101,18 @@ int main(int argc, char **argv)
 		       group_mode ? "group" : "default", kill_at >= 0 ? ", killed at a seeded op" : "");
 	printf("\n");
 	fflush(stdout);
-	for (opno = 0; opno < n; opno++) {
-		snprintf(ring[opno % RING], sizeof(ring[0]), "#%ld (no op: nothing to do)", opno);
+	/* (opno == n: -k n dies after the last op, before the end's checks) */
+	for (opno = 0; opno <= n; opno++) {
 		if (opno == kill_at && cut_ctl)
 			cut_power(cut_ctl);
 		if (opno == kill_at)
 			raise(SIGKILL);
+		if (opno == n)
+			break;
+		snprintf(ring[opno % RING], sizeof(ring[0]), "#%ld (no op: nothing to do)", opno);
 		one_op();
 	}
+	opno = n;
 	if (check_at >= 0) {
 		int bad = 0;
 		uint64_t states = 0;
