@@ -101,7 +101,7 @@ while [ $k -lt "$KILLS" ]; do
 	[ -n "${ATOMIO_KEEP:-}" ] || rm -rf "$d"
 	k=$((k + 1))
 done
-echo "$KILLS kills (after $kops ops in all), each recovered and every file checked against the contract"
+echo "$((KILLS - ${PFSX_KILL_FROM:-0})) kills (after $kops ops in all), each recovered and every file checked against the contract"
 
 # Shared mode (ATOMIO_SHARED=1): three pfsx processes, each on a directory
 # of its own, write through one store; the first is killed at a seeded op
