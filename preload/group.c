@@ -72,15 +72,17 @@ void grp_commit(atomio *st, struct pfile *f)
 	 * writes (a later one wins where they overlap), the final size. */
 	if (r == 0 && p->truncated)
 		r = atomio_tx_truncate(tx, f->id, p->min_trunc);
+	int64_t bytes = 0;
 	for (size_t i = 0; r == 0 && i < p->n; i++) {
 		const struct pent *e = &p->v[ord[i]];
 		r = atomio_tx_write(tx, f->id, e->data, (size_t)e->len, e->off);
+		bytes += e->len;
 	}
 	if (r == 0 && (p->truncated || p->lsize > p->base_size))
 		r = atomio_tx_truncate(tx, f->id, p->lsize);
 	free(ord);
 	if (r == 0)
-		r = pl_queue(st, f, tx, 0, INT64_MAX);
+		r = pl_queue(st, f, tx, 0, INT64_MAX, bytes);
 	else if (tx)
 		atomio_tx_abort(tx);
 	if (r < 0 && !f->err) {

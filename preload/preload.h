@@ -67,7 +67,7 @@ struct real_fns {
 	off_t (*lseek)(int, off_t, int);
 	int (*fsync)(int);
 	int (*fdatasync)(int);
-	int (*sync_file_range)(int, off_t, off_t, unsigned);
+	int (*sync_file_range)(int, off64_t, off64_t, unsigned);
 	int (*syncfs)(int);
 	void (*sync)(void);
 	int (*ftruncate)(int, off_t);
@@ -91,9 +91,9 @@ struct real_fns {
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
-	ssize_t (*copy_file_range)(int, off_t *, int, off_t *, size_t, unsigned);
+	ssize_t (*copy_file_range)(int, off64_t *, int, off64_t *, size_t, unsigned);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
-	ssize_t (*splice)(int, off_t *, int, off_t *, size_t, unsigned);
+	ssize_t (*splice)(int, off64_t *, int, off64_t *, size_t, unsigned);
 	FILE *(*fopen)(const char *, const char *);
 	FILE *(*fdopen)(int, const char *);
 	FILE *(*freopen)(const char *, const char *, FILE *);
@@ -209,6 +209,14 @@ int pl_file_path(struct pfile *f, char *out);
 bool pl_vfork_child(void);
 struct pofd *pofd_new(struct pfile *f, int flags);
 void pofd_ref(struct pofd *o);
+/* fd's entry with a reference of the caller's (pofd_put it when done), or
+ * NULL: a close or dup2 of fd in another thread meanwhile drops the table's
+ * reference, never the memory the call uses. */
+struct pofd *pofd_get(int fd);
+/* Tests (ATOMIO_PRELOAD_TEST_WDELAY=MS): a write of a protected
+ * descriptor sleeps this long once it has its entry, so that another
+ * thread's close comes between (test/preload/dropin.c, closerace). */
+extern int g_test_wdelay_ms;
 void pofd_put(struct pofd *o);            /* drop a reference */
 
 /* Issue one group on f (f->mu held): writes (iov, off) or, with iov NULL,
@@ -220,14 +228,15 @@ int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, o
  * f->err for the file's syncs). */
 int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off);
 /* Commit tx asynchronously as f's next group; a read of [lo, hi) waits for
- * it (f->mu held).  0 or -errno (tx is gone either way). */
-int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi);
+ * it (f->mu held); bytes: the data it holds (the in-flight bound).  0 or
+ * -errno (tx is gone either way). */
+int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi, int64_t bytes);
 /* Wait until f's groups issued so far are complete (in group mode, the
  * pending group committed first); 0 or f's error (-errno). */
 int pl_wait_file(struct pfile *f);
 /* Wait when a read of [off, off+len) could see a pending group (len < 0: any). */
 void pl_wait_read(struct pfile *f, int64_t off, int64_t len);
-/* Wait while too many groups are in flight (memory). */
+/* Wait while too many groups, or bytes of them, are in flight (memory). */
 void pl_backpressure(void);
 /* Wait for every file; 0 or the first error. */
 int pl_wait_all(void);

@@ -44,6 +44,7 @@ bool g_group;
 bool g_shared;
 static bool g_conflict; /* ATOMIO_SHARED=1 with ATOMIO_GROUP=1: refused */
 uint64_t g_max_group;
+int g_test_wdelay_ms;
 
 static char g_log[PATH_MAX];      /* canonical path of ATOMIO_LOG */
 static char **g_globs;
@@ -52,7 +53,13 @@ static uint64_t g_log_size = 64ull << 20; /* ATOMIO_LOG_SIZE; the man page's def
 static uint32_t g_flags;
 static const char *g_stats_path;
 
-static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER;
+/* Writer-preferring: once an exclusive caller (exec, rename, unlink, fork)
+ * waits, new shared holds wait behind it, or threads that write and sync
+ * without a pause keep it shared for as long as they run (dropin rwstarve:
+ * a rename waited for all 1800 syncs of 6 threads).  Such a lock deadlocks
+ * a thread that takes it shared twice while a writer waits, so only a
+ * thread's outermost hold takes it (t_rw). */
+static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* g_files, g_maps */
 static atomio *_Atomic g_st;
@@ -60,6 +67,7 @@ static pid_t g_pid;           /* the process the store belongs to */
 static bool g_forked;
 static struct pfile *g_files;
 static _Atomic int64_t g_inflight; /* asynchronous groups not yet completed */
+static _Atomic int64_t g_inflight_bytes; /* ... and the bytes of data they hold */
 static struct atomio_stats g_acc;  /* counters of stores already closed */
 static _Atomic(uint8_t) *g_storefds;
 
@@ -84,8 +92,13 @@ bool pl_is_store_fd(int fd)
  * garbled, never written outside the buffer. */
 static char g_store_err[512];
 
-/* Bound on groups in flight: memory (each holds a copy of its data). */
+/* Bound on groups in flight: memory (each holds a copy of its data until
+ * it is complete), in groups and in bytes (ATOMIO_INFLIGHT_BYTES, default
+ * 64 MiB, the default log's size: a count alone let 4096 large writes hold
+ * 4096 times their size, dropin bigwrites).  A write waits while either is
+ * over its bound, until completions bring it under half of it. */
 #define MAX_INFLIGHT 4096
+static int64_t g_max_inflight_bytes = 64ll << 20;
 
 void pl_msg(const char *path, const char *fmt, ...)
 {
@@ -214,25 +227,74 @@ void pofd_put(struct pofd *o)
 	}
 }
 
+/* A call on a descriptor uses its entry while another thread's close or
+ * dup2 of the same number may drop the table's reference: the entry must
+ * not be freed under it.  A caller takes its own reference (pofd_get), and
+ * the load of the entry and that increment are one step against the
+ * table's changes, which give up the table's reference only after the
+ * entry left the table: both under one of these locks, chosen by the
+ * descriptor's number (a few instructions each; the pass-through path, an
+ * empty entry, takes none).  A fork child clears them (at_child): a thread
+ * of the parent may have held one, and the child has only this thread. */
+#define FDLK_N 64
+static atomic_flag g_fdlk[FDLK_N];
+
+static void fdlk(int fd)
+{
+	while (atomic_flag_test_and_set_explicit(&g_fdlk[fd % FDLK_N], memory_order_acquire))
+		sched_yield();
+}
+static void fdunlk(int fd) { atomic_flag_clear_explicit(&g_fdlk[fd % FDLK_N], memory_order_release); }
+
+static void fdlk_child(void)
+{
+	for (int i = 0; i < FDLK_N; i++)
+		atomic_flag_clear(&g_fdlk[i]);
+}
+
+struct pofd *pofd_get(int fd)
+{
+	if (!pofd_of(fd))
+		return NULL;
+	fdlk(fd);
+	struct pofd *o = atomic_load_explicit(&g_fdtab[fd], memory_order_acquire);
+	if (o)
+		pofd_ref(o);
+	fdunlk(fd);
+	return o;
+}
+
 int pofd_set(int fd, struct pofd *o)
 {
 	if (fd < 0 || fd >= g_fdtab_n) {
 		pofd_put(o);
 		return -1;
 	}
-	pofd_put(atomic_exchange(&g_fdtab[fd], o));
+	fdlk(fd);
+	struct pofd *old = atomic_exchange(&g_fdtab[fd], o);
+	fdunlk(fd);
+	pofd_put(old);
 	return 0;
 }
 
 void pofd_drop(int fd)
 {
-	if (fd >= 0 && fd < g_fdtab_n && g_fdtab)
-		pofd_put(atomic_exchange(&g_fdtab[fd], NULL));
+	if (fd < 0 || fd >= g_fdtab_n || !g_fdtab)
+		return;
+	fdlk(fd);
+	struct pofd *old = atomic_exchange(&g_fdtab[fd], NULL);
+	fdunlk(fd);
+	pofd_put(old);
 }
 
 void pofd_drop_if(int fd, struct pofd *o)
 {
-	if (fd >= 0 && fd < g_fdtab_n && g_fdtab && atomic_compare_exchange_strong(&g_fdtab[fd], &o, NULL))
+	if (fd < 0 || fd >= g_fdtab_n || !g_fdtab)
+		return;
+	fdlk(fd);
+	bool gone = atomic_compare_exchange_strong(&g_fdtab[fd], &o, NULL);
+	fdunlk(fd);
+	if (gone)
 		pofd_put(o);
 }
 
@@ -308,9 +370,16 @@ int pl_file_path(struct pfile *f, char *out)
 	return r;
 }
 
+/* One group in flight: its file and the bytes of data it holds. */
+struct qarg {
+	struct pfile *f;
+	int64_t bytes;
+};
+
 static void done_cb(void *arg, int result)
 {
-	struct pfile *f = arg;
+	struct qarg *q = arg;
+	struct pfile *f = q->f;
 	pthread_mutex_lock(&f->mu);
 	if (result < 0 && !f->err) {
 		f->err = result;
@@ -319,15 +388,27 @@ static void done_cb(void *arg, int result)
 	}
 	atomic_fetch_add(&f->done, 1);
 	pthread_mutex_unlock(&f->mu);
+	atomic_fetch_sub(&g_inflight_bytes, q->bytes);
 	atomic_fetch_sub(&g_inflight, 1);
+	free(q);
 }
 
-int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi)
+int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi, int64_t bytes)
 {
+	struct qarg *q = malloc(sizeof(*q));
+	if (!q) {
+		atomio_tx_abort(tx);
+		return -ENOMEM;
+	}
+	q->f = f;
+	q->bytes = bytes;
 	atomic_fetch_add(&g_inflight, 1);
-	int r = atomio_tx_commit_async(tx, done_cb, f);
+	atomic_fetch_add(&g_inflight_bytes, bytes);
+	int r = atomio_tx_commit_async(tx, done_cb, q);
 	if (r < 0) {
+		atomic_fetch_sub(&g_inflight_bytes, bytes);
 		atomic_fetch_sub(&g_inflight, 1);
+		free(q);
 		return r;
 	}
 	if (atomic_load(&f->done) == atomic_load(&f->issued)) {
@@ -420,7 +501,7 @@ int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, o
 	 * write beyond the end also turns the bytes between the old end and
 	 * its offset into a hole of zeros, which the file does not have until
 	 * the group is home (a read there would get end of file). */
-	r = pl_queue(st, f, tx, off < f->size ? off : f->size, iov ? off + len : INT64_MAX);
+	r = pl_queue(st, f, tx, off < f->size ? off : f->size, iov ? off + len : INT64_MAX, len);
 	if (r < 0)
 		return r;
 	if (!iov)
@@ -445,7 +526,9 @@ static void poll_until(struct pfile *f, uint64_t target, int64_t inflight_max)
 {
 	pthread_mutex_lock(&g_pmu);
 	for (;;) {
-		if (f ? atomic_load(&f->done) >= target : atomic_load(&g_inflight) <= inflight_max)
+		if (f ? atomic_load(&f->done) >= target
+		      : atomic_load(&g_inflight) <= inflight_max &&
+				atomic_load(&g_inflight_bytes) <= (inflight_max ? g_max_inflight_bytes / 2 : 0))
 			break;
 		if (g_poller) {
 			pthread_cond_wait(&g_pcv, &g_pmu);
@@ -503,7 +586,7 @@ int pl_wait_all(void)
 
 void pl_backpressure(void)
 {
-	if (atomic_load(&g_inflight) > MAX_INFLIGHT)
+	if (atomic_load(&g_inflight) > MAX_INFLIGHT || atomic_load(&g_inflight_bytes) > g_max_inflight_bytes)
 		poll_until(NULL, 0, MAX_INFLIGHT / 2);
 }
 
@@ -532,25 +615,45 @@ static void hold_end(void)
 		pthread_setcancelstate(t_cancel_state, NULL);
 }
 
+/* This thread's holds of g_rw, shared or exclusive, nested: only the
+ * outermost takes and releases the lock (an inner shared hold inside an
+ * exclusive one is covered by it).  Taking it exclusive inside a shared
+ * hold deadlocks, as it always did: no caller does. */
+static __thread int t_rw;
+
 void pl_hold(void)
 {
 	hold_begin();
-	pthread_rwlock_rdlock(&g_rw);
+	if (t_rw++ == 0)
+		pthread_rwlock_rdlock(&g_rw);
 }
 void pl_release(void)
 {
-	pthread_rwlock_unlock(&g_rw);
+	if (--t_rw == 0)
+		pthread_rwlock_unlock(&g_rw);
 	hold_end();
 }
 void pl_lock_excl(void)
 {
 	hold_begin();
-	pthread_rwlock_wrlock(&g_rw);
+	if (t_rw++ == 0)
+		pthread_rwlock_wrlock(&g_rw);
 }
 void pl_unlock_excl(void)
 {
-	pthread_rwlock_unlock(&g_rw);
+	if (--t_rw == 0)
+		pthread_rwlock_unlock(&g_rw);
 	hold_end();
+}
+
+static void rw_init(void)
+{
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&g_rw, &a);
+	pthread_rwlockattr_destroy(&a);
+	t_rw = 0;
 }
 
 /* The pid of this process as its own memory knows it: set before main and
@@ -852,7 +955,8 @@ static void at_child(void)
 	if (!g_active)
 		return;
 	g_self = getpid();
-	pthread_rwlock_init(&g_rw, NULL);
+	fdlk_child();
+	rw_init(); /* at_prepare's exclusive hold ends here */
 	/* at_prepare's hold ends here, not in at_parent */
 	if (t_depth > 0) {
 		t_depth = 0;
@@ -999,6 +1103,10 @@ __attribute__((constructor)) void pl_init(void)
 		g_stats_path = v;
 	if ((v = getenv("ATOMIO_PRELOAD_TRACE")) && *v)
 		real_trace_open(v);
+	if ((v = getenv("ATOMIO_INFLIGHT_BYTES")) && *v && parse_size(v))
+		g_max_inflight_bytes = (int64_t)parse_size(v);
+	if ((v = getenv("ATOMIO_PRELOAD_TEST_WDELAY")) && *v)
+		g_test_wdelay_ms = atoi(v);
 	struct rlimit rl;
 	rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_max : 1024;
 	if (n == RLIM_INFINITY || n > (1u << 20))

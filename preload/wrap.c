@@ -2,7 +2,8 @@
  * wrap.c: the interposed libc functions.
  *
  * Each one looks its descriptor up in the table (pofd_of: one atomic load)
- * and, when it is not protected, calls libc at once.  Protected descriptors:
+ * and, when it is not protected, calls libc at once; a protected entry is
+ * held with a reference for the call (pofd_get, HELD).  Protected descriptors:
  *
  *   write, pwrite, writev, pwritev, pwritev2   one asynchronous group each
  *       (at most the largest group the log takes: a short count beyond it);
@@ -60,6 +61,44 @@ extern char **environ;
 #define REAL(name) (real.name ? real.name : (real_init(), real.name))
 
 static inline bool is_prot(struct pofd *o) { return o && !o->f->orphan; }
+
+#define NEXT(name, type) \
+	static __typeof__(type) next_##name; \
+	if (!next_##name) \
+		next_##name = (type)dlsym(RTLD_NEXT, #name)
+
+/* The *64 calls take off64_t, as libc declares them (a 32-bit build's
+ * off_t is 32 bits: test/t_preload_lfs.sh compiles the library so).  An
+ * offset off_t holds takes the usual path; a larger one goes to libc's own
+ * *64 call for a descriptor the library does not protect, and is refused
+ * with EOVERFLOW for a protected one (the library's paths use off_t).  On
+ * a 64-bit build the test is constant and vanishes. */
+#define OFF_FITS(x) ((off64_t)(off_t)(x) == (x))
+#define WIDE_OFF(name, type, fits, fd, ...) \
+	do { \
+		if (!(fits)) { \
+			NEXT(name, type); \
+			if (pofd_of(fd)) \
+				return fail(EOVERFLOW); \
+			if (!next_##name) \
+				return fail(ENOSYS); \
+			return next_##name(__VA_ARGS__); \
+		} \
+	} while (0)
+
+/* An entry the call holds a reference to (pofd_get) until it returns,
+ * whatever path it returns by: a close or dup2 of the descriptor in
+ * another thread meanwhile cannot free it under the call.  errno is kept:
+ * the last reference's put may commit a group (grp_last_close). */
+static void pofd_put_at_exit(struct pofd **o)
+{
+	if (*o) {
+		int e = errno;
+		pofd_put(*o);
+		errno = e;
+	}
+}
+#define HELD __attribute__((cleanup(pofd_put_at_exit)))
 
 static int fail(int e)
 {
@@ -352,9 +391,8 @@ static int dup_to(int old, int r)
 		return r;
 	if (pl_vfork_child())
 		return r; /* its own table; the parent's entries stay */
-	struct pofd *o = pofd_of(old);
+	struct pofd *o = pofd_get(old); /* the new entry's reference */
 	if (o) {
-		pofd_ref(o);
 		pofd_set(r, o);
 	} else if (pofd_of(r)) {
 		pofd_drop(r); /* dup2 onto a protected descriptor closed it */
@@ -397,8 +435,8 @@ static int p_fcntl(int fd, int cmd, void *arg)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_to(fd, r);
-	struct pofd *o;
-	if (cmd == F_SETFL && (o = pofd_of(fd)) && !pl_vfork_child()) {
+	struct pofd *o HELD = NULL;
+	if (cmd == F_SETFL && (o = pofd_get(fd)) && !pl_vfork_child()) {
 		int e = errno;
 		int fl = REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0) {
@@ -500,6 +538,10 @@ static int clip_to_group(const struct pofd *o, const struct iovec *iov, int cnt,
 static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
 		       int rwf)
 {
+	if (g_test_wdelay_ms) {
+		struct timespec ts = {g_test_wdelay_ms / 1000, (long)(g_test_wdelay_ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+	}
 	struct pfile *f = o->f;
 	if (!pofd_live(fd, o))
 		return REAL(pwritev2)(fd, iov, cnt, at_pos ? -1 : off, rwf);
@@ -614,7 +656,7 @@ again:
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(write)(fd, buf, n);
 	struct iovec v = {(void *)buf, n};
@@ -623,17 +665,21 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(pwrite)(fd, buf, n, off);
 	struct iovec v = {(void *)buf, n};
 	return p_write(fd, o, &v, 1, off, false, 0);
 }
-EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
+	WIDE_OFF(pwrite64, ssize_t (*)(int, const void *, size_t, off64_t), OFF_FITS(off), fd, fd, buf, n, off);
+	return pwrite(fd, buf, n, (off_t)off);
+}
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(writev)(fd, iov, cnt);
 	return p_write(fd, o, iov, cnt, -1, true, 0);
@@ -641,16 +687,20 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(pwritev2)(fd, iov, cnt, off, 0);
 	return p_write(fd, o, iov, cnt, off, false, 0);
 }
-EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) { return pwritev(fd, iov, cnt, off); }
+EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	WIDE_OFF(pwritev64, ssize_t (*)(int, const struct iovec *, int, off64_t), OFF_FITS(off), fd, fd, iov, cnt, off);
+	return pwritev(fd, iov, cnt, (off_t)off);
+}
 
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(pwritev2)(fd, iov, cnt, off, flags);
 	/* RWF_HIPRI and RWF_NOWAIT are hints; the group never blocks on the
@@ -659,9 +709,11 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int
 		return fail(EOPNOTSUPP);
 	return p_write(fd, o, iov, cnt, off, off == -1, flags);
 }
-EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
-	return pwritev2(fd, iov, cnt, off, flags);
+	WIDE_OFF(pwritev64v2, ssize_t (*)(int, const struct iovec *, int, off64_t, int), OFF_FITS(off), fd, fd, iov, cnt, off,
+		 flags);
+	return pwritev2(fd, iov, cnt, (off_t)off, flags);
 }
 
 /* --- reads ------------------------------------------------------------------------ */
@@ -687,7 +739,8 @@ static void before_read(int fd, struct pofd *o, off_t off, size_t len)
 	pl_hold();
 	if (off < 0)
 		off = REAL(lseek)(fd, 0, SEEK_CUR);
-	pl_wait_read(f, off < 0 ? 0 : off, off < 0 || len > INT64_MAX / 2 ? -1 : (int64_t)len);
+	uint64_t n = len == SIZE_MAX ? UINT64_MAX : len; /* SIZE_MAX: to the end */
+	pl_wait_read(f, off < 0 ? 0 : off, off < 0 || n > INT64_MAX / 2 ? -1 : (int64_t)n);
 	pl_release();
 }
 
@@ -755,7 +808,7 @@ static bool shared_pos_call(int fd, struct pofd *o, const struct iovec *iov, int
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	struct iovec v = {buf, n};
 	if (is_prot(o) && group_read(fd, o, &v, 1, -1, true, &r))
@@ -769,7 +822,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	struct iovec v = {buf, n};
 	if (is_prot(o) && off >= 0 && group_read(fd, o, &v, 1, off, false, &r))
@@ -778,11 +831,15 @@ EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 		before_read(fd, o, off, n);
 	return REAL(pread)(fd, buf, n, off);
 }
-EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
+EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+	WIDE_OFF(pread64, ssize_t (*)(int, void *, size_t, off64_t), OFF_FITS(off), fd, fd, buf, n, off);
+	return pread(fd, buf, n, (off_t)off);
+}
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && group_read(fd, o, iov, cnt, -1, true, &r))
 		return r;
@@ -795,7 +852,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	ssize_t r;
 	if (is_prot(o) && cnt >= 0 && cnt <= IOV_MAX && off >= -1 &&
 	    group_read(fd, o, iov, cnt, off, off == -1, &r))
@@ -806,12 +863,18 @@ EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int 
 		before_read(fd, o, off, iov_len(iov, cnt));
 	return REAL(preadv2)(fd, iov, cnt, off, flags);
 }
-EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
-	return preadv2(fd, iov, cnt, off, flags);
+	WIDE_OFF(preadv64v2, ssize_t (*)(int, const struct iovec *, int, off64_t, int), OFF_FITS(off), fd, fd, iov, cnt,
+		 off, flags);
+	return preadv2(fd, iov, cnt, (off_t)off, flags);
 }
 EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv2(fd, iov, cnt, off, 0); }
-EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv2(fd, iov, cnt, off, 0); }
+EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	WIDE_OFF(preadv64, ssize_t (*)(int, const struct iovec *, int, off64_t), OFF_FITS(off), fd, fd, iov, cnt, off);
+	return preadv2(fd, iov, cnt, (off_t)off, 0);
+}
 
 /* _FORTIFY_SOURCE's checked reads (glibc calls its own read inside them). */
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -834,7 +897,7 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t bufl
 
 EXPORT int fstat(int fd, struct stat *sb)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	int r = REAL(fstat)(fd, sb);
 	if (r == 0 && is_prot(o) && sb->st_dev == o->f->dev && sb->st_ino == o->f->ino &&
 	    (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
@@ -872,10 +935,6 @@ static int stat_fix(int r, struct stat *sb)
 	return r;
 }
 
-#define NEXT(name, type) \
-	static __typeof__(type) next_##name; \
-	if (!next_##name) \
-		next_##name = (type)dlsym(RTLD_NEXT, #name)
 
 typedef int (*stat_fn)(const char *, struct stat *);
 typedef int (*statat_fn)(int, const char *, struct stat *, int);
@@ -914,7 +973,7 @@ EXPORT int statx(int dir, const char *path, int flags, unsigned mask, struct sta
 
 static off_t p_lseek(int fd, off_t off, int whence)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return REAL(lseek)(fd, off, whence);
 	ssize_t r;
@@ -934,7 +993,11 @@ static off_t p_lseek(int fd, off_t off, int whence)
 	return REAL(lseek)(fd, off, whence);
 }
 EXPORT off_t lseek(int fd, off_t off, int whence) { return p_lseek(fd, off, whence); }
-EXPORT off_t lseek64(int fd, off_t off, int whence) { return p_lseek(fd, off, whence); }
+EXPORT off64_t lseek64(int fd, off64_t off, int whence)
+{
+	WIDE_OFF(lseek64, off64_t (*)(int, off64_t, int), OFF_FITS(off), fd, fd, off, whence);
+	return p_lseek(fd, (off_t)off, whence);
+}
 
 /* --- syncs ------------------------------------------------------------------------ */
 
@@ -959,19 +1022,19 @@ static int p_sync(struct pofd *o)
  * is reused: the file itself needs no fsync here. */
 EXPORT int fsync(int fd)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fdatasync)(fd);
 }
 
-EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned flags)
+EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(sync_file_range)(fd, off, n, flags);
 	if (off < 0 || n < 0 || (flags & ~(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
@@ -1073,7 +1136,7 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 
 static int p_ftruncate(int fd, off_t size)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(ftruncate)(fd, size);
 	if (size < 0 || (o->flags & O_ACCMODE) == O_RDONLY)
@@ -1081,7 +1144,11 @@ static int p_ftruncate(int fd, off_t size)
 	return p_resize(fd, o, size, false);
 }
 EXPORT int ftruncate(int fd, off_t size) { return p_ftruncate(fd, size); }
-EXPORT int ftruncate64(int fd, off_t size) { return p_ftruncate(fd, size); }
+EXPORT int ftruncate64(int fd, off64_t size)
+{
+	WIDE_OFF(ftruncate64, int (*)(int, off64_t), OFF_FITS(size), fd, fd, size);
+	return p_ftruncate(fd, (off_t)size);
+}
 
 static int p_truncate(const char *path, off_t size)
 {
@@ -1098,10 +1165,23 @@ static int p_truncate(const char *path, off_t size)
 	return r;
 }
 EXPORT int truncate(const char *path, off_t size) { return p_truncate(path, size); }
-EXPORT int truncate64(const char *path, off_t size) { return p_truncate(path, size); }
+EXPORT int truncate64(const char *path, off64_t size)
+{
+	if (!OFF_FITS(size)) {
+		NEXT(truncate64, int (*)(const char *, off64_t));
+		char canon[PATH_MAX];
+		if (g_active && pl_canon(AT_FDCWD, path, true, canon) == 0 && pl_match(canon))
+			return fail(EOVERFLOW);
+		return next_truncate64 ? next_truncate64(path, size) : fail(ENOSYS);
+	}
+	return p_truncate(path, (off_t)size);
+}
 
 /* 0 or an errno value. */
-static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
+/* posix: posix_fallocate, which glibc emulates where the filesystem has no
+ * fallocate (it writes zeros where the file has none), so it succeeds there
+ * with the size changed; fallocate(2) returns the filesystem's error. */
+static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len, bool posix)
 {
 	if (mode & ~FALLOC_FL_KEEP_SIZE) {
 		pl_msg(o->f->path, "fallocate mode 0x%x refused (EOPNOTSUPP): it would change data "
@@ -1114,34 +1194,49 @@ static int p_fallocate(int fd, struct pofd *o, int mode, off_t off, off_t len)
 		return EBADF;
 	if (off > INT64_MAX - len)
 		return EFBIG;
-	/* The size change is a group, ordered with the writes; the blocks are
-	 * reserved by the kernel with KEEP_SIZE, which changes no byte a read
-	 * returns. */
-	if (!(mode & FALLOC_FL_KEEP_SIZE) && p_resize(fd, o, off + len, true) < 0)
+	/* The blocks are reserved by the kernel with KEEP_SIZE, which changes
+	 * no byte a read returns, before the size change: the file's own
+	 * answer (EOPNOTSUPP where the filesystem has no fallocate, ENOSPC,
+	 * EFBIG) comes first, and a failed call changes no size.  The size
+	 * change is a group, ordered with the writes. */
+	if (REAL(fallocate)(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 && !(posix && errno == EOPNOTSUPP))
 		return errno;
-	if (REAL(fallocate)(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 && errno != EOPNOTSUPP)
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && p_resize(fd, o, off + len, true) < 0)
 		return errno;
 	return 0;
 }
 
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(fallocate)(fd, mode, off, len);
-	int e = p_fallocate(fd, o, mode, off, len);
+	int e = p_fallocate(fd, o, mode, off, len, false);
 	return e ? fail(e) : 0;
 }
-EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocate(fd, mode, off, len); }
+EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len)
+{
+	WIDE_OFF(fallocate64, int (*)(int, int, off64_t, off64_t), OFF_FITS(off) && OFF_FITS(len), fd, fd, mode, off, len);
+	return fallocate(fd, mode, (off_t)off, (off_t)len);
+}
 
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || !pofd_live(fd, o))
 		return REAL(posix_fallocate)(fd, off, len);
-	return p_fallocate(fd, o, 0, off, len);
+	return p_fallocate(fd, o, 0, off, len, true);
 }
-EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
+EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len)
+{
+	if (!OFF_FITS(off) || !OFF_FITS(len)) {
+		NEXT(posix_fallocate64, int (*)(int, off64_t, off64_t));
+		if (pofd_of(fd) || !next_posix_fallocate64)
+			return pofd_of(fd) ? EOVERFLOW : ENOSYS; /* it returns the error */
+		return next_posix_fallocate64(fd, off, len);
+	}
+	return posix_fallocate(fd, (off_t)off, (off_t)len);
+}
 
 /* --- mappings ------------------------------------------------------------------------ */
 
@@ -1177,7 +1272,7 @@ static void *shared_ro_map(void *addr, size_t len, int prot, int flags, int fd, 
 
 static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o) || (flags & MAP_ANONYMOUS))
 		return REAL(mmap)(addr, len, prot, flags, fd, off);
 	int type = flags & MAP_TYPE;
@@ -1201,9 +1296,17 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 {
 	return p_mmap(addr, len, prot, flags, fd, off);
 }
-EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
-	return p_mmap(addr, len, prot, flags, fd, off);
+	if (!OFF_FITS(off)) {
+		NEXT(mmap64, void *(*)(void *, size_t, int, int, int, off64_t));
+		if (pofd_of(fd) || !next_mmap64) {
+			errno = pofd_of(fd) ? EOVERFLOW : ENOSYS;
+			return MAP_FAILED;
+		}
+		return next_mmap64(addr, len, prot, flags, fd, off);
+	}
+	return p_mmap(addr, len, prot, flags, fd, (off_t)off);
 }
 
 EXPORT int munmap(void *addr, size_t len)
@@ -1217,7 +1320,7 @@ EXPORT int munmap(void *addr, size_t len)
 
 static bool refuse_dst(int fd, const char *call)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (!is_prot(o))
 		return false;
 	pl_msg(o->f->path, "%s into a protected file refused: the kernel would write it outside the log", call);
@@ -1226,12 +1329,12 @@ static bool refuse_dst(int fd, const char *call)
 
 static void wait_src(int fd)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (is_prot(o))
 		before_read(fd, o, 0, SIZE_MAX);
 }
 
-EXPORT ssize_t copy_file_range(int in, off_t *oin, int out, off_t *oout, size_t len, unsigned flags)
+EXPORT ssize_t copy_file_range(int in, off64_t *oin, int out, off64_t *oout, size_t len, unsigned flags)
 {
 	if (refuse_dst(out, "copy_file_range"))
 		return fail(EXDEV); /* callers fall back to read and write */
@@ -1246,9 +1349,16 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 	wait_src(in);
 	return REAL(sendfile)(out, in, off, n);
 }
-EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n) { return sendfile(out, in, off, n); }
+EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+	NEXT(sendfile64, ssize_t (*)(int, int, off64_t *, size_t));
+	if (refuse_dst(out, "sendfile"))
+		return fail(EINVAL);
+	wait_src(in);
+	return next_sendfile64 ? next_sendfile64(out, in, off, n) : fail(ENOSYS);
+}
 
-EXPORT ssize_t splice(int in, off_t *oin, int out, off_t *oout, size_t len, unsigned flags)
+EXPORT ssize_t splice(int in, off64_t *oin, int out, off64_t *oout, size_t len, unsigned flags)
 {
 	if (refuse_dst(out, "splice"))
 		return fail(EINVAL);
@@ -1289,7 +1399,7 @@ static void mark_sent(const struct msghdr *m)
 		for (size_t i = 0; i < n; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			struct pofd *o = pofd_of(fd);
+			struct pofd *o HELD = pofd_get(fd);
 			if (o)
 				o->xproc = true;
 		}
@@ -1356,7 +1466,7 @@ EXPORT int io_submit(void *ctx, long nr, struct iocb **ios)
 	if (!next)
 		next = (int (*)(void *, long, struct iocb **))dlsym(RTLD_NEXT, "io_submit");
 	for (long i = 0; g_active && ios && i < nr; i++) {
-		struct pofd *o = ios[i] ? pofd_of((int)ios[i]->aio_fildes) : NULL;
+		struct pofd *o HELD = ios[i] ? pofd_get((int)ios[i]->aio_fildes) : NULL;
 		if (!is_prot(o))
 			continue;
 		unsigned op = ios[i]->aio_lio_opcode;
@@ -1409,7 +1519,7 @@ EXPORT FILE *freopen(const char *path, const char *mode, FILE *s)
 		return NULL;
 	}
 	int fd = g_active && s ? fileno(s) : -1;
-	struct pofd *o = fd >= 0 ? pofd_of(fd) : NULL;
+	struct pofd *o HELD = fd >= 0 ? pofd_get(fd) : NULL;
 	if (is_prot(o) && !path && mode_writes(mode)) {
 		/* The same file reopened for stdio's writes, inside libc. */
 		pl_msg(o->f->path, "freopen(NULL, \"%s\") refused (EPERM): stdio writes inside libc", mode);
@@ -1429,7 +1539,7 @@ EXPORT FILE *freopen64(const char *path, const char *mode, FILE *s) { return fre
 
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	struct pofd *o = pofd_of(fd);
+	struct pofd *o HELD = pofd_get(fd);
 	if (is_prot(o)) {
 		if (mode_writes(mode)) {
 			pl_msg(o->f->path, "fdopen(\"%s\") refused (EPERM): stdio writes inside libc", mode);
@@ -1660,7 +1770,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
  * places (the *64 calls pass theirs). */
 static bool aio_refused(const struct aiocb *cb, int op)
 {
-	struct pofd *o = cb ? pofd_of(cb->aio_fildes) : NULL;
+	struct pofd *o HELD = cb ? pofd_get(cb->aio_fildes) : NULL;
 	if (!is_prot(o))
 		return false;
 	if (op == LIO_READ) {
@@ -1695,7 +1805,7 @@ EXPORT int aio_read64(struct aiocb64 *cb)
 EXPORT int aio_fsync(int op, struct aiocb *cb)
 {
 	NEXT(aio_fsync, int (*)(int, struct aiocb *));
-	struct pofd *o = pofd_of(cb->aio_fildes);
+	struct pofd *o HELD = pofd_get(cb->aio_fildes);
 	if (is_prot(o) && p_sync(o) < 0)
 		return -1;
 	return next_aio_fsync(op, cb);
@@ -1703,7 +1813,7 @@ EXPORT int aio_fsync(int op, struct aiocb *cb)
 EXPORT int aio_fsync64(int op, struct aiocb64 *cb)
 {
 	NEXT(aio_fsync64, int (*)(int, struct aiocb64 *));
-	struct pofd *o = pofd_of(cb->aio_fildes);
+	struct pofd *o HELD = pofd_get(cb->aio_fildes);
 	if (is_prot(o) && p_sync(o) < 0)
 		return -1;
 	return next_aio_fsync64(op, cb);

@@ -20,6 +20,8 @@ run() {
 	mkdir "$d"
 	case $mode in
 	group) env="ATOMIO_GROUP=1" ;;
+	race-*) env="ATOMIO_PRELOAD_TEST_WDELAY=300 MALLOC_PERTURB_=165" ;;
+	bound8m) env="ATOMIO_INFLIGHT_BYTES=8M" ;;
 	shared) env="ATOMIO_SHARED=1" ;;
 	*) env="ATOMIO_X=0" ;;
 	esac
@@ -59,6 +61,15 @@ run estale default
 run emfile group
 run forkrename default
 run forkrename group
+run closerace race-default
+run rwstarve default
+run rwstarve group
+run bigwrites bound8m
+for mode in default group shared; do
+	run falloc $mode
+done
+mkdir "$T/falloc-plain"
+$B falloc "$T/falloc-plain" >/dev/null || fail "falloc without the library"
 
 # ATOMIO_FILES through a symlinked directory protects the files in it; a
 # relative pattern with a slash, and a standard stream redirected into a

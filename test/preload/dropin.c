@@ -19,6 +19,14 @@
  *   dropin cancel DIR     pthread_cancel of a thread in a protected fsync (ATOMIO_GROUP=1)
  *   dropin estale DIR     ftruncate of a protected file replaced where the library did not see it
  *   dropin emfile DIR     the store reopened with no descriptor to spare (ATOMIO_GROUP=1)
+ *   dropin closerace DIR  close and dup2 of a descriptor while another thread writes it
+ *                         (run with ATOMIO_PRELOAD_TEST_WDELAY=300: the write waits there)
+ *   dropin falloc DIR     fallocate where the filesystem says EOPNOTSUPP (a seccomp filter
+ *                         answers for it); also run without the library: the same results
+ *   dropin rwstarve DIR   a rename (the library's lock, exclusive) while threads write and sync
+ *                         without a pause (the lock, shared): it must get in while they run
+ *   dropin bigwrites DIR  many large writes with no sync: memory stays within the in-flight
+ *                         bound (run with ATOMIO_INFLIGHT_BYTES=8M)
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -33,7 +41,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
 #include <linux/fs.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -466,6 +478,181 @@ static void c_cancel(void)
 	want_file(P("c.db"), "CANCEL");
 }
 
+static void *race_writer(void *arg)
+{
+	int fd = *(int *)arg;
+	ssize_t r = write(fd, "RACE", 4);
+	/* The close came while the write was under way: either order is one
+	 * the program could see without the library. */
+	CHECK(r == 4 || (r < 0 && errno == EBADF));
+	return NULL;
+}
+
+/* A close, then a dup2 over the number, while another thread's write of the
+ * same descriptor is in the library (ATOMIO_PRELOAD_TEST_WDELAY holds it
+ * there after it found its entry): the entry must outlive the call.  Freed
+ * under it (MALLOC_PERTURB_ fills freed memory), the write used a garbage
+ * file pointer and the process died. */
+static void c_closerace(void)
+{
+	for (int i = 0; i < 2; i++) {
+		int fd = protected_with("r.db", "xxxx");
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, race_writer, &fd) == 0);
+		usleep(100 * 1000);
+		if (i == 0) {
+			CHECK(close(fd) == 0);
+		} else {
+			int o = open(P("plain.txt"), O_RDWR | O_CREAT, 0644);
+			CHECK(o >= 0 && dup2(o, fd) == fd && close(o) == 0);
+		}
+		/* Memory reused meanwhile, as a busy program would. */
+		for (int k = 0; k < 64; k++)
+			free(malloc(64));
+		CHECK(pthread_join(t, NULL) == 0);
+		if (i == 1)
+			CHECK(close(fd) == 0);
+	}
+}
+
+/* Every fallocate system call of this process fails with EOPNOTSUPP, as on
+ * a filesystem without it (NFSv3, ext4's indirect-block files, FUSE without
+ * the call). */
+static void no_fallocate(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fallocate, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {(unsigned short)(sizeof(f) / sizeof(f[0])), f};
+	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+	CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
+}
+
+static void want_size(int fd, const char *path, off_t size)
+{
+	struct stat a, b;
+	CHECK(fstat(fd, &a) == 0 && stat(path, &b) == 0);
+	if (a.st_size != size || b.st_size != size) {
+		fprintf(stderr, "FAIL: %s: fstat says %lld, stat %lld, want %lld\n", path, (long long)a.st_size,
+			(long long)b.st_size, (long long)size);
+		exit(1);
+	}
+}
+
+/* fallocate where the filesystem has none: the file's own answer
+ * (EOPNOTSUPP, the size unchanged), as without the library, not a
+ * success with the size changed; posix_fallocate, which glibc emulates
+ * then, succeeds and extends the file with zeros. */
+static void c_falloc(void)
+{
+	int fd = protected_with("f.db", "abcd");
+	no_fallocate();
+	errno = 0;
+	CHECK(fallocate(fd, 0, 0, 8192) == -1 && errno == EOPNOTSUPP);
+	want_size(fd, P("f.db"), 4);
+	errno = 0;
+	CHECK(fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 8192) == -1 && errno == EOPNOTSUPP);
+	want_size(fd, P("f.db"), 4);
+	CHECK(posix_fallocate(fd, 0, 6) == 0);
+	want_size(fd, P("f.db"), 6);
+	CHECK(fsync(fd) == 0 && close(fd) == 0);
+	size_t n;
+	char *got = slurp(P("f.db"), &n);
+	CHECK(n == 6 && !memcmp(got, "abcd\0\0", 6));
+	free(got);
+}
+
+#define RW_THREADS 6
+#define RW_ITERS 300
+static _Atomic long rw_done;
+static _Atomic int rw_started;
+
+static void *rw_streamer(void *arg)
+{
+	int fd = *(int *)arg;
+	rw_started++;
+	for (int i = 0; i < RW_ITERS; i++) {
+		CHECK(pwrite(fd, "0123456789", 10, (off_t)(i % 64) * 10) == 10);
+		CHECK(fdatasync(fd) == 0);
+		rw_done++;
+	}
+	return NULL;
+}
+
+/* Threads that write and sync protected files without a pause hold the
+ * library's lock shared, one or another at every moment; a rename of a
+ * protected file takes it exclusive.  A lock that lets readers in while an
+ * exclusive caller waits has it wait until they all stop (count-bounded:
+ * RW_THREADS x RW_ITERS syncs); it must get in while they run. */
+static void c_rwstarve(void)
+{
+	int fds[RW_THREADS];
+	pthread_t t[RW_THREADS];
+	for (int i = 0; i < RW_THREADS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "s%d.db", i);
+		fds[i] = protected_with(name, "x");
+	}
+	int o = protected_with("m.db", "M");
+	CHECK(fsync(o) == 0 && close(o) == 0);
+	for (int i = 0; i < RW_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, rw_streamer, &fds[i]) == 0);
+	while (rw_started < RW_THREADS || rw_done < RW_THREADS * 5)
+		usleep(1000);
+	long before = rw_done;
+	CHECK(rename(P("m.db"), P("n.db")) == 0);
+	long at = rw_done;
+	for (int i = 0; i < RW_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	printf("rename: in after %ld of %d syncs (asked after %ld)\n", at, RW_THREADS * RW_ITERS, before);
+	if (at >= RW_THREADS * RW_ITERS - RW_THREADS) {
+		fprintf(stderr, "FAIL: the rename got the lock only once the writers were done (%ld of %d syncs)\n",
+			at, RW_THREADS * RW_ITERS);
+		exit(1);
+	}
+	for (int i = 0; i < RW_THREADS; i++)
+		CHECK(close(fds[i]) == 0);
+	want_file(P("n.db"), "M");
+}
+
+static long maxrss_kib(void)
+{
+	struct rusage ru;
+	CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+	return ru.ru_maxrss;
+}
+
+/* 256 writes of 1 MiB with no sync: each is a group holding a copy of its
+ * data until it is complete, and the program outruns the store.  A bound on
+ * the number of groups in flight (4096) lets them hold all 256 MiB; the
+ * bound on bytes (ATOMIO_INFLIGHT_BYTES=8M) keeps the peak near 8 MiB. */
+static void c_bigwrites(void)
+{
+	int fd = protected_with("big.db", "");
+	size_t n = 1 << 20;
+	char *b = malloc(n);
+	CHECK(b);
+	memset(b, 'B', n);
+	CHECK(pwrite(fd, b, n, 0) == (ssize_t)n && fsync(fd) == 0);
+	long before = maxrss_kib();
+	for (int i = 0; i < 256; i++) {
+		b[0] = (char)i;
+		CHECK(pwrite(fd, b, n, (off_t)(i % 4) * (off_t)n) == (ssize_t)n);
+	}
+	long peak = maxrss_kib();
+	CHECK(fsync(fd) == 0 && close(fd) == 0);
+	printf("bigwrites: peak RSS grew by %ld KiB over 256 MiB written\n", peak - before);
+	if (peak - before > 64 * 1024) {
+		fprintf(stderr, "FAIL: 256 writes of 1 MiB grew the peak RSS by %ld KiB (bound: 8 MiB in flight)\n",
+			peak - before);
+		exit(1);
+	}
+	free(b);
+}
+
 /* The protected file is replaced by a rename the library does not see (a
  * raw system call: as another process would), and the store is reopened
  * (a rename of another protected file closes it): the old file's
@@ -636,6 +823,14 @@ int main(int argc, char **argv)
 		c_emfile();
 	else if (!strcmp(c, "forkrename"))
 		c_forkrename();
+	else if (!strcmp(c, "closerace"))
+		c_closerace();
+	else if (!strcmp(c, "falloc"))
+		c_falloc();
+	else if (!strcmp(c, "rwstarve"))
+		c_rwstarve();
+	else if (!strcmp(c, "bigwrites"))
+		c_bigwrites();
 	else
 		return 2;
 	printf("%s: ok\n", c);

@@ -11,6 +11,10 @@
  *     -s SEED    (default $ATOMIO_SEED, else 1)     -n OPS (default 10000)
  *     -x CLASS,.. exclude op classes                -l N   ops shown at a failure
  *     -k K       SIGKILL itself before op K (the crash run)
+ *     -C CTL     with -k: cut the power first, by writing "cut" to CTL (the
+ *                control file of cutfs, on which DIR and the log are)
+ *     -P         with -c: the kill was a power cut (-C): unprotected files
+ *                are not checked (the kernel kept no unsynced write of theirs)
  *     -c K       check mode: no calls, the model of a run killed before op K,
  *                then every file of DIR against the durability contract
  *     -v         print every op
@@ -26,6 +30,12 @@
  * (ATOMIO_GROUP=1) a sync, the close of the file's last descriptor, a fork or
  * exec, a rename or unlink, an mmap or stdio read).  Unprotected files are
  * exactly as the model has them (the kernel keeps a killed process's writes).
+ * In shared mode (ATOMIO_SHARED=1) several pfsx processes, each on a
+ * directory of its own, write through one store; a forked child's writes of
+ * protected files are served too.
+ * After a power cut (-C, on cutfs: every write not synced is lost or torn at
+ * 512-byte sectors) the protected files have the same contract: what was
+ * synced is there, and nothing is torn.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -111,7 +121,7 @@ static struct ofd ofds[MAXOFD];
 static struct handle hs[MAXH];
 static int names[2][NNAME]; /* [prot][name] -> ino, or -1 */
 static const char *dir;
-static bool group_mode, real_calls = true, verbose, preloaded;
+static bool group_mode, shared_mode, real_calls = true, verbose, preloaded;
 static uint64_t seed = 1, rng;
 static long opno;
 static char self[4096];
@@ -374,7 +384,8 @@ static void fill(uint32_t tag, int64_t off, int64_t len)
 /* --- children -------------------------------------------------------------------- */
 /* A forked child's ops: its own generator (seeded from the op), replayed by the parent
  * for the model.  Reads of every linked file, pwrites to unprotected files, and a
- * pwrite to a protected one, which must fail with EPERM (one writer per store). */
+ * pwrite to a protected one, which must fail with EPERM (one writer per store),
+ * or in shared mode (ATOMIO_SHARED=1: every process of the store writes) succeed. */
 static void child_ops(bool real, int *bad)
 {
 	uint64_t save = rng;
@@ -388,7 +399,7 @@ static void child_ops(bool real, int *bad)
 		struct ino *f = &inos[o->ino];
 		int64_t off = pick_off(f->size), len = fit(off, pick_len());
 		int kind = (int)rn(3);
-		bool refused = f->prot && f->linked;
+		bool refused = f->prot && f->linked && !shared_mode;
 		if ((o->append || (excluded[C_HOLES] && off > f->size)) && kind && !o->rdonly && !refused)
 			off = f->size, len = fit(off, len);
 		if (len <= 0)
@@ -404,7 +415,7 @@ static void child_ops(bool real, int *bad)
 					*bad = 1;
 				}
 			}
-		} else if (f->prot && f->linked) {
+		} else if (refused) {
 			/* (a descriptor of a protected file unlinked or renamed over is an
 			 * ordinary one: docs/PRELOAD.md) */
 			if (real && preloaded) { /* without the library (a check of the model) it would write */
@@ -938,6 +949,20 @@ static int64_t first_diff(const uint8_t *a, int64_t na, const uint8_t *b, int64_
 	return na == nb ? -1 : n;
 }
 
+static bool power_cut; /* -P */
+
+/* Cut the power of cutfs (-C): from then on each of its calls fails with
+ * EIO, and what was not synced is lost or torn; the caller dies next. */
+static void cut_power(const char *ctl)
+{
+	int fd = open(ctl, O_WRONLY);
+	if (fd < 0 || write(fd, "cut\n", 4) != 4) {
+		fprintf(stderr, "pfsx: cutting the power at %s: %s\n", ctl, strerror(errno));
+		exit(2);
+	}
+	close(fd);
+}
+
 static int check_file(int prot, int name, uint64_t *states)
 {
 	char path[4096];
@@ -1033,8 +1058,9 @@ int main(int argc, char **argv)
 	if (e && *e)
 		seed = strtoull(e, NULL, 0);
 	long n = 10000, kill_at = -1, check_at = -1;
+	const char *cut_ctl = NULL;
 	int o;
-	while ((o = getopt(argc, argv, "s:n:x:k:c:l:v")) != -1)
+	while ((o = getopt(argc, argv, "s:n:x:k:c:l:vC:P")) != -1)
 		switch (o) {
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'n': n = atol(optarg); break;
@@ -1043,17 +1069,21 @@ int main(int argc, char **argv)
 		case 'c': check_at = atol(optarg); break;
 		case 'l': nshow = atoi(optarg) > RING ? RING : atoi(optarg); break;
 		case 'v': verbose = true; break;
+		case 'C': cut_ctl = optarg; break;
+		case 'P': power_cut = true; break;
 		default:
-			fprintf(stderr, "usage: pfsx [-s SEED] [-n OPS] [-x CLASS,..] [-k K | -c K] [-l N] [-v] DIR\n");
+			fprintf(stderr, "usage: pfsx [-s SEED] [-n OPS] [-x CLASS,..] [-k K [-C CTL] | -c K [-P]] [-l N] [-v] DIR\n");
 			return 2;
 		}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: pfsx [-s SEED] [-n OPS] [-x CLASS,..] [-k K | -c K] [-l N] [-v] DIR\n");
+		fprintf(stderr, "usage: pfsx [-s SEED] [-n OPS] [-x CLASS,..] [-k K [-C CTL] | -c K [-P]] [-l N] [-v] DIR\n");
 		return 2;
 	}
 	dir = argv[optind];
 	e = getenv("ATOMIO_GROUP");
 	group_mode = e && !strcmp(e, "1");
+	e = getenv("ATOMIO_SHARED");
+	shared_mode = e && !strcmp(e, "1");
 	e = getenv("ATOMIO_FILES");
 	preloaded = e && *e;
 	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1071,16 +1101,22 @@ int main(int argc, char **argv)
 		       group_mode ? "group" : "default", kill_at >= 0 ? ", killed at a seeded op" : "");
 	printf("\n");
 	fflush(stdout);
-	for (opno = 0; opno < n; opno++) {
-		snprintf(ring[opno % RING], sizeof(ring[0]), "#%ld (no op: nothing to do)", opno);
+	/* (opno == n: -k n dies after the last op, before the end's checks) */
+	for (opno = 0; opno <= n; opno++) {
+		if (opno == kill_at && cut_ctl)
+			cut_power(cut_ctl);
 		if (opno == kill_at)
 			raise(SIGKILL);
+		if (opno == n)
+			break;
+		snprintf(ring[opno % RING], sizeof(ring[0]), "#%ld (no op: nothing to do)", opno);
 		one_op();
 	}
+	opno = n;
 	if (check_at >= 0) {
 		int bad = 0;
 		uint64_t states = 0;
-		for (int p = 0; p < 2; p++)
+		for (int p = power_cut ? 1 : 0; p < 2; p++)
 			for (int i = 0; i < NNAME; i++)
 				bad += check_file(p, i, &states);
 		if (bad) {
@@ -1090,7 +1126,8 @@ int main(int argc, char **argv)
 			dump_ring();
 			return 1;
 		}
-		printf("pfsx: killed before op %ld: every file as the contract allows\n", check_at);
+		printf("pfsx: %s before op %ld: every %sfile as the contract allows\n",
+		       power_cut ? "power cut" : "killed", check_at, power_cut ? "protected " : "");
 		return 0;
 	}
 	printf("pfsx: %ld ops checked, seed %" PRIu64 ":", n, seed);
