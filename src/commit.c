@@ -1081,10 +1081,12 @@ static int adopt_pad_locked_drops(atomio *st, uint64_t k, int state)
 			shm_ent_free(st, v[c]);
 			continue;
 		}
-		/* A fast-path write issued by the dead leader may have landed:
-		 * the group is committed again through the log, and whatever
+		/* A fast-path write issued by the dead leader may have landed
+		 * (BAT_LOGGING: in flight when it died; BAT_LOGGED: returned,
+		 * the leader died waiting for its home turn -- durable unless
+		 * it failed): the group is committed again, and whatever
 		 * becomes of it, it is no longer "not written" (ENT_MAYBE). */
-		if (B->fast && state == BAT_LOGGING)
+		if (B->fast && (state == BAT_LOGGING || state == BAT_LOGGED))
 			atomic_fetch_or(&e->flags, ENT_MAYBE);
 		e->fast = 0;
 		atomic_store(&e->state, ENT_QUEUED);
