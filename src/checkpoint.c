@@ -256,6 +256,7 @@ static struct dkey *dirty_ckpt_end(atomio *st, unsigned tab, bool synced, uint64
  * write them twice).  Frees v.  No lock or role needed. */
 static void dirty_drop(atomio *st, struct dkey *v, uint64_t n)
 {
+	fd_use_begin(st);
 	for (uint64_t i = 0; i < n;) {
 		if (!v[i].blk1) {
 			i++;
@@ -271,7 +272,9 @@ static void dirty_drop(atomio *st, struct dkey *v, uint64_t n)
 				    POSIX_FADV_DONTNEED);
 		i = j;
 	}
+	fd_use_end(st);
 	free(v);
+	files_close_stale(st); /* a quiet point of the checkpointer */
 }
 
 /* --- the checkpoint ---------------------------------------------------------------- */
@@ -615,10 +618,12 @@ int checkpoint_full_role(atomio *st)
 	uint64_t seq = S->next_seq, used = S->used, tail = S->tail;
 	shm_unlock(st);
 
+	fd_use_begin(st);
 	if (r == 0)
 		r = replay_untrusted(st, top, all);
 	if (r == 0)
 		r = sync_files(st, top, all, true);
+	fd_use_end(st);
 	/* The log starts over at 0, with a superblock saying so.  With no live
 	 * record and the tail at 0 already, the superblock stands as it is.
 	 * (Never restart at 0 without it: a record written there could cover
@@ -676,7 +681,9 @@ static void checkpoint_background(atomio *st)
 
 	if (r == 0) {
 		wb_drain(st);
+		fd_use_begin(st);
 		r = sync_files(st, top, all, false);
+		fd_use_end(st);
 	}
 	bool deferred = r == CKPT_DEFERRED;
 	if (deferred) {

@@ -1438,5 +1438,6 @@ int commit_tx(atomio_tx *tx)
 	shm_ent_free(st, tx->ent);
 	tx->ent = 0;
 	shm_unlock(st);
+	files_close_stale(st); /* a quiet point of this thread: it holds no descriptor */
 	return r;
 }

@@ -682,8 +682,9 @@ static bool same_inode(int a, int b)
 }
 
 /* A descriptor of a file registered anew since it was opened: another
- * thread may be writing or syncing through it still, so it is closed with
- * the store, not now.  cat_lock held. */
+ * thread may be writing, reading or syncing through it still, so it is
+ * closed later, once no thread is between loading a descriptor and its last
+ * use of it (files_close_stale), or with the store.  cat_lock held. */
 static void file_retire(atomio *st, int fd)
 {
 	ASSERT_CAT(st);
@@ -698,7 +699,8 @@ static void file_retire(atomio *st, int fd)
 		st->stale = v;
 		st->stale_cap = cap;
 	}
-	st->stale[st->nstale++] = fd;
+	st->stale[st->nstale] = fd;
+	__atomic_store_n(&st->nstale, st->nstale + 1, __ATOMIC_RELAXED);
 }
 
 /* Open f in this session as fd: its descriptors, limits and capabilities,
@@ -958,6 +960,25 @@ int atomio_file_fd(atomio *st, int file)
 		return -EPERM;
 	struct afile *f = file_get(st, file);
 	return f ? f->fd : -EINVAL;
+}
+
+/* Close the retired descriptors once no thread of this process may still
+ * use one: they are no longer in any afile, so a thread that loads one now
+ * gets the new descriptor; one that loaded a retired one did so after its
+ * fd_use_begin, so it still counts in fd_users.  Called where the calling
+ * thread holds no descriptor (after a commit, a read, a checkpoint). */
+void files_close_stale(atomio *st)
+{
+	if (!__atomic_load_n(&st->nstale, __ATOMIC_RELAXED))
+		return;
+	cat_mutex_lock(st);
+	atomic_thread_fence(memory_order_seq_cst); /* the retirements before the look at fd_users */
+	if (atomic_load(&st->fd_users) == 0) {
+		for (unsigned i = 0; i < st->nstale; i++)
+			atomio_sys->close(st->stale[i]);
+		__atomic_store_n(&st->nstale, 0, __ATOMIC_RELAXED);
+	}
+	cat_mutex_unlock(st);
 }
 
 void files_close_all(atomio *st)

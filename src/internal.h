@@ -258,8 +258,13 @@ struct atomio {
 	_Atomic uint32_t files_hi;
 	uint64_t cat_gen;     /* the catalog generation this process loaded */
 	pthread_mutex_t cat_lock; /* this process's registrations (and LK_CAT across processes) */
-	int *stale;           /* descriptors of files registered anew since: closed with the store */
+	/* descriptors of files registered anew since (cat_lock): closed once
+	 * no thread of this process may still use one (files_close_stale) */
+	int *stale;
 	unsigned nstale, stale_cap;
+	/* threads between loading a data file's descriptor from its afile and
+	 * their last use of it (fd_use_begin / fd_use_end) */
+	_Atomic unsigned fd_users;
 
 	/* tx pool: recently ended txs are not reused at once, so that a use
 	 * after commit finds TX_DEAD and gets -EINVAL instead of corrupting
@@ -510,6 +515,14 @@ const char *file_name(atomio *st, const struct afile *f, char *buf, size_t bufsz
 int file_check_path(const char *path, uint16_t flags);
 int file_identity(int fd, struct fid *id);
 uint64_t file_max_size(int fd);
+/* A thread about to load a data file's descriptor (hfd, or fd of a file
+ * opened on demand) from its afile, and done with it: a descriptor retired
+ * meanwhile (file_retire) is closed only when none is between the two
+ * (files_close_stale), so never under a read or write in flight.  The
+ * increment is a full barrier: the descriptor is loaded after it. */
+static inline void fd_use_begin(atomio *st) { atomic_fetch_add(&st->fd_users, 1); }
+static inline void fd_use_end(atomio *st) { atomic_fetch_sub(&st->fd_users, 1); }
+void files_close_stale(atomio *st);
 void files_close_all(atomio *st);
 
 /* caps.c */

@@ -1029,6 +1029,7 @@ int replay_record(atomio *st, uint64_t pos, uint64_t seq)
 	}
 	if (r == 1)
 		r = check_segs(&rc, &rec, true);
+	fd_use_begin(st);
 	for (uint32_t id = 0; r == 0 && id < rc.hi; id++) {
 		if (!(rc.needed[id / 8] & (1u << (id % 8))))
 			continue;
@@ -1038,6 +1039,7 @@ int replay_record(atomio *st, uint64_t pos, uint64_t seq)
 	}
 	if (r == 0)
 		r = apply_record(&rc, &rec);
+	fd_use_end(st);
 	free(rec.segs);
 	rcv_free(&rc);
 	return r;
