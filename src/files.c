@@ -734,7 +734,7 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 		file_open_home(st, f, fd); /* the descriptor home writes use */
 	}
 	f->lazy = false;
-	f->gen = f->fd_gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
+	f->gen = f->fd_gen = f->fd_file_gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
 	file_probe_caps(st, f, fd);
 	if (f->caps.fast_max) {
 		/* From now on leaders fill the fast path's guard; what was
@@ -952,6 +952,33 @@ int file_open(atomio *st, const char *path, int open_flags, mode_t mode, bool ro
 	return file_open_once(st, canon, stored, cflags, open_flags, mode, role_held);
 }
 
+/* f's own descriptor (the one atomio_file_fd gives), of a file registered
+ * anew by another process since it was opened: the file its path names now
+ * is opened again as the application opened it -- through the home
+ * descriptor file_get_any opened, its identity checked against the catalog
+ * -- and put under the same number (dup3), so that a number the application
+ * kept names the current file too, and the old inode's description goes.
+ * The fast path stays off for f (fd_gen): its limits were learnt on the old
+ * inode.  Best effort: on failure the number keeps naming the old file. */
+static void file_fd_follow(atomio *st, struct afile *f)
+{
+	int err = 0;
+	if (!file_get_any(st, f->id, &err))
+		return;
+	cat_mutex_lock(st);
+	uint32_t gen = atomic_load(&st->sh->fgen[f->id]);
+	int hfd = f->hfd, fd = f->fd;
+	if (f->fd_file_gen != gen && !file_stale(st, f) && hfd >= 0 && fd >= 0 && hfd != fd) {
+		int keep = f->open_flags & (O_DIRECT | O_DSYNC | O_SYNC | O_NOATIME);
+		int nfd = proc_reopen(hfd, O_RDWR | O_CLOEXEC | keep);
+		if (nfd >= 0 && sys_dup3(nfd, fd, O_CLOEXEC) == 0)
+			f->fd_file_gen = gen;
+		if (nfd >= 0)
+			atomio_sys->close(nfd);
+	}
+	cat_mutex_unlock(st);
+}
+
 int atomio_file_fd(atomio *st, int file)
 {
 	if (!st)
@@ -959,7 +986,11 @@ int atomio_file_fd(atomio *st, int file)
 	if (st_forked(st))
 		return -EPERM;
 	struct afile *f = file_get(st, file);
-	return f ? f->fd : -EINVAL;
+	if (!f)
+		return -EINVAL;
+	if (!st->exclusive && !f->lazy && f->fd_file_gen != atomic_load(&st->sh->fgen[f->id]))
+		file_fd_follow(st, f);
+	return f->fd;
 }
 
 /* Close the retired descriptors once no thread of this process may still

@@ -133,6 +133,7 @@ struct afile {
 	bool lazy;
 	uint32_t gen;               /* its registration's generation when opened here (shm.h, fgen) */
 	uint32_t fd_gen;            /* ... when fd was (atomio_file_open; hfd may be newer) */
+	uint32_t fd_file_gen;       /* ... of the file fd names now (atomio_file_fd may move it on) */
 	/* sh->fwrote of its file when hfd was opened (checkpoint.c, TRUSTED
 	 * DESCRIPTORS): batches up to this one may have written it before. */
 	uint64_t hfd_wrote;
