@@ -542,11 +542,21 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 	if (g_shared)
 		append = shared_append(fd, o, rwf);
 	bool xwant = shared_xwant(fd, o, append, pos, off, total);
+	/* Shared mode, a write inside the file: the lock shared, the size
+	 * looked at again under it (a truncate may have come between). */
+	bool inside = g_shared && !xwant;
 	int xs = -1;
 again:
 	if (pos)
 		pthread_mutex_lock(&o->pos_mu);
-	int r = xwant ? pl_xlock(f, &xs) : 0;
+	int r = xwant ? pl_xlock(f, &xs) : inside ? pl_xlock_shared(f, &xs) : 0;
+	if (r == 0 && inside && shared_xwant(fd, o, append, pos, off, total)) {
+		pl_xunlock(xs); /* it extends the file now: the lock exclusive */
+		xs = -1;
+		inside = false;
+		xwant = true;
+		r = pl_xlock(f, &xs);
+	}
 	pthread_mutex_lock(&f->mu);
 	if (r == 0)
 		size_refresh(f, fd);
