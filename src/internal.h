@@ -524,6 +524,9 @@ uint64_t file_max_size(int fd);
 static inline void fd_use_begin(atomio *st) { atomic_fetch_add(&st->fd_users, 1); }
 static inline void fd_use_end(atomio *st) { atomic_fetch_sub(&st->fd_users, 1); }
 void files_close_stale(atomio *st);
+/* Tests only (t_async_stop): called by the async worker with the mutex held,
+ * after its look at the stop flag and before its wait.  NULL. */
+extern void (*async_idle_hook)(atomio *st);
 void files_close_all(atomio *st);
 
 /* caps.c */
