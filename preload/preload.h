@@ -287,6 +287,10 @@ static inline bool pl_pofd_xproc(const struct pofd *o)
 /* The same for a read or seek at the position: in a process that cannot
  * open the log for writing (nor so the store), none (0, *slot -1). */
 int pl_xlock_read(struct pfile *f, int *slot);
+/* Shared mode, a write inside the file: the same byte, shared with the other
+ * writes inside files of its slot, from the look at the size to the end of
+ * the commit (state.c says why).  pl_xunlock lets it go. */
+int pl_xlock_shared(struct pfile *f, int *slot);
 void pl_xunlock(int slot);
 /* Protect a descriptor received over a socket (SCM_RIGHTS) that names a
  * protected file, as an inherited one. */

@@ -1231,18 +1231,40 @@ void pl_adopt_inherited(void)
  * process locks through a description of its own (opened after the fork:
  * processes sharing a description would share its locks too); its threads
  * share it, so a mutex per slot lets one thread of the process at a time
- * hold the byte. */
+ * hold the byte.
+ *
+ * A write inside the file (shared mode) takes the byte SHARED (F_RDLCK),
+ * from its look at the size to the end of its commit: writes inside the file
+ * go on side by side, but a size change or an append (exclusive) waits for
+ * them, and they for it -- else a truncate below a write that saw the old
+ * size could be committed before it, and an append after it take the end
+ * the truncate left, not yet knowing the write: its bytes landed over part
+ * of the write, which no order of the three gives (t_preload_inside).  In
+ * this process the slot's rwlock (writers first) admits the shared holders
+ * together or one exclusive; the first shared holder takes the byte, the
+ * last lets it go.  The kernel grants a read lock while a writer waits, so
+ * a steady stream of overlapping writes inside a file can hold an append of
+ * another process back as long as it lasts. */
 #define XLK_SLOTS 256
 #define XLK_BASE (1ull << 61)
 static pthread_mutex_t g_xmu[XLK_SLOTS];
+static pthread_rwlock_t g_xrw[XLK_SLOTS];
+static unsigned g_xreaders[XLK_SLOTS]; /* this process's shared holders of the slot (g_xmu) */
 static pthread_mutex_t g_xfd_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_xfd = -1;
 static pid_t g_xpid; /* the process the slots and g_xfd belong to */
 
 static void xlk_init(void)
 {
-	for (int i = 0; i < XLK_SLOTS; i++)
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	for (int i = 0; i < XLK_SLOTS; i++) {
 		pthread_mutex_init(&g_xmu[i], NULL);
+		pthread_rwlock_init(&g_xrw[i], &a);
+		g_xreaders[i] = 0;
+	}
+	pthread_rwlockattr_destroy(&a);
 	g_xpid = getpid();
 }
 
@@ -1278,6 +1300,18 @@ static int xlk_fd(void)
  * process can open no store either, so it writes no protected file. */
 static bool g_xfd_denied;
 
+static int xlk_slot(const struct pfile *f)
+{
+	uint64_t h = ((uint64_t)f->dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)f->ino * 0xc2b2ae3d27d4eb4full);
+	return (int)((h >> 32) % XLK_SLOTS);
+}
+
+static void xlk_refused(const struct pfile *f, int e)
+{
+	pl_msg(f->path, "refused: the lock that orders appends and shared file offsets between the "
+			"store's processes (on %s) cannot be taken: %s", g_log, strerror(e));
+}
+
 static int xlock(struct pfile *f, int *slot, bool reader)
 {
 	*slot = -1;
@@ -1287,10 +1321,10 @@ static int xlock(struct pfile *f, int *slot, bool reader)
 	 * are refused (pl_not_owner); its reads and seeks go as before. */
 	if (getpid() != g_xpid)
 		return 0;
-	uint64_t h = ((uint64_t)f->dev * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)f->ino * 0xc2b2ae3d27d4eb4full);
-	int s = (int)((h >> 32) % XLK_SLOTS);
+	int s = xlk_slot(f);
 	if (reader && g_xfd_denied)
 		return 0;
+	pthread_rwlock_wrlock(&g_xrw[s]);
 	pthread_mutex_lock(&g_xmu[s]);
 	int fd = xlk_fd();
 	if (reader && (fd == -EACCES || fd == -EROFS || fd == -EPERM || fd == -ENOENT)) {
@@ -1301,6 +1335,7 @@ static int xlock(struct pfile *f, int *slot, bool reader)
 		 * description may move the offset under a read of it. */
 		g_xfd_denied = fd != -ENOENT;
 		pthread_mutex_unlock(&g_xmu[s]);
+		pthread_rwlock_unlock(&g_xrw[s]);
 		return 0;
 	}
 	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(XLK_BASE + (uint64_t)s),
@@ -1311,11 +1346,40 @@ static int xlock(struct pfile *f, int *slot, bool reader)
 	if (fd < 0 || r < 0) {
 		int e = fd < 0 ? -fd : errno;
 		pthread_mutex_unlock(&g_xmu[s]);
-		pl_msg(f->path, "refused: the lock that orders appends and shared file offsets between the "
-				"store's processes (on %s) cannot be taken: %s", g_log, strerror(e));
+		pthread_rwlock_unlock(&g_xrw[s]);
+		xlk_refused(f, e);
 		return -e;
 	}
 	*slot = s;
+	return 0;
+}
+
+int pl_xlock_shared(struct pfile *f, int *slot)
+{
+	*slot = -1;
+	if (getpid() != g_xpid)
+		return 0; /* a vfork child: as xlock */
+	int s = xlk_slot(f);
+	pthread_rwlock_rdlock(&g_xrw[s]);
+	pthread_mutex_lock(&g_xmu[s]);
+	int fd = 0, r = 0;
+	if (g_xreaders[s] == 0) {
+		fd = xlk_fd();
+		struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET,
+				   .l_start = (off_t)(XLK_BASE + (uint64_t)s), .l_len = 1};
+		while (fd >= 0 && (r = real.fcntl(fd, F_OFD_SETLKW, &fl)) < 0 && errno == EINTR)
+			;
+	}
+	if (fd < 0 || r < 0) {
+		int e = fd < 0 ? -fd : errno;
+		pthread_mutex_unlock(&g_xmu[s]);
+		pthread_rwlock_unlock(&g_xrw[s]);
+		xlk_refused(f, e);
+		return -e;
+	}
+	g_xreaders[s]++;
+	pthread_mutex_unlock(&g_xmu[s]);
+	*slot = XLK_SLOTS + s;
 	return 0;
 }
 
@@ -1326,12 +1390,18 @@ void pl_xunlock(int slot)
 {
 	if (slot < 0)
 		return;
+	bool shared = slot >= XLK_SLOTS;
+	int s = shared ? slot - XLK_SLOTS : slot;
 	struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET,
-			   .l_start = (off_t)(XLK_BASE + (uint64_t)slot), .l_len = 1};
+			   .l_start = (off_t)(XLK_BASE + (uint64_t)s), .l_len = 1};
+	if (shared)
+		pthread_mutex_lock(&g_xmu[s]);
 	/* Unlocking a lock we hold does not fail but for a closed descriptor
 	 * (the store's descriptors cannot be closed by the program). */
-	(void)real.fcntl(g_xfd, F_OFD_SETLK, &fl);
-	pthread_mutex_unlock(&g_xmu[slot]);
+	if (!shared || --g_xreaders[s] == 0)
+		(void)real.fcntl(g_xfd, F_OFD_SETLK, &fl);
+	pthread_mutex_unlock(&g_xmu[s]);
+	pthread_rwlock_unlock(&g_xrw[s]);
 }
 
 /* A descriptor received over a UNIX socket (SCM_RIGHTS): protected as an

@@ -511,6 +511,23 @@ static bool shared_xwant(int fd, struct pofd *o, bool append, bool pos, off_t of
 	return REAL(fstat)(fd, &sb) < 0 || off > sb.st_size - (off_t)total;
 }
 
+/* Take the lock p_write wants: exclusive (*xwant), shared for a write
+ * inside the file (*inside), whose size is looked at again under it -- one
+ * that extends the file now takes it exclusive -- or none.  0 or -errno. */
+static int write_lock(int fd, struct pofd *o, bool append, bool pos, off_t off, size_t total, bool *xwant,
+		      bool *inside, int *xs)
+{
+	int r = *xwant ? pl_xlock(o->f, xs) : *inside ? pl_xlock_shared(o->f, xs) : 0;
+	if (r == 0 && *inside && shared_xwant(fd, o, append, pos, off, total)) {
+		pl_xunlock(*xs);
+		*xs = -1;
+		*inside = false;
+		*xwant = true;
+		r = pl_xlock(o->f, xs);
+	}
+	return r;
+}
+
 /* A write larger than one group is cut short (write(2) may return less
  * than asked; callers write the rest): the first g_max_group bytes of iov
  * (a multiple of the O_DIRECT offset alignment) into v, which has room for
@@ -584,11 +601,14 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 	if (g_shared)
 		append = shared_append(fd, o, rwf);
 	bool xwant = shared_xwant(fd, o, append, pos, off, total);
+	/* Shared mode, a write inside the file: the lock shared, the size
+	 * looked at again under it (a truncate may have come between). */
+	bool inside = g_shared && !xwant;
 	int xs = -1;
 again:
 	if (pos)
 		pthread_mutex_lock(&o->pos_mu);
-	int r = xwant ? pl_xlock(f, &xs) : 0;
+	int r = write_lock(fd, o, append, pos, off, total, &xwant, &inside, &xs);
 	pthread_mutex_lock(&f->mu);
 	if (r == 0)
 		size_refresh(f, fd);

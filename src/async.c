@@ -114,6 +114,8 @@ void async_collect(atomio *st)
 	shm_unlock(st);
 }
 
+void (*async_idle_hook)(atomio *st);
+
 /* The worker: leads batches nobody else is there to lead (asynchronous
  * groups), and collects this process's that are done. */
 static void *worker_main(void *arg)
@@ -134,6 +136,8 @@ static void *worker_main(void *arg)
 			lead_locked_drops(st);
 		} else {
 			atomic_store(&me->worker_idle, 1);
+			if (async_idle_hook)
+				async_idle_hook(st); /* (tests: between the look at the flag and the wait) */
 			shm_wait_locked_drops(st, &me->wake);
 			atomic_store(&me->worker_idle, 0);
 		}

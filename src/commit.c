@@ -875,6 +875,8 @@ static void home_done_locked(atomio *st, uint64_t k, const struct view *v, int r
 		wb_note(st, v->g, v->n);
 	}
 	S->home_next = k + 1;
+	if (atomic_load(&st->sh->homed) < k + 1)
+		atomic_store(&st->sh->homed, k + 1); /* (mutex held: the only writer) */
 	S->bstate[k % SHM_BATCHES] = BAT_HOMED;
 	shm_wake(st, &st->sh->ev_home);
 	if (r == 0 && !fast && B->bytes) {
@@ -908,6 +910,8 @@ static int home_stage_locked_drops(atomio *st, struct batch *b, int r)
 	}
 	st->S->bstate[b->k % SHM_BATCHES] = BAT_HOMING;
 	HOLD_SET(st->home_holder);
+	if (r == 0 && !b->fast)
+		ckpt_home_begin_locked(st, b->k, b->v.g, b->v.n);
 	shm_unlock(st);
 	if (r == 0 && !b->fast) {
 		r = engine_home(st, b->v.g, b->v.n);
@@ -1081,10 +1085,12 @@ static int adopt_pad_locked_drops(atomio *st, uint64_t k, int state)
 			shm_ent_free(st, v[c]);
 			continue;
 		}
-		/* A fast-path write issued by the dead leader may have landed:
-		 * the group is committed again through the log, and whatever
+		/* A fast-path write issued by the dead leader may have landed
+		 * (BAT_LOGGING: in flight when it died; BAT_LOGGED: returned,
+		 * the leader died waiting for its home turn -- durable unless
+		 * it failed): the group is committed again, and whatever
 		 * becomes of it, it is no longer "not written" (ENT_MAYBE). */
-		if (B->fast && state == BAT_LOGGING)
+		if (B->fast && (state == BAT_LOGGING || state == BAT_LOGGED))
 			atomic_fetch_or(&e->flags, ENT_MAYBE);
 		e->fast = 0;
 		atomic_store(&e->state, ENT_QUEUED);
@@ -1117,6 +1123,7 @@ static int adopt_home_locked_drops(atomio *st, uint64_t k, struct view *vw)
 	}
 	bool priv = B->priv;
 	uint64_t off = B->off, seq0 = B->seq0;
+	ckpt_home_begin_locked(st, k, NULL, 0); /* its files not known yet: all of them */
 	shm_unlock(st);
 	if (priv) {
 		/* Its data was in the dead process: read it back from the log,
@@ -1431,5 +1438,6 @@ int commit_tx(atomio_tx *tx)
 	shm_ent_free(st, tx->ent);
 	tx->ent = 0;
 	shm_unlock(st);
+	files_close_stale(st); /* a quiet point of this thread: it holds no descriptor */
 	return r;
 }

@@ -59,7 +59,10 @@ static inline int engine_fast_write(atomio *st, struct afile *f, const void *buf
 }
 static inline int engine_home(atomio *st, const struct grp *g, uint32_t n)
 {
-	return st->eng->home(st, g, n);
+	fd_use_begin(st);
+	int r = st->eng->home(st, g, n);
+	fd_use_end(st);
+	return r;
 }
 
 #endif

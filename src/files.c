@@ -383,6 +383,9 @@ static int cat_write(atomio *st)
  * writes stay O_DIRECT. */
 static int file_open_home(atomio *st, struct afile *f, int fd)
 {
+	/* read after fd's open: a batch that began writing the file later is
+	 * counted newer (checkpoint.c, TRUSTED DESCRIPTORS) */
+	f->hfd_wrote = ckpt_wrote_mark(st, f->id);
 	f->hfd = fd;
 	f->direct_home = f->direct;
 	if (!f->direct || (st->flags & ATOMIO_DIRECT_HOME))
@@ -679,8 +682,9 @@ static bool same_inode(int a, int b)
 }
 
 /* A descriptor of a file registered anew since it was opened: another
- * thread may be writing or syncing through it still, so it is closed with
- * the store, not now.  cat_lock held. */
+ * thread may be writing, reading or syncing through it still, so it is
+ * closed later, once no thread is between loading a descriptor and its last
+ * use of it (files_close_stale), or with the store.  cat_lock held. */
 static void file_retire(atomio *st, int fd)
 {
 	ASSERT_CAT(st);
@@ -695,7 +699,8 @@ static void file_retire(atomio *st, int fd)
 		st->stale = v;
 		st->stale_cap = cap;
 	}
-	st->stale[st->nstale++] = fd;
+	st->stale[st->nstale] = fd;
+	__atomic_store_n(&st->nstale, st->nstale + 1, __ATOMIC_RELAXED);
 }
 
 /* Open f in this session as fd: its descriptors, limits and capabilities,
@@ -729,7 +734,7 @@ static void publish(atomio *st, struct afile *f, int fd, int open_flags)
 		file_open_home(st, f, fd); /* the descriptor home writes use */
 	}
 	f->lazy = false;
-	f->gen = f->fd_gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
+	f->gen = f->fd_gen = f->fd_file_gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
 	file_probe_caps(st, f, fd);
 	if (f->caps.fast_max) {
 		/* From now on leaders fill the fast path's guard; what was
@@ -836,6 +841,8 @@ struct afile *file_get_any(atomio *st, uint32_t id, int *err)
 		if (r == 0) {
 			f->max_size = file_max_size(fd);
 			f->gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
+			/* after the open (checkpoint.c, TRUSTED DESCRIPTORS) */
+			__atomic_store_n(&f->hfd_wrote, ckpt_wrote_mark(st, f->id), __ATOMIC_RELAXED);
 			if (f->fd < 0) {
 				f->direct = f->direct_home = false;
 				memset(&f->caps, 0, sizeof(f->caps));
@@ -945,6 +952,33 @@ int file_open(atomio *st, const char *path, int open_flags, mode_t mode, bool ro
 	return file_open_once(st, canon, stored, cflags, open_flags, mode, role_held);
 }
 
+/* f's own descriptor (the one atomio_file_fd gives), of a file registered
+ * anew by another process since it was opened: the file its path names now
+ * is opened again as the application opened it -- through the home
+ * descriptor file_get_any opened, its identity checked against the catalog
+ * -- and put under the same number (dup3), so that a number the application
+ * kept names the current file too, and the old inode's description goes.
+ * The fast path stays off for f (fd_gen): its limits were learnt on the old
+ * inode.  Best effort: on failure the number keeps naming the old file. */
+static void file_fd_follow(atomio *st, struct afile *f)
+{
+	int err = 0;
+	if (!file_get_any(st, f->id, &err))
+		return;
+	cat_mutex_lock(st);
+	uint32_t gen = atomic_load(&st->sh->fgen[f->id]);
+	int hfd = f->hfd, fd = f->fd;
+	if (f->fd_file_gen != gen && !file_stale(st, f) && hfd >= 0 && fd >= 0 && hfd != fd) {
+		int keep = f->open_flags & (O_DIRECT | O_DSYNC | O_SYNC | O_NOATIME);
+		int nfd = proc_reopen(hfd, O_RDWR | O_CLOEXEC | keep);
+		if (nfd >= 0 && sys_dup3(nfd, fd, O_CLOEXEC) == 0)
+			f->fd_file_gen = gen;
+		if (nfd >= 0)
+			atomio_sys->close(nfd);
+	}
+	cat_mutex_unlock(st);
+}
+
 int atomio_file_fd(atomio *st, int file)
 {
 	if (!st)
@@ -952,7 +986,30 @@ int atomio_file_fd(atomio *st, int file)
 	if (st_forked(st))
 		return -EPERM;
 	struct afile *f = file_get(st, file);
-	return f ? f->fd : -EINVAL;
+	if (!f)
+		return -EINVAL;
+	if (!st->exclusive && !f->lazy && f->fd_file_gen != atomic_load(&st->sh->fgen[f->id]))
+		file_fd_follow(st, f);
+	return f->fd;
+}
+
+/* Close the retired descriptors once no thread of this process may still
+ * use one: they are no longer in any afile, so a thread that loads one now
+ * gets the new descriptor; one that loaded a retired one did so after its
+ * fd_use_begin, so it still counts in fd_users.  Called where the calling
+ * thread holds no descriptor (after a commit, a read, a checkpoint). */
+void files_close_stale(atomio *st)
+{
+	if (!__atomic_load_n(&st->nstale, __ATOMIC_RELAXED))
+		return;
+	cat_mutex_lock(st);
+	atomic_thread_fence(memory_order_seq_cst); /* the retirements before the look at fd_users */
+	if (atomic_load(&st->fd_users) == 0) {
+		for (unsigned i = 0; i < st->nstale; i++)
+			atomio_sys->close(st->stale[i]);
+		__atomic_store_n(&st->nstale, 0, __ATOMIC_RELAXED);
+	}
+	cat_mutex_unlock(st);
 }
 
 void files_close_all(atomio *st)

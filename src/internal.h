@@ -133,6 +133,10 @@ struct afile {
 	bool lazy;
 	uint32_t gen;               /* its registration's generation when opened here (shm.h, fgen) */
 	uint32_t fd_gen;            /* ... when fd was (atomio_file_open; hfd may be newer) */
+	uint32_t fd_file_gen;       /* ... of the file fd names now (atomio_file_fd may move it on) */
+	/* sh->fwrote of its file when hfd was opened (checkpoint.c, TRUSTED
+	 * DESCRIPTORS): batches up to this one may have written it before. */
+	uint64_t hfd_wrote;
 };
 
 struct arena_chunk {
@@ -255,8 +259,13 @@ struct atomio {
 	_Atomic uint32_t files_hi;
 	uint64_t cat_gen;     /* the catalog generation this process loaded */
 	pthread_mutex_t cat_lock; /* this process's registrations (and LK_CAT across processes) */
-	int *stale;           /* descriptors of files registered anew since: closed with the store */
+	/* descriptors of files registered anew since (cat_lock): closed once
+	 * no thread of this process may still use one (files_close_stale) */
+	int *stale;
 	unsigned nstale, stale_cap;
+	/* threads between loading a data file's descriptor from its afile and
+	 * their last use of it (fd_use_begin / fd_use_end) */
+	_Atomic unsigned fd_users;
 
 	/* tx pool: recently ended txs are not reused at once, so that a use
 	 * after commit finds TX_DEAD and gets -EINVAL instead of corrupting
@@ -507,6 +516,17 @@ const char *file_name(atomio *st, const struct afile *f, char *buf, size_t bufsz
 int file_check_path(const char *path, uint16_t flags);
 int file_identity(int fd, struct fid *id);
 uint64_t file_max_size(int fd);
+/* A thread about to load a data file's descriptor (hfd, or fd of a file
+ * opened on demand) from its afile, and done with it: a descriptor retired
+ * meanwhile (file_retire) is closed only when none is between the two
+ * (files_close_stale), so never under a read or write in flight.  The
+ * increment is a full barrier: the descriptor is loaded after it. */
+static inline void fd_use_begin(atomio *st) { atomic_fetch_add(&st->fd_users, 1); }
+static inline void fd_use_end(atomio *st) { atomic_fetch_sub(&st->fd_users, 1); }
+void files_close_stale(atomio *st);
+/* Tests only (t_async_stop): called by the async worker with the mutex held,
+ * after its look at the stop flag and before its wait.  NULL. */
+extern void (*async_idle_hook)(atomio *st);
 void files_close_all(atomio *st);
 
 /* caps.c */
@@ -531,6 +551,9 @@ void checkpoint_destroy(atomio *st);
 bool checkpoint_must_wait_locked(const atomio *st);
 /* A batch's home writes are done: note its files and blocks (mutex held). */
 void dirty_note_locked(atomio *st, const struct grp *g, uint32_t n);
+void ckpt_home_begin_locked(atomio *st, uint64_t k, const struct grp *g, uint32_t n);
+uint64_t ckpt_wrote_mark(atomio *st, uint32_t id);
+int replay_files(atomio *st, const uint8_t *only);
 void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
 int checkpoint_wake(atomio *st);

@@ -32,6 +32,8 @@ static ssize_t direct_read(int fd, uint32_t align, void *buf, size_t len, off_t 
 	return n;
 }
 
+static ssize_t preadv_file(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
+
 /* Which reads see what (docs/API.md): a committed group's home writes are
  * in the page cache of the file (buffered files) or of its buffered twin
  * (O_DIRECT files, default) before the commit returns, so a buffered read of
@@ -45,6 +47,15 @@ ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt,
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
+	fd_use_begin(st);
+	ssize_t r = preadv_file(st, file, iov, iovcnt, off);
+	fd_use_end(st);
+	files_close_stale(st);
+	return r;
+}
+
+static ssize_t preadv_file(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off)
+{
 	struct afile *f = file_app(st, file);
 	if (!f)
 		return -EINVAL;

@@ -209,6 +209,11 @@ static off_t lx_lseek(int fd, off_t off, int whence)
 	return r < 0 ? -errno : r;
 }
 
+static int lx_dup3(int oldfd, int newfd, int flags)
+{
+	return dup3(oldfd, newfd, flags) < 0 ? -errno : 0;
+}
+
 static int lx_getrlimit(int resource, struct rlimit *rl)
 {
 	return getrlimit(resource, rl) < 0 ? -errno : 0;
@@ -315,6 +320,7 @@ const struct atomio_sysops atomio_sys_linux = {
 	.futex_wake = lx_futex_wake,
 	.pid_alive = lx_pid_alive,
 	.uring_register_files = lx_uring_register_files,
+	.dup3 = lx_dup3,
 };
 
 const struct atomio_sysops *atomio_sys = &atomio_sys_linux;
@@ -441,6 +447,11 @@ int sys_fadvise(int fd, off_t off, off_t len, int advice)
 int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg)
 {
 	return atomio_sys->listdir ? atomio_sys->listdir(dir, fn, arg) : -ENOSYS;
+}
+
+int sys_dup3(int oldfd, int newfd, int flags)
+{
+	return atomio_sys->dup3 ? atomio_sys->dup3(oldfd, newfd, flags) : -ENOSYS;
 }
 
 int sys_getrlimit(int resource, struct rlimit *rl)

@@ -197,6 +197,11 @@ struct atomio_sysops {
 	 * (engine_uring.c, ring_new, says why).  uring_exit unregisters them
 	 * first.  May be NULL: -ENOSYS, and the store writes the plain way. */
 	int (*uring_register_files)(struct io_uring *ring, const int *fds, unsigned n);
+	/* dup3(2): atomio_file_fd puts a file registered anew under the number
+	 * of the application's descriptor of the old one (files.c,
+	 * file_fd_follow).  May be NULL: -ENOSYS, and the number keeps naming
+	 * the old file. */
+	int (*dup3)(int oldfd, int newfd, int flags);
 };
 
 #define SYS_LK_SET 0
@@ -244,6 +249,7 @@ ssize_t sys_read(int fd, void *buf, size_t len);
 ssize_t sys_write(int fd, const void *buf, size_t len);
 int sys_fadvise(int fd, off_t off, off_t len, int advice);
 int sys_getrlimit(int resource, struct rlimit *rl);
+int sys_dup3(int oldfd, int newfd, int flags);
 int sys_listdir(const char *dir, int (*fn)(void *arg, const char *name), void *arg);
 int sys_sync_file_range(int fd, off_t off, off_t len, unsigned flags);
 int sys_fallocate(int fd, int mode, off_t off, off_t len);

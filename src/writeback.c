@@ -344,7 +344,18 @@ static int wait_fd(struct waitfds *wf, uint32_t file, int hfd)
 /* Start the write-back of v's ranges (sorted here, neighbours merged); with
  * wf, then wait for it to end, on wf's descriptors.  Lock not held.  false
  * when the backend has no sync_file_range. */
+static bool wb_start_fds(atomio *st, struct wbent *v, unsigned nv, struct waitfds *wf);
+
+/* (its descriptors are loaded from the afiles: fd_use_begin) */
 static bool wb_start(atomio *st, struct wbent *v, unsigned nv, struct waitfds *wf)
+{
+	fd_use_begin(st);
+	bool r = wb_start_fds(st, v, nv, wf);
+	fd_use_end(st);
+	return r;
+}
+
+static bool wb_start_fds(atomio *st, struct wbent *v, unsigned nv, struct waitfds *wf)
 {
 	qsort(v, nv, sizeof(*v), cmp_ent);
 	for (int pass = 0; pass < (wf ? 2 : 1); pass++)
