@@ -19,7 +19,9 @@
  *   copy_file_range, sendfile, splice into one   refused: EXDEV / EINVAL
  *   fopen, freopen, fdopen for writing           refused: EPERM (stdio's
  *       writes are inside libc, where no wrapper sees them)
- *   rename, unlink of one          the store is closed around it (state.c)
+ *   rename, unlink of one          the store is closed around it (state.c; shared
+ *                                  mode: a store-wide checkpoint, then a rename
+ *                                  closes this process's handle around it)
  *   exec                           the store is closed first
  *   dup, dup2, dup3, fcntl(F_DUPFD*) the new descriptor shares the entry
  *   O_DIRECT       the kernel's alignment rules are checked (EINVAL), the data
@@ -1596,9 +1598,16 @@ static int p_rename(int odir, const char *from, int ndir, const char *to, unsign
 	if (!mine || pl_not_owner())
 		goto plain;
 	pl_lock_excl();
-	/* Shared mode: the store stays open (other processes use it); a
-	 * store-wide checkpoint leaves no live record naming the old path. */
-	int r = g_shared ? pl_shared_checkpoint(a) : pl_store_restart_locked();
+	/* A file id keeps the path it was registered under (files.c): records
+	 * logged for the file after the rename would still name the old path,
+	 * where other processes' home writes, and recovery, open it (gone, or
+	 * another file).  So this process's handle is closed around the rename,
+	 * in every mode: its next write registers the file under its new name.
+	 * Shared mode first checkpoints the whole store (the store stays open
+	 * for the others): no live record, of any process, names the old path. */
+	int r = g_shared ? pl_shared_checkpoint(a) : 0;
+	if (r == 0)
+		r = pl_store_restart_locked();
 	if (r < 0) {
 		pl_unlock_excl();
 		return fail(pl_errno(r));

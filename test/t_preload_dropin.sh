@@ -61,6 +61,7 @@ run estale default
 run emfile group
 run forkrename default
 run forkrename group
+run renameshared shared after
 run closerace race-default
 run rwstarve default
 run rwstarve group

@@ -19,6 +19,8 @@
  *   dropin cancel DIR     pthread_cancel of a thread in a protected fsync (ATOMIO_GROUP=1)
  *   dropin estale DIR     ftruncate of a protected file replaced where the library did not see it
  *   dropin emfile DIR     the store reopened with no descriptor to spare (ATOMIO_GROUP=1)
+ *   dropin renameshared DIR  shared mode: a process renames a protected file, writes it
+ *                         under its new name and is killed; another recovers its writes
  *   dropin closerace DIR  close and dup2 of a descriptor while another thread writes it
  *                         (run with ATOMIO_PRELOAD_TEST_WDELAY=300: the write waits there)
  *   dropin falloc DIR     fallocate where the filesystem says EOPNOTSUPP (a seccomp filter
@@ -756,6 +758,35 @@ static void c_forkrename(void)
 	want_file(P("a.db"), "PARENT");
 }
 
+/* Shared mode: a rename of a protected file by one process, then its
+ * writes to the file under the new name; the process is killed after its
+ * last sync, and the parent, joining the store at its first write, recovers
+ * the dead one's records.  Those of the writes after the rename must name
+ * the file by its new name: named by the old one (a.db, gone), the store
+ * could not be opened at all ("data file a.db is gone"), and a live
+ * process's home write of them fails the store (every write EIO: pfsx's
+ * shared rounds) or lands in whatever file has that name by then. */
+static void c_renameshared(void)
+{
+	pid_t p = fork();
+	CHECK(p >= 0);
+	if (p == 0) {
+		int fd = protected_with("a.db", "one");
+		CHECK(fsync(fd) == 0);
+		CHECK(rename(P("a.db"), P("b.db")) == 0);
+		CHECK(pwrite(fd, "two", 3, 0) == 3);
+		CHECK(fsync(fd) == 0);
+		kill(getpid(), SIGKILL);
+		_exit(3);
+	}
+	int ws;
+	CHECK(waitpid(p, &ws, 0) == p && WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+	int c = protected_with("c.db", "C");
+	CHECK(fsync(c) == 0);
+	CHECK(close(c) == 0);
+	want_file(P("b.db"), "two");
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -775,6 +806,10 @@ static void check(const char *c)
 		free(g);
 	} else if (!strcmp(c, "alias")) {
 		want_file(P("a.db"), "XYIAS1");
+	} else if (!strcmp(c, "renameshared")) {
+		CHECK(access(P("a.db"), F_OK) < 0 && errno == ENOENT);
+		want_file(P("b.db"), "two");
+		want_file(P("c.db"), "C");
 	} else if (!strcmp(c, "execveat")) {
 		want_file(P("e.db"), "EXECVEAT");
 		want_file(P("out"), "EXECVEAT");
@@ -823,6 +858,8 @@ int main(int argc, char **argv)
 		c_emfile();
 	else if (!strcmp(c, "forkrename"))
 		c_forkrename();
+	else if (!strcmp(c, "renameshared"))
+		c_renameshared();
 	else if (!strcmp(c, "closerace"))
 		c_closerace();
 	else if (!strcmp(c, "falloc"))
