@@ -2,8 +2,8 @@
  * db.c: the databases this process has open (struct adb, one per device
  * and inode, shared by its connections: g_dbs), the open connections
  * (g_conns), the mutex over them (g_mu), the fork handlers that detach
- * them in a child (FORK below), and a database's release at its last
- * close.
+ * them in a child (FORK below), a database's release at its last close,
+ * and the messages about its log (log_atomio).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 
 #include "atomio.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 /* Guards the lists and every change of a database's store or snapshot. */
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -155,7 +155,6 @@ void release_db(struct adb *d)
 	free(d);
 }
 
-
 /* The database of name "DB" + suffix opened through this VFS, with a
  * reference taken; NULL if none. */
 struct adb *db_named(const char *name, const char *suffix)
@@ -172,4 +171,10 @@ struct adb *db_named(const char *name, const char *suffix)
 		}
 	pthread_mutex_unlock(&g_mu);
 	return d;
+}
+
+void log_atomio(int rc, struct adb *d, const char *what, int err, const char *detail)
+{
+	sqlite3_log(rc, "atomio: %s %s: %s%s%s", what, d->log_path, atomio_strerror(err),
+		    detail && *detail ? ": " : "", detail ? detail : "");
 }

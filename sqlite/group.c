@@ -1,10 +1,10 @@
 /*
- * group.c: the transaction's group (GROUPS, vfs.h): a connection's pending
- * group turned into one atomio group (the diff against the mapped file,
- * add_group), its commit (commit_group), the commit of several databases'
- * groups as one (commit_set, with its group markers "DB-atomio-group"), and
- * the list of groups synced and waiting for their commit point (the ready
- * list, g_ready under g_rmu).
+ * group.c: the transaction's group (GROUPS, internals.h): a connection's
+ * pending group turned into one atomio group (the diff against the mapped
+ * file, add_group; the file's bytes under the group, base_read), its commit
+ * (commit_group), the commit of several databases' groups as one (commit_set,
+ * with its group markers "DB-atomio-group"), and the list of groups synced
+ * and waiting for their commit point (the ready list, g_ready under g_rmu).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 
 #include "atomio.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 /* Connections whose groups SQLite synced (phase one of a commit) and that
  * wait for its commit point: a thread's ones are all the databases of one
@@ -37,7 +37,6 @@ static pthread_mutex_t g_rmu = PTHREAD_MUTEX_INITIALIZER;
 static struct aconn *g_ready;
 
 /* --- groups ------------------------------------------------------------------ */
-
 
 static uint32_t be32(const unsigned char *b)
 {
@@ -415,19 +414,6 @@ void ready_forget(aconn *c)
 	ready_drop(c);
 }
 
-int sync_dir_of(const char *path)
-{
-	char *dir = strdup(path);
-	if (!dir)
-		return -ENOMEM;
-	char *sl = strrchr(dir, '/');
-	if (sl)
-		*(sl == dir ? sl + 1 : sl) = 0;
-	int r = f_fsync_dir(sl ? dir : ".");
-	free(dir);
-	return r;
-}
-
 /* Write d's group marker (the member databases, the first one's log holding
  * the group) and make it durable. */
 static int write_marker(struct adb *d, const char *list, size_t len)
@@ -598,16 +584,13 @@ int commit_ready(aconn *c)
  * its journals ours), it commits the groups its phase one synced. */
 int commit_at_super_delete(void) { return commit_ready(NULL); }
 
-
-
-int begin_group(aconn *c)
+int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off)
 {
-	if (c->pend.active)
-		return SQLITE_OK;
-	sqlite3_int64 sz;
-	int rc = x_file_size(&c->base, &sz);
-	if (rc != SQLITE_OK)
-		return rc;
-	pend_begin(&c->pend, sz);
-	return SQLITE_OK;
+	aconn *c = ctx;
+	int rc = c->real->pMethods->xRead(c->real, buf, (int)n, off);
+	/* A short read below the size the group began with cannot happen
+	 * while we hold the lock; the unix VFS zero-fills it anyway. */
+	if (rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ)
+		return n;
+	return -1;
 }

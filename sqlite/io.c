@@ -21,22 +21,9 @@
 
 #include "atomio.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 /* --- io methods ---------------------------------------------------------------- */
-
-/* A connection a forked child inherited (fork_child) is refused every lock,
- * write and commit: they would act on the parent's locks or store.  Its
- * pending group, a copy of the parent's, is dropped. */
-int x_inherited(aconn *c, int rc)
-{
-	ready_drop(c);
-	pend_clear(&c->pend);
-	sqlite3_log(rc, "atomio: %s: a connection inherited across fork() is not usable in the child "
-		    "(open a new one there)", c->db->db_path);
-	return rc;
-}
-
 
 int x_close(sqlite3_file *f)
 {
@@ -61,17 +48,6 @@ int x_close(sqlite3_file *f)
 		close(c->lockfd); /* releases our OFD locks */
 	c->base.pMethods = NULL;
 	return rc;
-}
-
-int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off)
-{
-	aconn *c = ctx;
-	int rc = c->real->pMethods->xRead(c->real, buf, (int)n, off);
-	/* A short read below the size the group began with cannot happen
-	 * while we hold the lock; the unix VFS zero-fills it anyway. */
-	if (rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ)
-		return n;
-	return -1;
 }
 
 static int x_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
@@ -127,6 +103,45 @@ static int write_store(aconn *c, int ioerr)
 	}
 	leave_write(c);
 	return enter_write(c);
+}
+
+static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+	aconn *c = (aconn *)f;
+	if (c->pend.active) {
+		*size = c->pend.lsize;
+		return SQLITE_OK;
+	}
+	/* The writer knows the size: no fstat per transaction.  That matters
+	 * beyond the call: a stat marks the file's times as seen, after which
+	 * (Linux 6.13+) every write stamps fine-grained times and dirties the
+	 * inode, and on ext4 without a journal the log's next sync must then
+	 * also write the inode-table block the database shares with it. */
+	bool writer = writer_store(c->db) && c->elock >= SQLITE_LOCK_SHARED;
+	int64_t known = writer ? __atomic_load_n(&c->db->size, __ATOMIC_RELAXED) : -1;
+	if (known >= 0) {
+		*size = known;
+		return SQLITE_OK;
+	}
+	int64_t n = c->db->wfd >= 0 ? f_size(c->db->wfd) : -1;
+	int rc = n >= 0 ? SQLITE_OK : c->real->pMethods->xFileSize(c->real, size);
+	if (n >= 0)
+		*size = n;
+	if (rc == SQLITE_OK && writer)
+		__atomic_store_n(&c->db->size, (int64_t)*size, __ATOMIC_RELAXED);
+	return rc;
+}
+
+static int begin_group(aconn *c)
+{
+	if (c->pend.active)
+		return SQLITE_OK;
+	sqlite3_int64 sz;
+	int rc = x_file_size(&c->base, &sz);
+	if (rc != SQLITE_OK)
+		return rc;
+	pend_begin(&c->pend, sz);
+	return SQLITE_OK;
 }
 
 static int x_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
@@ -212,33 +227,6 @@ static int x_sync(sqlite3_file *f, int flags)
 	if (wal_mode(c->db) && !c->ready && !c->pend.active) /* a checkpoint's */
 		return c->db->dfd >= 0 && f_fdatasync(c->db->dfd) == 0 ? SQLITE_OK : SQLITE_IOERR_FSYNC;
 	return c->ready ? SQLITE_OK : commit_group(c, false);
-}
-
-int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
-{
-	aconn *c = (aconn *)f;
-	if (c->pend.active) {
-		*size = c->pend.lsize;
-		return SQLITE_OK;
-	}
-	/* The writer knows the size: no fstat per transaction.  That matters
-	 * beyond the call: a stat marks the file's times as seen, after which
-	 * (Linux 6.13+) every write stamps fine-grained times and dirties the
-	 * inode, and on ext4 without a journal the log's next sync must then
-	 * also write the inode-table block the database shares with it. */
-	bool writer = writer_store(c->db) && c->elock >= SQLITE_LOCK_SHARED;
-	int64_t known = writer ? __atomic_load_n(&c->db->size, __ATOMIC_RELAXED) : -1;
-	if (known >= 0) {
-		*size = known;
-		return SQLITE_OK;
-	}
-	int64_t n = c->db->wfd >= 0 ? f_size(c->db->wfd) : -1;
-	int rc = n >= 0 ? SQLITE_OK : c->real->pMethods->xFileSize(c->real, size);
-	if (n >= 0)
-		*size = n;
-	if (rc == SQLITE_OK && writer)
-		__atomic_store_n(&c->db->size, (int64_t)*size, __ATOMIC_RELAXED);
-	return rc;
 }
 
 static int pragma(aconn *c, char **az)

@@ -18,7 +18,7 @@
 
 #include "atomio.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 /* --- journals -------------------------------------------------------------------- */
 

@@ -1,11 +1,12 @@
 /*
- * lock.c: LOCKS (vfs.h): SQLite's lock levels as OFD locks on the
+ * lock.c: LOCKS (internals.h): SQLite's lock levels as OFD locks on the
  * connection's own descriptor (x_lock, x_unlock, x_check_reserved), the
  * reader's wait for the store to settle before it reads (settle, with the
  * recovery of group markers and stale logs, recover_marked), a write
  * transaction's entry into the store (enter_write, leave_write), and the
  * writers' turns (turns.h): a refusal remembered per thread (t_turn), the
- * hand-off at the unlock, and the busy handler's sleep (v_sleep).
+ * hand-off at the unlock, and the busy handler's sleep (v_sleep).  A
+ * connection a forked child inherited locks nothing (x_inherited).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,7 @@
 
 #include "atomio.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 /* This thread's last refusal of a lock (x_lock), for its busy handler's
  * xSleep (v_sleep); and a hand-off it was given there, for its next try. */
@@ -49,7 +50,6 @@ static int turn_busy(aconn *c, bool excl)
 	t_turn.ino = c->db->ino;
 	return SQLITE_BUSY;
 }
-
 
 void unlock_all(aconn *c)
 {
@@ -81,7 +81,6 @@ static void to_shared(aconn *c)
 	ofd(c->lockfd, F_UNLCK, PENDING_BYTE, 2);
 	c->elock = SQLITE_LOCK_SHARED;
 }
-
 
 /* A group marker (commit_set): a transaction over several databases may
  * have died before its group was home everywhere.  Recover all of them
@@ -449,4 +448,16 @@ int v_sleep(sqlite3_vfs *v, int us)
 	}
 	release_db(d);
 	return el < ns ? (int)(el / 1000u) : us;
+}
+
+/* A connection a forked child inherited (fork_child) is refused every lock,
+ * write and commit: they would act on the parent's locks or store.  Its
+ * pending group, a copy of the parent's, is dropped. */
+int x_inherited(aconn *c, int rc)
+{
+	ready_drop(c);
+	pend_clear(&c->pend);
+	sqlite3_log(rc, "atomio: %s: a connection inherited across fork() is not usable in the child "
+		    "(open a new one there)", c->db->db_path);
+	return rc;
 }

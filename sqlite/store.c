@@ -1,12 +1,13 @@
 /*
- * store.c: THE STORE (vfs.h) of a database, as this process holds it: its
- * publication (d->st, d->turns) and the pins that keep it open while in
- * use (turns_pin, store_pin, store_unpublish); the probe of the log at an
- * open; stale and replaced logs (log_stale, check_log_age,
- * remove_replaced_log); group markers' recovery (recover_group) and a
- * log's recovery under the exclusive lock (recover_release); joining the
- * store (open_store), growing its log (grow_store) and reopening it after
- * a failed commit (repair_store).
+ * store.c: THE STORE (internals.h) of a database, as this process holds
+ * it: its publication (d->st, d->turns) and the pins that keep it open while
+ * in use (turns_pin, store_pin, store_unpublish); the probe of the log at an
+ * open; whether the file says WAL (header_wal) and the log's removal beside a
+ * WAL database (remove_log); stale and replaced logs (log_stale,
+ * check_log_age, remove_replaced_log); group markers' recovery
+ * (recover_group) and a log's recovery under the exclusive lock
+ * (recover_release); joining the store (open_store), growing its log
+ * (grow_store) and reopening it after a failed commit (repair_store).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,7 @@
 
 #include "atomio.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 /* TURNS (turns.h): the database's turns words, in its store's shared area,
  * held while in use.  The pin is a counter, not g_mu, since a sleeper holds
@@ -69,12 +70,6 @@ void store_unpublish(struct adb *d)
 
 /* --- the store ------------------------------------------------------------- */
 
-void log_atomio(int rc, struct adb *d, const char *what, int err, const char *detail)
-{
-	sqlite3_log(rc, "atomio: %s %s: %s%s%s", what, d->log_path, atomio_strerror(err),
-		    detail && *detail ? ": " : "", detail ? detail : "");
-}
-
 /* Remember the log's mark as our own recovery left it.  g_mu held. */
 static void snapshot(struct adb *d)
 {
@@ -90,6 +85,40 @@ static void snapshot(struct adb *d)
 	f_close(fd);
 }
 
+/* Does the database file say WAL: the file format's write and read
+ * versions (header bytes 18 and 19) both 2? */
+static bool header_wal(struct adb *d)
+{
+	unsigned char v[2];
+	const struct atomio_sysops *s = os();
+	ssize_t n = s ? s->pread(d->wfd, v, 2, 18) : pread(d->wfd, v, 2, 18);
+	return n == 2 && v[0] == 2 && v[1] == 2;
+}
+
+/* Remove the log of a database whose store nobody holds and whose log
+ * holds nothing to replay (closed by us just now, or recovered): under its
+ * flock, as check_log_age, retried while a reader's probe holds it shared
+ * for a moment. */
+void remove_log(struct adb *d)
+{
+	d->snap_ok = false;
+	for (int i = 0; i < 200; i++) {
+		int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
+		if (fd < 0)
+			return;
+		int r = f_flock(fd, LOCK_EX | LOCK_NB);
+		if (r == 0) {
+			f_unlink(d->log_path);
+			f_close(fd);
+			return;
+		}
+		f_close(fd);
+		if (r != -EWOULDBLOCK)
+			break;
+		usleep(1000);
+	}
+	sqlite3_log(SQLITE_NOTICE, "atomio: could not remove %s beside a WAL database", d->log_path);
+}
 
 /* Does a process have the store open (it recovered the log when it
  * opened it, the first of them)?  If not, has any store been opened since

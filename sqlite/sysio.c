@@ -1,8 +1,9 @@
 /*
  * sysio.c: the VFS's own system calls (sysio.h): the f_* calls on files,
- * through libatomio's system-call table where it is linked in, and the OFD
- * lock call (ofd) with its SQLite result code (lock_rc).  Nothing here knows
- * a database or a connection.
+ * through libatomio's system-call table where it is linked in; the OFD
+ * lock call (ofd) with its SQLite result code (lock_rc); and the sync of a
+ * file's directory (sync_dir_of).  Nothing here knows a database or a
+ * connection.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -159,7 +160,7 @@ int f_fsync(int fd)
 }
 
 /* fsync a directory (after creating an entry in it). */
-int f_fsync_dir(const char *dir)
+static int f_fsync_dir(const char *dir)
 {
 	int fd = f_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (fd < 0)
@@ -235,3 +236,16 @@ int ofd(int fd, short type, off_t start, off_t len)
 }
 
 int lock_rc(int r, int ioerr) { return r == -EAGAIN ? SQLITE_BUSY : ioerr; }
+
+int sync_dir_of(const char *path)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return -ENOMEM;
+	char *sl = strrchr(dir, '/');
+	if (sl)
+		*(sl == dir ? sl + 1 : sl) = 0;
+	int r = f_fsync_dir(sl ? dir : ".");
+	free(dir);
+	return r;
+}

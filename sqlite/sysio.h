@@ -26,11 +26,11 @@ int f_write_all(int fd, const void *buf, size_t len);
 int f_fdatasync(int fd);
 int f_ftruncate(int fd, off_t size);
 int f_fsync(int fd);
-int f_fsync_dir(const char *dir);
 ino_t f_ino(const char *path);
 int64_t f_size(int fd);
 bool f_btime(const char *path, struct statx_timestamp *t);
 int ofd(int fd, short type, off_t start, off_t len);
 int lock_rc(int r, int ioerr);
+int sync_dir_of(const char *path);
 
 #endif

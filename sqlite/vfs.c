@@ -2,7 +2,7 @@
  * vfs.c: the atomio SQLite VFS (include/atomio_sqlite.h): its vfs methods
  * (v_*: open, delete and the rest passed to the unix VFS) and its
  * registration (atomio_sqlite_register).  The design, the files and the
- * threads and locks: vfs.h.
+ * threads and locks: internals.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,13 +20,11 @@
 #include "atomio.h"
 #include "atomio_sqlite.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 static struct avfs *g_vfs;
 
 /* --- vfs methods ------------------------------------------------------------------ */
-
-sqlite3_vfs *real_vfs(sqlite3_vfs *v) { return ((struct avfs *)v)->real; }
 
 static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
 {

@@ -1,8 +1,8 @@
 /*
  * wal.c: journal_mode=WAL (see WAL below): whether a database is in WAL
- * mode, the store dropped and the log removed when it goes there
- * (wal_drop_store, remove_log), and the WAL file's own methods (w_*: open,
- * read, write, truncate, sync, delete), through atomio's system-call table.
+ * mode, the store dropped when it goes there (wal_drop_store), and the WAL
+ * file's own methods (w_*: open, read, write, truncate, sync, delete),
+ * through atomio's system-call table.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,10 +19,9 @@
 
 #include "atomio.h"
 #include "sysio.h"
-#include "vfs.h"
+#include "internals.h"
 
 /* --- WAL ------------------------------------------------------------------------ */
-
 
 /* WAL.  journal_mode=WAL is SQLite's own, as under the unix VFS: the
  * shared-memory index is the unix VFS's (xShm* pass through to it), so
@@ -56,16 +55,6 @@
  * Leaving WAL is a rollback-mode transaction after SQLite's checkpoint: its
  * first write opens a store (and log) again (x_write). */
 
-/* Does the database file say WAL: the file format's write and read
- * versions (header bytes 18 and 19) both 2? */
-bool header_wal(struct adb *d)
-{
-	unsigned char v[2];
-	const struct atomio_sysops *s = os();
-	ssize_t n = s ? s->pread(d->wfd, v, 2, 18) : pread(d->wfd, v, 2, 18);
-	return n == 2 && v[0] == 2 && v[1] == 2;
-}
-
 /* Bytes the group does not write, read as zeros (group_sets_wal). */
 static int64_t zero_read(void *ctx, void *buf, int64_t n, int64_t off)
 {
@@ -88,31 +77,6 @@ bool group_sets_wal(aconn *c)
 	}
 	unsigned char v[2];
 	return pend_read(p, v, 2, 18, zero_read, NULL) == 2 && v[0] == 2 && v[1] == 2;
-}
-
-/* Remove the log of a database whose store nobody holds and whose log
- * holds nothing to replay (closed by us just now, or recovered): under its
- * flock, as check_log_age, retried while a reader's probe holds it shared
- * for a moment. */
-void remove_log(struct adb *d)
-{
-	d->snap_ok = false;
-	for (int i = 0; i < 200; i++) {
-		int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
-		if (fd < 0)
-			return;
-		int r = f_flock(fd, LOCK_EX | LOCK_NB);
-		if (r == 0) {
-			f_unlink(d->log_path);
-			f_close(fd);
-			return;
-		}
-		f_close(fd);
-		if (r != -EWOULDBLOCK)
-			break;
-		usleep(1000);
-	}
-	sqlite3_log(SQLITE_NOTICE, "atomio: could not remove %s beside a WAL database", d->log_path);
 }
 
 /* The database is in WAL mode now: this process's store, if it has one,
@@ -201,7 +165,6 @@ static int w_truncate(sqlite3_file *f, sqlite3_int64 n)
 	wfile *w = (wfile *)f;
 	return f_ftruncate(w->fd, (off_t)n) == 0 ? SQLITE_OK : SQLITE_IOERR_TRUNCATE;
 }
-
 
 /* SQLite's test builds count the unix VFS's syncs (full_fsync, with
  * SQLITE_TEST); where those counters exist (its testfixture), WAL mode's

@@ -1,6 +1,7 @@
 /*
- * vfs.h: the atomio SQLite VFS (include/atomio_sqlite.h): its design, its
- * threads and locks, and what its files share.  Internal: not installed.
+ * internals.h: the atomio SQLite VFS (include/atomio_sqlite.h): its
+ * design, its threads and locks, and what its files share.  Internal: not
+ * installed.
  *
  * A shim over the default (unix) VFS.  Every file but a main database, its
  * rollback journal and its WAL passes straight through.  For a main database
@@ -75,64 +76,74 @@
  * WAL's shared memory are the unix VFS's.  A rollback journal on disk (a
  * hot one, or one that names a database of another VFS) is the unix VFS's
  *
- * THE FILES, each opening with what it owns:
+ * THE FILES, each opening with what it owns, from the top down: each calls
+ * only into files below it, never up (so no call or include cycle), and
+ * all share this header.
  *   vfs.c      the vfs methods (v_*) and atomio_sqlite_register
- *   db.c       the databases of this process (struct adb, g_dbs), the open
- *              connections (g_conns), g_mu, the fork handlers (FORK)
  *   io.c       the io methods of a main database (aio_methods) but its locks
  *   lock.c     LOCKS: x_lock, x_unlock, settle, write transactions, turns
- *   group.c    GROUPS: the diff, the commit, commit_set, the ready list
- *   store.c    THE STORE: probe, open, grow, repair, recovery, stale logs
- *   wal.c      WAL: the WAL file's methods, the store dropped for WAL
  *   journal.c  JOURNALS: rollback and super-journals in memory (mf_*)
+ *   group.c    GROUPS: the diff, the commit, commit_set, the ready list
+ *   wal.c      WAL: the WAL file's methods, the store dropped for WAL
+ *   store.c    THE STORE: probe, open, grow, repair, recovery, stale logs
+ *   db.c       the databases of this process (struct adb, g_dbs), the open
+ *              connections (g_conns), g_mu, the fork handlers (FORK)
  *   sysio.c    SYSTEM CALLS (sysio.h): the f_* calls, the OFD lock call
- *   pend.c     a connection's pending group (pend.h)
- *   turns.c    the writers' turns (turns.h)
- *   ext.c      the loadable extension's entry point
+ *   pend.c     a connection's pending group (pend.h), and
+ *   turns.c    the writers' turns (turns.h): below all of them
+ *   ext.c      the loadable extension's entry point, above vfs.c
  *
  * THREADS AND LOCKS.  SQLite calls a connection from one thread at a time;
  * different connections, to one database or several, run in any threads at
- * once, and share this process's struct adb of each database.  What each
- * lock protects, from the outside in (a thread takes them in this order,
- * never the other way; none is held across a call into SQLite's pager):
- *  - SQLite's lock levels, as OFD locks on the connection's lockfd (LOCKS):
- *    between connections and processes alike.  EXCLUSIVE orders every
- *    commit (the home writes end inside it) and every recovery, a log's
- *    growth (grow_store: RESERVED, and SHARED keeps recoveries out), the
- *    markers of commit_set and d->mark_log.  PROBE_BYTE: held with the
- *    exclusive lock only to look at or recover the log.
- *  - g_mu (db.c), a process-wide mutex: the lists g_dbs, g_conns (and the
- *    connections' lockfd against readers_left), g_journals and g_supers
- *    (journal.c); each database's refs, nres, dfd and wal_blocked, its
- *    snapshot (snap_*), and every change of its store: open_store,
- *    grow_store, repair_store, wal_drop_store, recover_release, settle's
- *    drop of a store whose log went.  Held across fork() (fork_prepare), so
- *    the child's copy of the lists is whole.  atomio's own locks (the
- *    store's) may be taken under it: atomio_open, _checkpoint and _close
- *    run inside it; atomio_settle and the commit's atomio_tx_commit do not.
- *  - g_rmu (group.c), a leaf: the ready list g_ready and each connection's
- *    rnext, rowner and rbusy.  ready_forget waits for rbusy with it
- *    released.
- *  - Atomics, no lock: d->st and d->turns are published with release
- *    stores under g_mu (open_store) and read with acquire loads
- *    (writer_store) by a connection that holds SQLite's lock; d->npin
- *    counts the threads using them outside g_mu (turns_pin: a sleeper in
- *    v_sleep; store_pin: settle's atomio_settle, atomio_stats), and
- *    store_unpublish, under g_mu, clears both and waits for it to drop to
- *    zero before the store is closed, so the turns words stay mapped and
- *    the store open while pinned.  d->size (the writer's record of the
- *    file's size, -1: unknown) and d->nwal (WAL files open) are atomic.
+ * once and share this process's struct adb of each database.  A
+ * connection's own fields (elock, pend, ready, map, streak) are its
+ * caller's; what other threads reach is guarded as follows.
+ *  - SQLite's lock levels, as OFD locks on the connection's lockfd (LOCKS),
+ *    between connections and processes alike.  Never waited for
+ *    (F_OFD_SETLK: a conflict is SQLITE_BUSY, and the busy handler sleeps,
+ *    v_sleep), so they take part in no lock order.  EXCLUSIVE covers every
+ *    commit (its home writes end inside it), every recovery and the group
+ *    markers of commit_set, and d->mark_log; RESERVED with SHARED, a log's
+ *    growth (grow_store).  PROBE_BYTE: held with the exclusive lock only to
+ *    look at or recover the log.
+ *  - g_mu (db.c), one mutex for the process: the lists g_dbs, g_conns (a
+ *    connection's lockfd stays open while readers_left looks at it under
+ *    g_mu), g_journals and g_supers (journal.c); a database's refs, nres,
+ *    dfd, wal_blocked and snapshot (snap_*), and every change of its store
+ *    (open_store, grow_store, repair_store, wal_drop_store,
+ *    recover_release, settle's drop of a store whose log went), with the
+ *    fields open_store sets (fid, capacity, max_segs, log_ino).  atomio's
+ *    own locks are taken under it (atomio_open, _checkpoint and _close run
+ *    inside it; atomio_settle and the commit's atomio_tx_commit do not).
+ *    Held across fork() (fork_prepare), so that the child's lists are whole.
+ *  - g_rmu (group.c), a leaf (nothing is taken while it is held): the ready
+ *    list g_ready and each connection's rnext, rowner and rbusy;
+ *    ready_forget waits for rbusy with it released.
+ *  - Atomics, no lock: d->st and d->turns are published under g_mu
+ *    (open_store: release store) and read without it (writer_store:
+ *    acquire load) by a connection that holds SQLite's lock.  d->npin
+ *    counts the threads that use them outside g_mu (turns_pin: a writer's
+ *    turns, a sleeper in v_sleep; store_pin: settle's atomio_settle,
+ *    atomio_stats); store_unpublish clears both under g_mu and waits until
+ *    npin is zero before the caller closes the store, so the turns words
+ *    stay mapped and the store open while pinned.  So a pinned thread
+ *    that waits for g_mu can deadlock with an unpublisher: v_sleep's
+ *    readers_left does so, refused EXCLUSIVE with PENDING held and counted
+ *    in nres.  Meanwhile no other connection can reach EXCLUSIVE
+ *    (repair_store, a commit's wal_drop_store), grow_store refuses
+ *    (nres > 1) and settle keeps the store (nres > 0); what remains is a
+ *    WAL file's open (w_open) by a connection that took SHARED before the
+ *    PENDING.
+ *    d->size (the writer's record of the file's size, -1: unknown) and
+ *    d->nwal (WAL files open) are atomic too.
  *  - The turns words (turns.h), in the store's shared area: between the
- *    writers of all processes of the store, by atomic operations and futex
- *    waits.  t_turn (lock.c), thread-local: a thread's last refusal of a
+ *    writers of every process of the store, by atomic operations and futex
+ *    waits.  t_turn (lock.c), thread-local: the thread's last refusal of a
  *    lock, for its busy handler's sleep, and a hand-off it was given.
- *  - atomio's ops table (sysio.c): no state of the VFS's.
- * A connection's own fields (elock, pend, ready, map, streak) are its
- * thread's, as SQLite calls it; those another thread reads are the ones
- * under g_mu or g_rmu above.
+ *  - atomio's ops table (sysio.c) keeps no state of the VFS's.
  */
-#ifndef ATOMIO_SQLITE_VFS_H
-#define ATOMIO_SQLITE_VFS_H
+#ifndef ATOMIO_SQLITE_INTERNALS_H
+#define ATOMIO_SQLITE_INTERNALS_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -238,52 +249,21 @@ typedef struct aconn {
 #define ROUND8(n) (((n) + 7) & ~(size_t)7)
 
 static inline atomio *writer_store(struct adb *d) { return __atomic_load_n(&d->st, __ATOMIC_ACQUIRE); }
+static inline sqlite3_vfs *real_vfs(sqlite3_vfs *v) { return ((struct avfs *)v)->real; }
 
 enum probe { PROBE_WRITER, PROBE_NOLOG, PROBE_CLEAN, PROBE_DIRTY };
 
-/* What the files call of each other (each function's comment is at its
- * definition). */
+/* What the files call of each other, from the top file down (vfs.c calls
+ * into all of them; each calls only into files below it: no call runs back
+ * up); each function's comment is at its definition.  sysio.h is the
+ * bottom. */
 
-/* store.c */
-struct turns *turns_pin(struct adb *d);
-void turns_unpin(struct adb *d);
-atomio *store_pin(struct adb *d);
-void store_unpin(struct adb *d);
-void store_unpublish(struct adb *d);
-void log_atomio(int rc, struct adb *d, const char *what, int err, const char *detail);
-int probe(struct adb *d);
-bool log_stale(struct adb *d, bool replaced);
-char *suffixed(const char *path, const char *suffix);
-bool has_group_marker(struct adb *d);
-int replay_log(const char *log_path, char *err, size_t errlen);
-int recover_release(struct adb *d);
-int open_store(struct adb *d);
-bool grow_store(struct adb *d, uint64_t need);
-void repair_store(struct adb *d);
-
-/* wal.c */
-bool header_wal(struct adb *d);
-bool group_sets_wal(aconn *c);
-void remove_log(struct adb *d);
-void wal_drop_store(struct adb *d);
-bool wal_mode(struct adb *d);
-void count_sync(int flags);
-int w_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int *out);
-int w_delete(const char *name, int sync);
-
-/* group.c */
-bool journal_on_disk(struct adb *d);
-uint64_t group_need(const struct pend *p);
-int commit_group(aconn *c, bool fold);
-void ready_add(aconn *c);
-void ready_drop(aconn *c);
-void ready_forget(aconn *c);
-int sync_dir_of(const char *path);
-int commit_ready(aconn *c);
-int commit_at_super_delete(void);
-int begin_group(aconn *c);
+/* io.c */
+int x_close(sqlite3_file *f);
+extern const sqlite3_io_methods aio_methods;
 
 /* lock.c */
+int x_inherited(aconn *c, int rc);
 void unlock_all(aconn *c);
 int grab_exclusive(aconn *c);
 int enter_write(aconn *c);
@@ -293,12 +273,47 @@ int x_unlock(sqlite3_file *f, int level);
 int x_check_reserved(sqlite3_file *f, int *out);
 int v_sleep(sqlite3_vfs *v, int us);
 
-/* io.c */
-int x_inherited(aconn *c, int rc);
-int x_close(sqlite3_file *f);
+/* journal.c */
+bool super_in_memory(const char *name);
+int journal_to_disk(struct adb *d);
+int mf_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int *out);
+int mf_delete(sqlite3_vfs *real, const char *name, int sync);
+
+/* group.c */
 int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off);
-int x_file_size(sqlite3_file *f, sqlite3_int64 *size);
-extern const sqlite3_io_methods aio_methods;
+bool journal_on_disk(struct adb *d);
+uint64_t group_need(const struct pend *p);
+int commit_group(aconn *c, bool fold);
+void ready_add(aconn *c);
+void ready_drop(aconn *c);
+void ready_forget(aconn *c);
+int commit_ready(aconn *c);
+int commit_at_super_delete(void);
+
+/* wal.c */
+bool group_sets_wal(aconn *c);
+void wal_drop_store(struct adb *d);
+bool wal_mode(struct adb *d);
+void count_sync(int flags);
+int w_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int *out);
+int w_delete(const char *name, int sync);
+
+/* store.c */
+struct turns *turns_pin(struct adb *d);
+void turns_unpin(struct adb *d);
+atomio *store_pin(struct adb *d);
+void store_unpin(struct adb *d);
+void store_unpublish(struct adb *d);
+void remove_log(struct adb *d);
+int probe(struct adb *d);
+bool log_stale(struct adb *d, bool replaced);
+char *suffixed(const char *path, const char *suffix);
+bool has_group_marker(struct adb *d);
+int replay_log(const char *log_path, char *err, size_t errlen);
+int recover_release(struct adb *d);
+int open_store(struct adb *d);
+bool grow_store(struct adb *d, uint64_t need);
+void repair_store(struct adb *d);
 
 /* db.c */
 extern pthread_mutex_t g_mu;
@@ -310,14 +325,6 @@ extern pthread_once_t g_fork_once;
 void fork_register(void);
 void release_db(struct adb *d);
 struct adb *db_named(const char *name, const char *suffix);
-
-/* journal.c */
-bool super_in_memory(const char *name);
-int journal_to_disk(struct adb *d);
-int mf_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int *out);
-int mf_delete(sqlite3_vfs *real, const char *name, int sync);
-
-/* vfs.c */
-sqlite3_vfs *real_vfs(sqlite3_vfs *v);
+void log_atomio(int rc, struct adb *d, const char *what, int err, const char *detail);
 
 #endif
