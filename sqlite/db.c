@@ -5,17 +5,13 @@
  * them in a child (FORK below), a database's release at its last close,
  * and the messages about its log (log_atomio).
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "atomio.h"

@@ -25,14 +25,14 @@
  * discarded and the file is exactly as before the transaction.
  *
  * JOURNALS.  So a rollback journal on disk adds nothing, and the VFS keeps
- * the ones SQLite creates in memory (journal.c): in DELETE,
- * TRUNCATE and PERSIST mode, SQLite's default included, every transaction
- * commits as one group, as in MEMORY mode, with SQLite's ROLLBACK,
- * savepoints and statement rollback working on its journal as usual.
+ * the ones SQLite creates in memory (journal.c): in DELETE, TRUNCATE and
+ * PERSIST mode, SQLite's default included, every transaction commits as
+ * one group, as in MEMORY mode, with SQLite's ROLLBACK, savepoints and
+ * statement rollback working on its journal as usual.
  *
  * WAL.  journal_mode=WAL is SQLite's own, with the unix VFS's shared memory
- * (wal.c): no groups, no log; the database file is written
- * directly, by checkpoints only.
+ * (wal.c): no groups, no log; the database file is written directly, by
+ * checkpoints only.
  *
  * THE STORE.  The log is "DB-atomio", and its store is shared: every
  * process that reads or writes the database in a rollback mode joins it
@@ -69,12 +69,13 @@
  * marker files and on the logs (opening, reading, writing, syncing and
  * removing them, their directory's sync, the log's flock probe and birth
  * time), and, in WAL mode, every call on the WAL file and every write,
- * truncation and sync of the database: sysio.c.  Only its locks
- * (OFD locks on descriptors of its own), the read-only map of the database
- * and the look at a rollback journal's first byte go to the system
- * directly; SQLite's own calls on the database (reads, its creation) and
- * WAL's shared memory are the unix VFS's.  A rollback journal on disk (a
- * hot one, or one that names a database of another VFS) is the unix VFS's
+ * truncation and sync of the database: sysio.c.  Only its locks (OFD
+ * locks on descriptors of its own), the read-only map of the database and
+ * the look at a rollback journal's first byte go to the system directly;
+ * SQLite's own calls on the database (reads, its creation) and WAL's
+ * shared memory are the unix VFS's.  A rollback journal on disk (a hot
+ * one, or one that names a database of another VFS) is the unix VFS's file
+ * too.
  *
  * THE FILES, each opening with what it owns, from the top down: each calls
  * only into files below it, never up (so no call or include cycle), and
@@ -133,9 +134,8 @@
  *    (repair_store, a commit's wal_drop_store), grow_store refuses
  *    (nres > 1) and settle keeps the store (nres > 0); what remains is a
  *    WAL file's open (w_open) by a connection that took SHARED before the
- *    PENDING.
- *    d->size (the writer's record of the file's size, -1: unknown) and
- *    d->nwal (WAL files open) are atomic too.
+ *    PENDING.  d->size (the writer's record of the file's size, -1:
+ *    unknown) and d->nwal (WAL files open) are atomic too.
  *  - The turns words (turns.h), in the store's shared area: between the
  *    writers of every process of the store, by atomic operations and futex
  *    waits.  t_turn (lock.c), thread-local: the thread's last refusal of a

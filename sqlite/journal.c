@@ -3,18 +3,10 @@
  * the VFS keeps in memory (struct mfile, mf_*), and those it writes to
  * disk after all (a super-journal naming a journal of another VFS).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "atomio.h"
 #include "sysio.h"

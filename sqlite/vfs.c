@@ -4,17 +4,10 @@
  * registration (atomio_sqlite_register).  The design, the files and the
  * threads and locks: internals.h.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "atomio.h"
