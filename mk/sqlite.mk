@@ -7,7 +7,8 @@
 #   make bench-sqlite-writers    P writer processes: the default mode against WAL and DELETE
 #   make check-sqlite-sim        t_sqlite_sim (power cuts in two-database transactions) at length
 
-SQ_SRCS := sqlite/vfs.c sqlite/pend.c sqlite/turns.c
+SQ_SRCS := sqlite/vfs.c sqlite/db.c sqlite/io.c sqlite/lock.c sqlite/group.c sqlite/store.c sqlite/wal.c \
+	sqlite/journal.c sqlite/sysio.c sqlite/pend.c sqlite/turns.c
 SQ_HDRS := $(wildcard sqlite/*.h) include/atomio_sqlite.h include/atomio.h
 SQ_CFLAGS := $(BASE_CFLAGS) -Isqlite
 SQ_EXT_OBJS := $(patsubst sqlite/%.c,$(BUILD)/sqlite/ext/%.o,$(SQ_SRCS) sqlite/ext.c)
@@ -64,8 +65,9 @@ check-sqlite-sim: deps
 	$(MAKE) $(BUILD)/sqlite/t_sqlite_sim
 	$(BUILD)/sqlite/t_sqlite_sim $(SQLITE_SIM_ARGS)
 
-# Mutants of the VFS (test/sqlite/mutate.sh): sqlite/vfs.c with one defence
-# removed, linked in front of the library; test/t_sqlite_sim_mutants.sh checks
+# Mutants of the VFS (test/sqlite/mutate.sh): one file of sqlite/ with one
+# defence removed, linked in front of the library (in place of that file's
+# object in libatomio_sqlite.a); test/t_sqlite_sim_mutants.sh checks
 # that t_sqlite_sim catches each of SQ_MUTANTS (transactions over several
 # databases, WAL's syncs), test/t_sqlite_vfs_mutants.sh that the test named
 # before each of SQ_VFS_MUTANTS (TEST:MUTANT) catches it (journals in memory,
@@ -82,7 +84,7 @@ $$(BUILD)/mutants/$(1)-$(2): test/sqlite/$(1).c $$(SQ_TEST_HDRS) $$(BUILD)/mutan
 CHECK_DEPS += $$(BUILD)/mutants/$(1)-$(2)
 endef
 $(foreach p,$(SQ_VFS_MUTANTS),$(eval $(call SQ_VFS_MUTANT,$(word 1,$(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))
-$(BUILD)/mutants/sqlite-vfs-%.c: test/sqlite/mutate.sh sqlite/vfs.c | $(BUILD)/mutants
+$(BUILD)/mutants/sqlite-vfs-%.c: test/sqlite/mutate.sh $(SQ_SRCS) | $(BUILD)/mutants
 	test/sqlite/mutate.sh $* > $@.tmp && mv $@.tmp $@
 $(BUILD)/mutants/sqlite-vfs-%.o: $(BUILD)/mutants/sqlite-vfs-%.c $(SQ_HDRS)
 	$(CC) $(SQ_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<

@@ -33,7 +33,7 @@ $CC -O2 -g -DSQLITE_ENABLE_BATCH_ATOMIC_WRITE -DSQLITE_THREADSAFE=1 -DSQLITE_ENA
 make -s build/libatomio.a
 for t in t_sqlite_batch t_sqlite_crash; do
 	$CC $W -O2 -g -DATOMIO_DEBUG -I"$out/bld" -Iinclude -Isrc -Isqlite -Itest -o "$out/$t" \
-		"test/sqlite/$t.c" sqlite/vfs.c sqlite/pend.c sqlite/turns.c "$out/sqlite3.o" build/libatomio.a \
+		"test/sqlite/$t.c" $(for f in vfs db io lock group store wal journal sysio pend turns; do echo "sqlite/$f.c"; done) "$out/sqlite3.o" build/libatomio.a \
 		-lxxhash -llz4 -luring -ldl -lm -pthread
 done
 echo "sqlite-batch-atomic: SQLite $(grep -m1 '#define SQLITE_VERSION ' "$out/bld/sqlite3.h" | awk '{print $3}') with SQLITE_ENABLE_BATCH_ATOMIC_WRITE"

@@ -52,9 +52,12 @@ obj() {
 }
 obj test/sqlite/suite/init.c "$out/init-unix.o"
 obj test/sqlite/suite/init.c "$out/init-atomio.o" -DSUITE_ATOMIO
-obj sqlite/vfs.c "$out/vfs.o"
-obj sqlite/pend.c "$out/pend.o"
-obj sqlite/turns.c "$out/turns.o"
+# the VFS's files (mk/sqlite.mk, SQ_SRCS)
+vfs_objs=
+for f in vfs db io lock group store wal journal sysio pend turns; do
+	obj "sqlite/$f.c" "$out/$f.o"
+	vfs_objs="$vfs_objs $out/$f.o"
+done
 # tf VFS "OBJECTS" "LIBRARIES": link testfixture-VFS (again when an object
 # changed)
 tf() {
@@ -70,7 +73,7 @@ tf() {
 	fi
 }
 tf unix "$out/init-unix.o" ""
-tf atomio "$out/init-atomio.o $out/vfs.o $out/pend.o $out/turns.o $top/build/libatomio.a" "-lxxhash -llz4 -luring -pthread"
+tf atomio "$out/init-atomio.o$vfs_objs $top/build/libatomio.a" "-lxxhash -llz4 -luring -pthread"
 
 files=${SUITE_FILES:-$(grep -v '^#' test/sqlite/suite/files.txt)}
 vfses=${SUITE_VFS:-unix atomio}

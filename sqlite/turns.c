@@ -11,7 +11,7 @@
 #include "turns.h"
 
 /* atomio's system-call table where the VFS is linked with libatomio's
- * objects (vfs.c, "files"), so that a test's table sees these calls too;
+ * objects (sysio.c), so that a test's table sees these calls too;
  * else the system's. */
 extern const struct atomio_sysops *atomio_sys __attribute__((weak));
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Mutation test of the SQLite VFS's kill and process tests: each mutant is
-# sqlite/vfs.c with one defence removed (test/sqlite/mutate.sh), linked into
+# a file of sqlite/ with one defence removed (test/sqlite/mutate.sh), linked into
 # the test that must catch it (mk/sqlite.mk, SQ_VFS_MUTANTS), which must then
 # fail:
 #   hotmem           t_sqlite_journal: a hot journal of a unix-VFS writer that
