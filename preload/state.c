@@ -1306,10 +1306,17 @@ static int xlk_slot(const struct pfile *f)
 	return (int)((h >> 32) % XLK_SLOTS);
 }
 
-static void xlk_refused(const struct pfile *f, int e)
+/* Slot s's lock byte could not be taken (fd: the lock's descriptor, or
+ * -errno where there is none): the process-local locks of the slot are
+ * released, the refusal is named, and -errno returned. */
+static int xlk_refused(const struct pfile *f, int s, int fd)
 {
+	int e = fd < 0 ? -fd : errno;
+	pthread_mutex_unlock(&g_xmu[s]);
+	pthread_rwlock_unlock(&g_xrw[s]);
 	pl_msg(f->path, "refused: the lock that orders appends and shared file offsets between the "
 			"store's processes (on %s) cannot be taken: %s", g_log, strerror(e));
+	return -e;
 }
 
 static int xlock(struct pfile *f, int *slot, bool reader)
@@ -1343,13 +1350,8 @@ static int xlock(struct pfile *f, int *slot, bool reader)
 	int r;
 	while (fd >= 0 && (r = real.fcntl(fd, F_OFD_SETLKW, &fl)) < 0 && errno == EINTR)
 		;
-	if (fd < 0 || r < 0) {
-		int e = fd < 0 ? -fd : errno;
-		pthread_mutex_unlock(&g_xmu[s]);
-		pthread_rwlock_unlock(&g_xrw[s]);
-		xlk_refused(f, e);
-		return -e;
-	}
+	if (fd < 0 || r < 0)
+		return xlk_refused(f, s, fd);
 	*slot = s;
 	return 0;
 }
@@ -1370,13 +1372,8 @@ int pl_xlock_shared(struct pfile *f, int *slot)
 		while (fd >= 0 && (r = real.fcntl(fd, F_OFD_SETLKW, &fl)) < 0 && errno == EINTR)
 			;
 	}
-	if (fd < 0 || r < 0) {
-		int e = fd < 0 ? -fd : errno;
-		pthread_mutex_unlock(&g_xmu[s]);
-		pthread_rwlock_unlock(&g_xrw[s]);
-		xlk_refused(f, e);
-		return -e;
-	}
+	if (fd < 0 || r < 0)
+		return xlk_refused(f, s, fd);
 	g_xreaders[s]++;
 	pthread_mutex_unlock(&g_xmu[s]);
 	*slot = XLK_SLOTS + s;

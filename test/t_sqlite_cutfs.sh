@@ -40,6 +40,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	want=$(( ((s % 1000003) * 2654435761) % 40 + 1 ))
 	mkdir -p "$B/db"
 	mnt "$s"
+	: > "$T/acks" # there before the loop reads it (the writer's redirection is its own)
 	build/sqlite/sqcut write "$M/db" "$s" > "$T/acks" 2>"$T/writer.err" &
 	writer=$!
 	i=0
