@@ -274,6 +274,13 @@ struct atomio_log_mark {
 };
 int atomio_log_mark(int log_fd, struct atomio_log_mark *mark);
 
+/* Remove the log at log_path and its store's shared-state file (which a
+ * store whose last process was killed leaves behind), durably: refused with
+ * -EBUSY while any process has the store open, and with ATOMIO_ENOTLOG (or
+ * ATOMIO_EVERSION, ATOMIO_ECORRUPT) for what is not a readable log, which is
+ * left in place.  0 or an error (atomio_log_remove(3)). */
+int atomio_log_remove(const char *log_path);
+
 #ifdef __cplusplus
 }
 #endif

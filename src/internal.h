@@ -203,7 +203,7 @@ struct atomio {
 	int fork_pending;    /* while the log opens: its fork_pending_begin slot, else -1 */
 	char *log_path;
 	char *log_dir;       /* canonical directory of the log */
-	char *shm_path;      /* the shared state's file (shm.c, shm_where), or NULL (exclusive) */
+	char *shm_path;      /* the shared state's file (shm.c, shm_where_of), or NULL (exclusive) */
 	bool log_direct;     /* log opened with O_DIRECT */
 	bool exclusive;      /* ATOMIO_EXCLUSIVE, or no shared memory to be had */
 	uint32_t flags;      /* options flags */

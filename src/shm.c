@@ -45,8 +45,9 @@ static char *shm_name(const char *log_path)
  * named by the log's store id and inode (the id is random and readable only
  * by who may open the log: another user cannot guess the name in advance);
  * else beside the log.  Every process of a store finds the same file, given
- * the same /dev/shm (one machine, one mount namespace: atomio_open(3)). */
-static char *shm_where(atomio *st, const char *log_path)
+ * the same /dev/shm (one machine, one mount namespace: atomio_open(3)).  No
+ * store needed: atomio_log_remove names it from the log alone (store.c). */
+char *shm_where_of(uint64_t store_id, int log_fd, const char *log_path)
 {
 	int d = atomio_sys->open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	if (d >= 0) {
@@ -54,10 +55,10 @@ static char *shm_where(atomio *st, const char *log_path)
 		struct stat ls;
 		bool tmpfs = atomio_sys->fstatfs(d, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
 		atomio_sys->close(d);
-		if (tmpfs && atomio_sys->fstat(st->log_fd, &ls) == 0) {
+		if (tmpfs && atomio_sys->fstat(log_fd, &ls) == 0) {
 			char *p = malloc(64);
 			if (p)
-				snprintf(p, 64, "/dev/shm/atomio-%016llx-%llx", (unsigned long long)st->store_id,
+				snprintf(p, 64, "/dev/shm/atomio-%016llx-%llx", (unsigned long long)store_id,
 					 (unsigned long long)ls.st_ino);
 			return p;
 		}
@@ -107,7 +108,7 @@ static int shm_file_check(atomio *st, int fd)
 
 int shm_open_file(atomio *st, const char *log_path)
 {
-	char *p = shm_where(st, log_path);
+	char *p = shm_where_of(st->store_id, st->log_fd, log_path);
 	if (!p)
 		return -ENOMEM;
 	free(st->shm_path);

@@ -4,7 +4,7 @@
  * Every process that opens a log (atomio_open without ATOMIO_EXCLUSIVE) maps
  * one shared-memory file: /dev/shm/atomio-STOREID-INODE where /dev/shm is a
  * tmpfs (memory: its pages are never written to a device), else "LOG-shm"
- * beside the log (shm.c, shm_where).  It holds the store's live
+ * beside the log (shm.c, shm_where_of).  It holds the store's live
  * state: the commit queue and the groups in it, the batches on their way to
  * the log and home, the log's ring pointers, the roles and who holds them,
  * the checkpoint's dirty sets, the fast path's guard, the counters, and
@@ -329,7 +329,10 @@ static inline struct arena_blk *shm_blk(struct shm *sh, uint64_t off)
 }
 
 /* --- shm.c ------------------------------------------------------------------------ */
-/* The shared state's file (shm_where) opened (created 0600 if need be) and checked like the
+/* The name of the shared state's file of the store whose log, at
+ * log_path, is open as log_fd and has store_id (malloc'd; NULL: no memory). */
+char *shm_where_of(uint64_t store_id, int log_fd, const char *log_path);
+/* The shared state's file (shm_where_of) opened (created 0600 if need be) and checked like the
  * log (ATOMIO_EUNSAFE).  Sets st->shm_fd. */
 int shm_open_file(atomio *st, const char *log_path);
 /* The first process (LK_DMS write-locked, LK_INIT held): the file at

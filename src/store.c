@@ -73,6 +73,23 @@ static int options_check(const struct atomio_options *opts)
 	return 0;
 }
 
+/* flock(fd, op), op with LOCK_NB.  A process killed while its io_uring
+ * requests were in flight keeps its files (and so this lock) until the
+ * kernel has finished them, a few milliseconds after it is gone: a restart
+ * (or a removal: atomio_log_remove) right after a crash must not be told the
+ * store is busy.  So it waits up to 250 ms first.  (A sleep is no I/O: it
+ * does not go through the ops table.) */
+static int flock_patient(int fd, int op)
+{
+	int r = atomio_sys->flock(fd, op);
+	for (int i = 0; r == -EWOULDBLOCK && i < 50; i++) {
+		struct timespec ts = {0, 5000000L};
+		nanosleep(&ts, NULL);
+		r = atomio_sys->flock(fd, op);
+	}
+	return r;
+}
+
 /* The log open as fd may be the store's: a regular file, writable by its
  * owner alone (unless ATOMIO_ALLOW_SHARED_LOG), and not held by a process
  * that wants it alone: flock LOCK_SH for a shared store (every process of it
@@ -95,18 +112,7 @@ static int claim_log(atomio *st, int fd, const char *log_path)
 		       log_path, (unsigned)(ls.st_mode & 07777), (unsigned)ls.st_uid);
 		return ATOMIO_EUNSAFE;
 	}
-	const int op = (st->exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
-	r = atomio_sys->flock(fd, op);
-	/* A process killed while its io_uring requests were in flight keeps
-	 * its files (and so this lock) until the kernel has finished them,
-	 * a few milliseconds after it is gone: a restart right after a crash
-	 * must not be told the store is busy.  So wait up to 250 ms first.
-	 * (A sleep is no I/O: it does not go through the ops table.) */
-	for (int i = 0; r == -EWOULDBLOCK && i < 50; i++) {
-		struct timespec ts = {0, 5000000L};
-		nanosleep(&ts, NULL);
-		r = atomio_sys->flock(fd, op);
-	}
+	r = flock_patient(fd, (st->exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
 	if (r == -EWOULDBLOCK) {
 		st_err(st, st->exclusive ? "%s: the store is open elsewhere (ATOMIO_EXCLUSIVE wants it alone)"
 					 : "%s: the store is open elsewhere with ATOMIO_EXCLUSIVE, or by an "
@@ -507,3 +513,109 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	return 0;
 }
 
+
+/* --- removing a log ----------------------------------------------------------- */
+
+/* The log at path opened for reading, as log_open_fd looks before it opens:
+ * O_PATH first, so that no device or FIFO found there is opened for real;
+ * O_NOFOLLOW, since it is the entry at path that is removed (a symlink
+ * there is not the log).  Then the same inode opened O_RDONLY (what flock
+ * and pread need).  The fd, or ATOMIO_ENOTLOG or the open's error. */
+static int remove_open(const char *path)
+{
+	int pfd = atomio_sys->open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return pfd;
+	struct stat a, b;
+	int r = atomio_sys->fstat(pfd, &a);
+	atomio_sys->close(pfd);
+	if (r < 0)
+		return r;
+	if (!S_ISREG(a.st_mode))
+		return ATOMIO_ENOTLOG;
+	int fd = atomio_sys->open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fd;
+	r = atomio_sys->fstat(fd, &b);
+	if (r == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+		r = -EAGAIN; /* replaced between the two opens */
+	if (r < 0) {
+		atomio_sys->close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Is path still the file open as fd (not renamed away or replaced since
+ * it was opened)?  0 or -EAGAIN, or lstat's error. */
+static int remove_same(const char *path, int fd)
+{
+	struct stat a, b;
+	int r = atomio_sys->fstat(fd, &a);
+	if (r == 0)
+		r = atomio_sys->lstat(path, &b);
+	if (r == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+		r = -EAGAIN;
+	return r;
+}
+
+int atomio_log_remove(const char *log_path)
+{
+	if (!log_path || !*log_path)
+		return -EINVAL;
+	int fd = remove_open(log_path);
+	if (fd < 0)
+		return fd;
+	/* Every process of a store holds the log's flock (shared, or exclusive
+	 * for an exclusive store) as long as it has the store open: taken
+	 * exclusive here, no process has it open, and none can open it until
+	 * the lock is dropped, at the close below (its claim_log fails with
+	 * -EBUSY meanwhile). */
+	int r = flock_patient(fd, LOCK_EX | LOCK_NB);
+	if (r == -EWOULDBLOCK)
+		r = -EBUSY;
+	/* A log's superblock, read by atomio_open's rules, names the state
+	 * file (its store id) and says that the file is a log: what is not one
+	 * is never removed. */
+	struct atomio_log_mark m;
+	if (r == 0)
+		r = atomio_log_mark(fd, &m);
+	if (r == 0)
+		r = remove_same(log_path, fd);
+	char *shm = NULL;
+	if (r == 0) {
+		shm = shm_where_of(m.store_id, fd, log_path);
+		r = shm ? 0 : -ENOMEM;
+	}
+	/* The state file first: a failure or a crash between the two leaves
+	 * the log, which names the state file and can be removed again (or
+	 * opened: the state is rebuilt); the log removed first would leave a
+	 * state file nothing names any more.  Where /dev/shm is a tmpfs, no
+	 * process has the file mapped (none has the store open) and it
+	 * belongs to this log alone (named by its store id and inode); beside
+	 * the log (LOG-shm), it is this path's. */
+	if (r == 0) {
+		r = atomio_sys->unlink(shm);
+		if (r == -ENOENT)
+			r = 0;
+	}
+	if (r == 0)
+		r = atomio_sys->unlink(log_path);
+	free(shm);
+	atomio_sys->close(fd); /* drops the flock: the log is gone from its path */
+	if (r < 0)
+		return r;
+	/* The removal is durable before the function returns: a power cut
+	 * must not bring back a log its caller was told is gone, whose groups
+	 * a later atomio_open at that path would replay over data files that
+	 * have changed since (the SQLite VFS removes the log of a database
+	 * going to WAL mode, which then writes the database without it).  The
+	 * state file in /dev/shm needs nothing (memory: gone at a reboot);
+	 * LOG-shm is in the same directory, made durable by the same fsync. */
+	char *dir = dir_of(log_path);
+	if (!dir)
+		return -ENOMEM;
+	r = sys_fsync_dir(dir);
+	free(dir);
+	return r;
+}

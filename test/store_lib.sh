@@ -2,7 +2,7 @@
 # killed.  A store removes its shared-state file when its last process
 # closes it; one whose last process was killed leaves it
 # (/dev/shm/atomio-STOREID-INODE where /dev/shm is a tmpfs: src/shm.c,
-# shm_where; else LOG-shm, beside the log).  The C tests' twin: t_shm_remove
+# shm_where_of; else LOG-shm, beside the log).  The C tests' twin: t_shm_remove
 # in test/t.h.  A log starts with "ATOMIOLG", its store id at byte 16
 # (src/format.h, struct sb_disk).
 #   rm_store_state DIR...  remove the state file of each store whose log is in DIR

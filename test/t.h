@@ -109,7 +109,7 @@ static inline void t_heap_keep(void)
 static char t_dir_path[4096];
 
 /* The name of the shared-state file that a store whose log is open as fd
- * keeps in /dev/shm where that is a tmpfs (src/shm.c, shm_where: the log's
+ * keeps in /dev/shm where that is a tmpfs (src/shm.c, shm_where_of: the log's
  * store id and inode); -1 where fd is no log.  Read directly, not through
  * atomio_log_mark (atomio's ops table, which a test may have replaced by
  * the time it cleans up): a superblock (format.h, struct sb_disk) starts

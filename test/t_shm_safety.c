@@ -11,7 +11,7 @@
 
 #include "t.h"
 
-/* Where the store keeps its shared state (src/shm.c, shm_where): in
+/* Where the store keeps its shared state (src/shm.c, shm_where_of): in
  * /dev/shm when that is a tmpfs, named by the log's store id and inode;
  * else beside the log. */
 static void shm_of(const char *log, char *out, size_t n)
