@@ -94,28 +94,24 @@ static bool header_wal(struct adb *d)
 }
 
 /* Remove the log of a database whose store nobody holds and whose log
- * holds nothing to replay (closed by us just now, or recovered): under its
- * flock, as check_log_age, retried while a reader's probe holds it shared
- * for a moment. */
+ * holds nothing to replay (closed by us just now, or recovered), with the
+ * store's shared-state file: atomio_log_remove, which takes the log's flock
+ * as check_log_age does (-EBUSY while a process holds it: a reader's probe
+ * holds it shared for a moment) and makes the removal durable.  A killed
+ * writer's store leaves its state file in /dev/shm, and the log removed
+ * here was the only thing that named it.  atomio_log_remove waits up to
+ * 250 ms for the flock itself; retried once more, as this waited about
+ * 200 ms with its own flock before. */
 void remove_log(struct adb *d)
 {
 	d->snap_ok = false;
-	for (int i = 0; i < 200; i++) {
-		int fd = f_open(d->log_path, O_RDONLY | O_CLOEXEC, 0);
-		if (fd < 0)
-			return;
-		int r = f_flock(fd, LOCK_EX | LOCK_NB);
-		if (r == 0) {
-			f_unlink(d->log_path);
-			f_close(fd);
-			return;
-		}
-		f_close(fd);
-		if (r != -EWOULDBLOCK)
-			break;
-		usleep(1000);
-	}
-	sqlite3_log(SQLITE_NOTICE, "atomio: could not remove %s beside a WAL database", d->log_path);
+	int r = -EBUSY;
+	for (int i = 0; i < 2 && r == -EBUSY; i++)
+		r = atomio_log_remove(d->log_path);
+	if (r == 0 || r == -ENOENT)
+		return;
+	sqlite3_log(SQLITE_NOTICE, "atomio: could not remove %s beside a WAL database: %s", d->log_path,
+		    atomio_strerror(r));
 }
 
 /* Does a process have the store open (it recovered the log when it

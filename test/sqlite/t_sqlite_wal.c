@@ -35,6 +35,10 @@
  *     transaction, committed as one group over both): the switcher's logs
  *     go at once, so that once it closes (its store with them), a second
  *     process opens beside a WAL reader that started while it held them.
+ *  8. A rollback-mode writer SIGKILLed with its store open, the database
+ *     then switched to WAL by the unix VFS with the log beside it: the next
+ *     atomio opener removes the log, and with it the store's shared-state
+ *     file the killed writer left (/dev/shm).
  * `t_sqlite_wal --part N` runs part N alone.
  */
 #include <signal.h>
@@ -591,6 +595,58 @@ static void switch_pair(void)
 	       "a second process opened beside a WAL reader\n");
 }
 
+/* 8. A rollback-mode writer SIGKILLed with its store open leaves the
+ * store's shared-state file (t_shm_name; only the last close removes it).
+ * The database then goes to WAL with the log still beside it (switched by
+ * the unix VFS, as in 3; the same as a writer killed between its switch's
+ * header write and its log's removal): the next atomio opener recovers the
+ * log alone (ATOMIO_EXCLUSIVE: no shared state) and removes it (remove_log),
+ * and with atomio_log_remove the state file too, which nothing names once
+ * the log is gone.  Before: the file stayed in /dev/shm. */
+static void killed_then_wal(void)
+{
+	create();
+	int p[2];
+	CHECK_OK(pipe(p));
+	fflush(NULL);
+	pid_t a = fork();
+	CHECK(a >= 0);
+	if (a == 0) {
+		sqlite3 *db = open_db("atomio", NULL);
+		set_pads(db, 300);
+		if (write(p[1], "s", 1) != 1)
+			_exit(4);
+		for (;;)
+			pause(); /* the store open */
+	}
+	close(p[1]);
+	char c;
+	CHECK_EQ(read(p[0], &c, 1), 1);
+	close(p[0]);
+	CHECK_OK(kill(a, SIGKILL));
+	CHECK_EQ(waitpid(a, NULL, 0), a);
+	char shm[64];
+	int fd = open(g_log, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	CHECK_OK(t_shm_name(fd, shm, sizeof(shm)));
+	close(fd);
+	bool tmpfs = access(shm, F_OK) == 0; /* else the state file is beside the log */
+	sqlite3 *db = open_db(NULL, "WAL"); /* the unix VFS: the log stays */
+	sqlite3_close(db);
+	CHECK(has_log());
+	db = open_db("atomio", NULL);
+	sq_integrity(db);
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM acct WHERE id <= 40 AND length(pad) != 300 + id"), 0);
+	sqlite3_close(db);
+	CHECK(!has_log());
+	if (tmpfs && access(shm, F_OK) == 0) {
+		fprintf(stderr, "8. %s, the killed writer's store's state file, outlived its log\n", shm);
+		exit(1);
+	}
+	printf("8. a killed rollback-mode writer's store, the database then switched to WAL by the unix "
+	       "VFS: log and state file gone%s\n", tmpfs ? "" : " (no tmpfs /dev/shm: the state file not checked)");
+}
+
 int main(int argc, char **argv)
 {
 	g_seed = t_seed(1);
@@ -599,8 +655,8 @@ int main(int argc, char **argv)
 	/* --part N: that part alone (test/t_sqlite_vfs_mutants.sh) */
 	int only = argc > 2 && !strcmp(argv[1], "--part") ? atoi(argv[2]) : 0;
 	void (*part[])(void) = {readers_beside_writer, switch_leaves_no_group, unix_switched,
-				wal_kills, switch_kills, exclusive_then_normal, switch_pair};
-	for (int i = 0; i < 7; i++)
+				wal_kills, switch_kills, exclusive_then_normal, switch_pair, killed_then_wal};
+	for (int i = 0; i < 8; i++)
 		if (!only || only == i + 1)
 			part[i]();
 	return 0;
