@@ -25,7 +25,8 @@
  * "read the position, commit, move the position" one step (in shared mode
  * with pl_xlock, which orders the processes too).  Lock order:
  * g_rw, then pos_mu, then pl_xlock's slot, then pfile.mu, then g_mu (the file list and the
- * mappings); g_open_mu (opening the store) is taken with g_rw shared and
+ * mappings); a shared-mode rename or unlink takes every slot (pl_xlock_all)
+ * with g_rw exclusive, so no thread of its process holds one; g_open_mu (opening the store) is taken with g_rw shared and
  * before any file's mu.  Completions: one waiter at a time polls the store
  * (state.c, poll_until: g_pmu, g_pcv, held by no one during atomio_poll);
  * the callbacks take a file's mu, so nobody polls with a file lock held.
