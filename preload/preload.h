@@ -25,7 +25,8 @@
  * "read the position, commit, move the position" one step (in shared mode
  * with pl_xlock, which orders the processes too).  Lock order:
  * g_rw, then pos_mu, then pl_xlock's slot, then pfile.mu, then g_mu (the file list and the
- * mappings); g_open_mu (opening the store) is taken with g_rw shared and
+ * mappings); a shared-mode rename or unlink takes every slot (pl_xlock_all)
+ * with g_rw exclusive, so no thread of its process holds one; g_open_mu (opening the store) is taken with g_rw shared and
  * before any file's mu.  Completions: one waiter at a time polls the store
  * (state.c, poll_until: g_pmu, g_pcv, held by no one during atomio_poll);
  * the callbacks take a file's mu, so nobody polls with a file lock held.
@@ -75,6 +76,7 @@ struct real_fns {
 	int (*fallocate)(int, int, off_t, off_t);
 	int (*posix_fallocate)(int, off_t, off_t);
 	int (*fstat)(int, struct stat *);
+	int (*stat)(const char *, struct stat *);
 	int (*dup)(int);
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
@@ -131,6 +133,7 @@ struct pfile {
 	_Atomic int nopen;   /* open file descriptions of it */
 	struct pend *pend;   /* group mode: the writes since the last sync (group.c) */
 	bool warned_direct;
+	_Atomic uint64_t rgen; /* shared mode: the rename count when its path was last found right */
 	struct pfile *next;
 };
 
@@ -259,6 +262,21 @@ void pl_file_moved(const char *from, const char *to);
  * a store-wide checkpoint (every process's groups home and synced, the log
  * emptied), so that no live record names the path.  0 or -errno. */
 int pl_shared_checkpoint(const char *canon);
+/* Shared mode, paths moved by other processes (state.c says how).
+ * pl_path_check: under f's slot byte (pl_xlock, pl_xlock_shared), before
+ * registering f or logging for it: 0, or PL_EMOVED when some process renamed
+ * or unlinked a protected path since f was last looked at and f's path no
+ * longer names f's inode.  pl_path_mend (nothing held but the caller's
+ * references; fd: a descriptor of f): f's path set to the name the
+ * descriptor has now and this process's handle let go (0: go again), or
+ * -ESTALE (unlinked: f is no longer protected, the write is the file's),
+ * or -EIO with a message.  pl_path_moved: the rename or unlink wrapper,
+ * under pl_xlock_all, after its checkpoint. */
+#define PL_RGEN_NONE UINT64_MAX
+#define PL_EMOVED (-ATOMIO_EBASE - 900)
+int pl_path_check(atomio *st, struct pfile *f);
+int pl_path_mend(struct pfile *f, int fd);
+void pl_path_moved(void);
 /* Shared mode: this process's handle closed (the others keep the store)
  * and left to be opened anew by the next call: a path its handle has open
  * as a file since replaced (unlinked and created again) can then be
@@ -292,6 +310,10 @@ int pl_xlock_read(struct pfile *f, int *slot);
  * the commit (state.c says why).  pl_xunlock lets it go. */
 int pl_xlock_shared(struct pfile *f, int *slot);
 void pl_xunlock(int slot);
+/* Every slot's byte exclusive (g_rw held exclusive): a rename or unlink of
+ * a protected path in shared mode, ordered with every write.  0 or -errno. */
+int pl_xlock_all(void);
+void pl_xunlock_all(void);
 /* Protect a descriptor received over a socket (SCM_RIGHTS) that names a
  * protected file, as an inherited one. */
 void pl_adopt_fd(int fd);

@@ -39,7 +39,7 @@ static void resolve(void)
 	R(open); R(openat); R(close); R(close_range); R(read); R(write); R(pread); R(pwrite);
 	R(readv); R(writev); R(preadv2); R(pwritev2); R(lseek); R(fsync); R(fdatasync);
 	R(sync_file_range); R(syncfs); R(sync); R(ftruncate); R(truncate); R(fallocate);
-	R(posix_fallocate); R(fstat); R(dup); R(dup2); R(dup3); R(fcntl); R(mmap); R(munmap);
+	R(posix_fallocate); R(fstat); R(stat); R(dup); R(dup2); R(dup3); R(fcntl); R(mmap); R(munmap);
 	R(msync); R(renameat2); R(rename); R(renameat); R(unlink); R(unlinkat); R(link);
 	R(execve); R(execvpe); R(fexecve); R(copy_file_range); R(sendfile); R(splice);
 	R(fopen); R(fdopen); R(freopen);

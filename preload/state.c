@@ -333,6 +333,7 @@ struct pfile *pl_file_get(dev_t dev, ino_t ino, const char *canon, int64_t size)
 			f->ino = ino;
 			f->id = -1;
 			f->size = size;
+			atomic_store(&f->rgen, PL_RGEN_NONE); /* looked at, once, at its first write */
 			f->next = g_files; /* files are never freed: lists read without g_mu stay valid */
 			g_files = f;
 		}
@@ -742,6 +743,11 @@ atomio *pl_store(const char *why_path)
 			 * child joins without registering what its parent had). */
 			pthread_mutex_lock(&g_mu);
 			struct pfile *list = g_shared ? NULL : g_files;
+			/* Shared mode: the rename count (pl_path_check) was zero
+			 * again if every process had closed the store meanwhile:
+			 * each file's path is looked at again at its next write. */
+			for (struct pfile *f = g_files; g_shared && f; f = f->next)
+				atomic_store(&f->rgen, PL_RGEN_NONE);
 			pthread_mutex_unlock(&g_mu);
 			for (struct pfile *f = list; f; f = f->next) {
 				pthread_mutex_lock(&f->mu);
@@ -839,6 +845,110 @@ int pl_shared_checkpoint(const char *canon)
 	if (r < 0)
 		pl_msg(canon, "the store's checkpoint before the unlink or rename failed (%s); not done",
 		       atomio_strerror(r));
+	return r;
+}
+
+/* --- paths moved by other processes (shared mode) ---------------------------------------------- */
+
+/* A file id keeps the path it was registered under (files.c), and each
+ * process's handle keeps the ids it registered.  A process that renames or
+ * unlinks a protected path checkpoints the store and lets its own handle
+ * go (wrap.c, p_rename), but another process writing the same file through
+ * a descriptor it opened before would go on logging records under the old
+ * id, i.e. the old path: a home write of them by any process opens that
+ * path (ENOENT: the store fails for all), and recovery refuses a store left
+ * so ("data file ... is gone").  So the rename or unlink wrapper, holding
+ * every slot's lock byte exclusive (pl_xlock_all) from before its
+ * checkpoint to after the call, adds one to a count every process of the
+ * store sees: the first 8 bytes of the store's shared area (atomio_shared_area,
+ * the application's: the preload's store holds nothing else there).  Every
+ * write and size change looks at it under its slot's byte (shared or
+ * exclusive), before it registers the file or logs anything: a count other
+ * than the one the file last saw means some path moved, and the file's
+ * path is checked against the descriptor's inode (stat against the device
+ * and inode noted at open).  As the writer holds the byte until its commit
+ * is home, and the renamer holds them all from its checkpoint to the call,
+ * every record is either logged before the checkpoint (which takes it home
+ * through the old path) or after the call, by a writer that saw the count.
+ * The count lives as long as some process has the store open; a process
+ * that opens it anew looks at every file again (pl_store). */
+
+static _Atomic uint64_t *rgen_word(atomio *st)
+{
+	void *a;
+	return st && atomio_shared_area(st, &a, NULL) == 0 ? (_Atomic uint64_t *)a : NULL;
+}
+
+int pl_path_check(atomio *st, struct pfile *f)
+{
+	_Atomic uint64_t *w = g_shared ? rgen_word(st) : NULL;
+	if (!w)
+		return 0;
+	uint64_t g = atomic_load(w);
+	if (atomic_load_explicit(&f->rgen, memory_order_relaxed) == g)
+		return 0; /* the cost of a write when nothing moved: this load */
+	char path[PATH_MAX];
+	struct stat sb;
+	if (pl_file_path(f, path) == 0 && real.stat(path, &sb) == 0 && sb.st_dev == f->dev && sb.st_ino == f->ino) {
+		atomic_store_explicit(&f->rgen, g, memory_order_relaxed);
+		return 0;
+	}
+	return PL_EMOVED;
+}
+
+void pl_path_moved(void)
+{
+	_Atomic uint64_t *w = rgen_word(atomic_load(&g_st));
+	if (w)
+		atomic_fetch_add(w, 1);
+}
+
+int pl_path_mend(struct pfile *f, int fd)
+{
+	pl_lock_excl();
+	char old[PATH_MAX], now[PATH_MAX], link[64];
+	struct stat sb;
+	int r = 0;
+	if (pl_file_path(f, old) < 0) {
+		r = -ESTALE; /* no longer protected: the descriptor is an ordinary one */
+		goto out;
+	}
+	if (real.stat(old, &sb) == 0 && sb.st_dev == f->dev && sb.st_ino == f->ino)
+		goto out; /* mended meanwhile (another thread) */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, now, sizeof(now) - 1);
+	if (n > 0)
+		now[n] = 0;
+	char *p = NULL;
+	if (n > 0 && now[0] == '/' && real.stat(now, &sb) == 0 && sb.st_dev == f->dev && sb.st_ino == f->ino &&
+	    (p = strdup(now))) {
+		/* Renamed: the file goes on under its new name, as in the
+		 * renaming process (pl_file_moved).  This process's handle
+		 * registered it under the old one, and would hand that id out
+		 * again for the inode (one id per file): it goes, and the next
+		 * write joins anew and registers the new name. */
+		pthread_mutex_lock(&g_mu);
+		free(f->path);
+		f->path = p;
+		pthread_mutex_unlock(&g_mu);
+		r = pl_store_restart_locked();
+	} else if (real.fstat(fd, &sb) == 0 && sb.st_nlink == 0) {
+		/* Unlinked (maybe replaced by another file): no path names it,
+		 * nothing can be recovered into it, and its writes go to the
+		 * file as without the library, as in the unlinking process
+		 * (pl_file_gone). */
+		pthread_mutex_lock(&g_mu);
+		f->orphan = true;
+		pthread_mutex_unlock(&g_mu);
+		r = -ESTALE;
+	} else {
+		pl_msg(old, "refused (EIO): another process renamed the file, and no name of it can be found "
+			    "to log its writes under (records under the old name would be written home, and "
+			    "recovered, to a path that is gone)");
+		r = -EIO;
+	}
+out:
+	pl_unlock_excl();
 	return r;
 }
 
@@ -1381,6 +1491,33 @@ int pl_xlock_shared(struct pfile *f, int *slot)
 }
 
 int pl_xlock(struct pfile *f, int *slot) { return xlock(f, slot, false); }
+
+/* Every slot's byte, in one range (the kernel takes it whole or waits):
+ * g_rw held exclusive, so no thread of this process holds a slot. */
+int pl_xlock_all(void)
+{
+	if (getpid() != g_xpid)
+		return 0; /* a vfork child: as xlock (it renames nothing here: pl_not_owner) */
+	int fd = xlk_fd();
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)XLK_BASE, .l_len = XLK_SLOTS};
+	int r;
+	while (fd >= 0 && (r = real.fcntl(fd, F_OFD_SETLKW, &fl)) < 0 && errno == EINTR)
+		;
+	if (fd < 0 || r < 0) {
+		int e = fd < 0 ? -fd : errno;
+		pl_msg(g_log, "refused: the lock that orders a rename or unlink of a protected path with the "
+			      "other processes' writes cannot be taken: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+void pl_xunlock_all(void)
+{
+	struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = (off_t)XLK_BASE, .l_len = XLK_SLOTS};
+	if (getpid() == g_xpid && g_xfd >= 0)
+		(void)real.fcntl(g_xfd, F_OFD_SETLK, &fl);
+}
 int pl_xlock_read(struct pfile *f, int *slot) { return xlock(f, slot, true); }
 
 void pl_xunlock(int slot)

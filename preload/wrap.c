@@ -155,6 +155,8 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 		 * appends (p_resize). */
 		int xs = -1;
 		int r = g_shared && (flags & O_TRUNC) ? pl_xlock(f, &xs) : 0;
+		if (r == 0 && g_shared && (flags & O_TRUNC))
+			r = pl_path_check(st, f); /* the truncate is logged under f's id */
 		pthread_mutex_lock(&f->mu);
 		if (r == 0 && f->id < 0) {
 			struct stat a;
@@ -267,6 +269,21 @@ static int p_open(int dirfd, const char *path, int flags, mode_t mode)
 	}
 	if (fd >= 0) {
 		int r = attach(fd, canon, flags, st, id);
+		if (r == PL_EMOVED) {
+			/* Another process renamed the file, which this process has
+			 * open under its old name (the handle gave its id): that
+			 * mended (pl_path_mend, through this descriptor), again. */
+			struct stat sb;
+			struct pfile *f = REAL(fstat)(fd, &sb) == 0 ? pl_file_find(sb.st_dev, sb.st_ino) : NULL;
+			pl_release();
+			r = f ? pl_path_mend(f, fd) : -EIO;
+			REAL(close)(fd);
+			pofd_drop(fd);
+			if (r == 0)
+				return p_open(dirfd, path, flags, mode);
+			errno = -r;
+			return -1;
+		}
 		if (r < 0) {
 			REAL(close)(fd);
 			pofd_drop(fd);
@@ -530,6 +547,36 @@ static int write_lock(int fd, struct pofd *o, bool append, bool pos, off_t off, 
 	return r;
 }
 
+/* Shared mode: what a write or size change found under its locks (all let
+ * go now but g_rw's shared hold) is mended where it can be, with g_rw held
+ * exclusive: ATOMIO_EIDENTITY (this process's handle has the path open as
+ * the file this one replaced: a handle of its own anew, once) or PL_EMOVED
+ * (another process renamed or unlinked the file: pl_path_mend, state.c).
+ * 0: go again with *st; else the call's result (-ESTALE: the descriptor is
+ * an ordinary one now). */
+static int mend(int r, struct pfile *f, int fd, unsigned *tries, atomio **st)
+{
+	bool ident = r == ATOMIO_EIDENTITY && !(*tries & 0x100);
+	if (!g_shared || !(ident || r == PL_EMOVED))
+		return r;
+	if (!ident && (*tries & 0xff) >= 16) {
+		/* Each try found another rename: refused rather than waited for. */
+		pl_msg(f->path, "refused (EIO): renamed by other processes again before each of 16 tries");
+		return -EIO;
+	}
+	*tries += ident ? 0x100 : 1;
+	pl_release();
+	int e = 0;
+	if (ident)
+		pl_shared_rejoin();
+	else
+		e = pl_path_mend(f, fd);
+	pl_hold();
+	if (e == 0 && !(*st = pl_store(f->path)))
+		e = -errno;
+	return e;
+}
+
 /* A write larger than one group is cut short (write(2) may return less
  * than asked; callers write the rest): the first g_max_group bytes of iov
  * (a multiple of the O_DIRECT offset alignment) into v, which has room for
@@ -599,7 +646,8 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 		use = v;
 	}
 	pl_backpressure();
-	bool pos = at_pos && off < 0, rejoined = false;
+	bool pos = at_pos && off < 0;
+	unsigned tries = 0;
 	if (g_shared)
 		append = shared_append(fd, o, rwf);
 	bool xwant = shared_xwant(fd, o, append, pos, off, total);
@@ -611,6 +659,8 @@ again:
 	if (pos)
 		pthread_mutex_lock(&o->pos_mu);
 	int r = write_lock(fd, o, append, pos, off, total, &xwant, &inside, &xs);
+	if (r == 0 && g_shared)
+		r = pl_path_check(st, f); /* under the slot's byte: ordered with renames */
 	pthread_mutex_lock(&f->mu);
 	if (r == 0)
 		size_refresh(f, fd);
@@ -630,20 +680,13 @@ again:
 	}
 	int id = f->id;
 	pthread_mutex_unlock(&f->mu);
-	if (r == ATOMIO_EIDENTITY && g_shared && !rejoined) {
-		/* This process's handle still has the path open as the file this
-		 * one replaced: a handle of its own anew, then again. */
+	if ((r == ATOMIO_EIDENTITY || r == PL_EMOVED) && g_shared) {
 		pl_xunlock(xs);
 		xs = -1;
 		if (pos)
 			pthread_mutex_unlock(&o->pos_mu);
-		pl_release();
-		pl_shared_rejoin();
-		pl_hold();
-		rejoined = true;
-		if ((st = pl_store(f->path)))
+		if ((r = mend(r, f, fd, &tries, &st)) == 0)
 			goto again;
-		r = -errno;
 		if (pos)
 			pthread_mutex_lock(&o->pos_mu);
 	}
@@ -1116,12 +1159,14 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 		pl_release();
 		return fail(e);
 	}
-	for (bool rejoined = false;; rejoined = true) {
+	for (unsigned tries = 0;;) {
 		/* Shared mode: ordered with the other processes' appends and
 		 * extending writes (shared_xwant), which take the end of the
-		 * file. */
+		 * file, and with renames (pl_path_check). */
 		int xs = -1;
 		r = g_shared ? pl_xlock(f, &xs) : 0;
+		if (r == 0 && g_shared)
+			r = pl_path_check(st, f);
 		pthread_mutex_lock(&f->mu);
 		if (r == 0)
 			size_refresh(f, fd);
@@ -1131,15 +1176,8 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 			r = pl_issue(st, f, NULL, 0, size);
 		pthread_mutex_unlock(&f->mu);
 		pl_xunlock(xs);
-		if (r != ATOMIO_EIDENTITY || !g_shared || rejoined)
+		if ((r != ATOMIO_EIDENTITY && r != PL_EMOVED) || (r = mend(r, f, fd, &tries, &st)) != 0)
 			break;
-		pl_release(); /* as in p_write */
-		pl_shared_rejoin();
-		pl_hold();
-		if (!(st = pl_store(f->path))) {
-			r = -errno;
-			break;
-		}
 	}
 	if (r == 0 && !g_shared && (o->flags & (O_SYNC | O_DSYNC)))
 		r = pl_wait_file(f);
@@ -1590,6 +1628,24 @@ EXPORT int fclose(FILE *s)
 
 /* --- rename, unlink -------------------------------------------------------------------- */
 
+/* Shared mode, before a rename or unlink of protected path a (g_rw held
+ * exclusive): every slot's byte taken (pl_xlock_all: no process's write or
+ * size change of a protected file is between its look at the rename count
+ * and the end of its commit), the whole store checkpointed (no live record
+ * of any process names the path), and the rename count moved on, so that
+ * another process's next write of a file whose path this call changes finds
+ * it changed and follows the file (pl_path_check).  Held until the call is
+ * done (pl_xunlock_all, also when this fails).  0 or -errno. */
+static int moved_begin(const char *a)
+{
+	int r = pl_xlock_all();
+	if (r == 0)
+		r = pl_shared_checkpoint(a);
+	if (r == 0)
+		pl_path_moved();
+	return r;
+}
+
 static int p_rename(int odir, const char *from, int ndir, const char *to, unsigned flags, int how)
 {
 	char a[PATH_MAX], b[PATH_MAX];
@@ -1605,10 +1661,12 @@ static int p_rename(int odir, const char *from, int ndir, const char *to, unsign
 	 * in every mode: its next write registers the file under its new name.
 	 * Shared mode first checkpoints the whole store (the store stays open
 	 * for the others): no live record, of any process, names the old path. */
-	int r = g_shared ? pl_shared_checkpoint(a) : 0;
+	int r = g_shared ? moved_begin(a) : 0;
 	if (r == 0)
 		r = pl_store_restart_locked();
 	if (r < 0) {
+		if (g_shared)
+			pl_xunlock_all();
 		pl_unlock_excl();
 		return fail(pl_errno(r));
 	}
@@ -1625,6 +1683,8 @@ static int p_rename(int odir, const char *from, int ndir, const char *to, unsign
 			pl_file_moved(a, b);
 		}
 	}
+	if (g_shared)
+		pl_xunlock_all();
 	pl_unlock_excl();
 	errno = e;
 	return s;
@@ -1648,8 +1708,10 @@ static int p_unlink(int dir, const char *path, int flags, bool at)
 	    !pl_involves(a))
 		return at ? REAL(unlinkat)(dir, path, flags) : REAL(unlink)(path);
 	pl_lock_excl();
-	int r = g_shared ? pl_shared_checkpoint(a) : pl_store_restart_locked();
+	int r = g_shared ? moved_begin(a) : pl_store_restart_locked();
 	if (r < 0) {
+		if (g_shared)
+			pl_xunlock_all();
 		pl_unlock_excl();
 		return fail(pl_errno(r));
 	}
@@ -1657,6 +1719,8 @@ static int p_unlink(int dir, const char *path, int flags, bool at)
 	int e = errno;
 	if (s == 0)
 		pl_file_gone(a);
+	if (g_shared)
+		pl_xunlock_all();
 	pl_unlock_excl();
 	errno = e;
 	return s;

@@ -62,6 +62,8 @@ run emfile group
 run forkrename default
 run forkrename group
 run renameshared shared after
+run renameother shared after
+run unlinkother shared after
 run closerace race-default
 run rwstarve default
 run rwstarve group

@@ -21,6 +21,10 @@
  *   dropin emfile DIR     the store reopened with no descriptor to spare (ATOMIO_GROUP=1)
  *   dropin renameshared DIR  shared mode: a process renames a protected file, writes it
  *                         under its new name and is killed; another recovers its writes
+ *   dropin renameother DIR  shared mode: one process renames a protected file another
+ *                         writes through a descriptor opened before; the writer writes
+ *                         again, syncs and is killed; the store recovers, b.db has it
+ *   dropin unlinkother DIR  the same with an unlink: the write goes to the unlinked file
  *   dropin closerace DIR  close and dup2 of a descriptor while another thread writes it
  *                         (run with ATOMIO_PRELOAD_TEST_WDELAY=300: the write waits there)
  *   dropin falloc DIR     fallocate where the filesystem says EOPNOTSUPP (a seccomp filter
@@ -787,6 +791,52 @@ static void c_renameshared(void)
 	want_file(P("b.db"), "two");
 }
 
+/* Shared mode: W opens a.db (protected) and writes it; another process R
+ * renames a.db to b.db (op 'r') or unlinks it (op 'u') and exits; W writes
+ * again through the descriptor it opened before, syncs, and is killed.
+ * Then this process opens the store first (recovery).  A record W logged
+ * after R's call under its file id, whose catalog path is a.db, made the
+ * store impossible to open ("data file a.db is gone"), and a live
+ * process's home write of it failed the store (ENOENT).  POSIX: W's write
+ * lands in the renamed file (b.db holds it), or in the unlinked one. */
+static void moved_by_other(char op)
+{
+	int p1[2], p2[2];
+	CHECK(pipe(p1) == 0 && pipe(p2) == 0);
+	pid_t w = fork();
+	CHECK(w >= 0);
+	if (w == 0) {
+		char c;
+		int fd = protected_with("a.db", "one");
+		CHECK(fsync(fd) == 0);
+		CHECK(write(p1[1], "w", 1) == 1 && read(p2[0], &c, 1) == 1);
+		CHECK(pwrite(fd, "two", 3, 0) == 3);
+		CHECK(fsync(fd) == 0);
+		char b[4] = {0};
+		CHECK(pread(fd, b, 3, 0) == 3 && !memcmp(b, "two", 3));
+		kill(getpid(), SIGKILL);
+		_exit(3);
+	}
+	char c;
+	CHECK(read(p1[0], &c, 1) == 1);
+	pid_t r = fork();
+	CHECK(r >= 0);
+	if (r == 0) {
+		CHECK(op == 'r' ? rename(P("a.db"), P("b.db")) == 0 : unlink(P("a.db")) == 0);
+		exit(0); /* its handle closed: W is the store's last process */
+	}
+	int ws;
+	CHECK(waitpid(r, &ws, 0) == r && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	CHECK(write(p2[1], "g", 1) == 1);
+	CHECK(waitpid(w, &ws, 0) == w && WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+	int fd = protected_with("c.db", "C");
+	CHECK(fsync(fd) == 0);
+	CHECK(close(fd) == 0);
+	CHECK(access(P("a.db"), F_OK) < 0 && errno == ENOENT);
+	if (op == 'r')
+		want_file(P("b.db"), "two");
+}
+
 static void check(const char *c)
 {
 	if (!strcmp(c, "fdclose")) {
@@ -806,6 +856,13 @@ static void check(const char *c)
 		free(g);
 	} else if (!strcmp(c, "alias")) {
 		want_file(P("a.db"), "XYIAS1");
+	} else if (!strcmp(c, "renameother")) {
+		CHECK(access(P("a.db"), F_OK) < 0 && errno == ENOENT);
+		want_file(P("b.db"), "two");
+		want_file(P("c.db"), "C");
+	} else if (!strcmp(c, "unlinkother")) {
+		CHECK(access(P("a.db"), F_OK) < 0 && errno == ENOENT);
+		want_file(P("c.db"), "C");
 	} else if (!strcmp(c, "renameshared")) {
 		CHECK(access(P("a.db"), F_OK) < 0 && errno == ENOENT);
 		want_file(P("b.db"), "two");
@@ -860,6 +917,10 @@ int main(int argc, char **argv)
 		c_forkrename();
 	else if (!strcmp(c, "renameshared"))
 		c_renameshared();
+	else if (!strcmp(c, "renameother"))
+		moved_by_other('r');
+	else if (!strcmp(c, "unlinkother"))
+		moved_by_other('u');
 	else if (!strcmp(c, "closerace"))
 		c_closerace();
 	else if (!strcmp(c, "falloc"))
