@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "internal.h"
+#include "shm.h"
 
 #define CHUNK (1u << 20)
 _Static_assert(CHUNK >= COMP_MAX, "a compressed record is read whole into the chunk buffer");
@@ -48,6 +49,10 @@ struct rcv {
 	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
 	uint64_t log_dev, log_ino; /* the log itself is never a data file */
 	bool borrowed;             /* fds are the store's own (replay_record): not closed here */
+	/* replay_files: the files to write (bitmap by id; the others' ranges
+	 * are skipped), and where the live records begin */
+	const uint8_t *only;
+	uint64_t head_off, head_seq;
 	uint32_t hi;               /* the tables above have this many entries */
 	struct codec_found *found; /* the area scan's, once one ran (scanned) */
 	size_t nfound;
@@ -62,6 +67,11 @@ struct rcv {
 	struct rpos { uint64_t pos, seq; } *rpos; /* each group record of the prefix */
 	size_t nrec, rcap;
 };
+
+static bool skipped(const struct rcv *rc, uint32_t id)
+{
+	return rc->only && !(rc->only[id / 8] & (1u << (id % 8)));
+}
 
 static bool is_copy(const struct rcv *rc, uint32_t id)
 {
@@ -191,7 +201,8 @@ static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uin
 		uint64_t *seq_end, uint64_t *stop)
 {
 	atomio *st = rc->st;
-	uint64_t pos = st->sbp->head_off, seq = st->sbp->head_seq, n = 0, steps = 0;
+	uint64_t pos = rc->only ? rc->head_off : st->sbp->head_off;
+	uint64_t seq = rc->only ? rc->head_seq : st->sbp->head_seq, n = 0, steps = 0;
 	for (;;) {
 		struct rec rec;
 		const uint64_t at = pos;
@@ -396,7 +407,9 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 	if (r < 0)
 		return r;
 	for (uint32_t i = 0; i < rec->h.nsegs; i++)
-		if (rc->fds[rec->segs[i].file] < 0 ||
+		if (skipped(rc, rec->segs[i].file))
+			continue;
+		else if (rc->fds[rec->segs[i].file] < 0 ||
 		    (rec->segs[i].kind == SEG_WRITE ? rec->segs[i].off + rec->segs[i].len
 						    : rec->segs[i].off) > rc->maxend[rec->segs[i].file]) {
 			st_err(st, "%s: record seq %llu changed during recovery", st->log_path,
@@ -435,8 +448,8 @@ static int apply_record(struct rcv *rc, const struct rec *rec)
 		const struct seg_disk *d = &rec->segs[i];
 		int fd = rc->fds[d->file];
 		r = 0;
-		if (is_copy(rc, d->file))
-			continue; /* holds this group already (check_copies) */
+		if (is_copy(rc, d->file) || skipped(rc, d->file))
+			continue; /* holds this group already (check_copies); not asked for (replay_files) */
 		if (d->kind == SEG_SETSIZE) {
 			r = sys_ftruncate_full(fd, (off_t)d->off);
 		} else if (whole) {
@@ -1028,6 +1041,43 @@ int replay_record(atomio *st, uint64_t pos, uint64_t seq)
 		r = apply_record(&rc, &rec);
 	fd_use_end(st);
 	free(rec.segs);
+	rcv_free(&rc);
+	return r;
+}
+
+/* --- some files' live records, in a live store ---------------------------------- */
+
+/* Write the live records' ranges of the files in only (a bitmap by id, up to
+ * the highest id the store knew when the caller built it) again, in log
+ * order, through this process's home descriptors: a full checkpoint about to
+ * sync a file through a descriptor opened after home writes it must cover
+ * (checkpoint.c, TRUSTED DESCRIPTORS).  Log role held, every batch home: no
+ * home write runs meanwhile, so the file ends as it was, and the sync then
+ * covers every byte the live records hold.  0 or an error. */
+int replay_files(atomio *st, const uint8_t *only)
+{
+	struct rcv rc = {.st = st, .epoch = st->rec_epoch, .borrowed = true, .only = only};
+	shm_lock(st);
+	rc.head_off = st->S->head;
+	rc.head_seq = st->S->head_seq;
+	uint64_t used = st->S->used;
+	shm_unlock(st);
+	if (!used)
+		return 0; /* no live record */
+	int r = rcv_init(&rc);
+	uint64_t count = 0, seq_end = 0, stop = 0;
+	if (r == 0)
+		r = walk(&rc, check_record, &count, &seq_end, &stop);
+	for (uint32_t id = 0; r == 0 && id < rc.hi; id++) {
+		if (skipped(&rc, id) || !(rc.needed[id / 8] & (1u << (id % 8))))
+			continue;
+		struct afile *f = file_get_any(st, id, &r);
+		if (f)
+			rc.fds[id] = f->hfd;
+	}
+	uint64_t c2, s2, st2;
+	if (r == 0 && count)
+		r = walk(&rc, apply_record, &c2, &s2, &st2);
 	rcv_free(&rc);
 	return r;
 }
