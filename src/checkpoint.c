@@ -307,7 +307,8 @@ uint64_t ckpt_wrote_mark(atomio *st, uint32_t id)
 /* May a sync through f->hfd be trusted (TRUSTED DESCRIPTORS)? */
 static bool fd_trusted(atomio *st, const struct afile *f)
 {
-	return __atomic_load_n(&f->hfd_wrote, __ATOMIC_RELAXED) <= atomic_load(&st->sh->fsynced[f->id]);
+	uint64_t w = __atomic_load_n(&f->hfd_wrote, __ATOMIC_RELAXED);
+	return w <= atomic_load(&st->sh->fsynced[f->id]) || w <= atomic_load(&st->sh->fsynced_all);
 }
 
 static void max_store(_Atomic uint64_t *w, uint64_t v)
@@ -574,8 +575,8 @@ static int replay_untrusted(atomio *st, uint32_t top, bool all)
 		uint64_t bit = 1ull << (id % 64);
 		if (!all && !((atomic_load(&sh->fdirty[id / 64]) | atomic_load(&sh->fresized[id / 64])) & bit))
 			continue;
-		int err = 0;
-		struct afile *f = file_get_any(st, id, &err);
+		int gerr = 0; /* (an error is sync_files's to meet) */
+		struct afile *f = file_get_any(st, id, &gerr);
 		if (!f || fd_trusted(st, f))
 			continue;
 		if (!only && !(only = calloc(MAX_FILES / 8, 1)))
@@ -616,6 +617,7 @@ int checkpoint_full_role(atomio *st)
 	int r = ckpt_begin_locked_drops(st, &all, &top, &tab);
 	S = st->S;
 	uint64_t seq = S->next_seq, used = S->used, tail = S->tail;
+	uint64_t homed = atomic_load(&st->sh->homed); /* every batch: the role held, all home */
 	shm_unlock(st);
 
 	fd_use_begin(st);
@@ -645,6 +647,9 @@ int checkpoint_full_role(atomio *st)
 	shm_unlock(st);
 	if (r < 0)
 		return r;
+	/* Every home write so far is durable now (TRUSTED DESCRIPTORS): any
+	 * descriptor open now sees the errors of those to come. */
+	max_store(&st->sh->fsynced_all, homed);
 	/* Every record is dead now: no replay can overwrite a fast-path write. */
 	guard_clear_all_role(st);
 	if (any)

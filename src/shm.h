@@ -305,9 +305,10 @@ struct shm {
 	 * began writing it (fwrote; fwrote_all: a batch whose files are not
 	 * known, every file), and how many batches were home when a sync
 	 * through a trusted descriptor began that then succeeded (fsynced);
-	 * homed: k + 1 of the newest batch home. */
+	 * homed: k + 1 of the newest batch home; fsynced_all: fsynced of every
+	 * file, as a full checkpoint that succeeded leaves it. */
 	_Atomic uint64_t fwrote[MAX_FILES], fsynced[MAX_FILES];
-	_Atomic uint64_t fwrote_all, homed;
+	_Atomic uint64_t fwrote_all, homed, fsynced_all;
 	struct shm_stats stats;
 	struct dtab dt[2];
 	struct guard_hdr guard;
