@@ -68,8 +68,10 @@
  * other processes wrote, or for a file registered anew -- is not trusted
  * until: a full checkpoint (every batch home, the role held, no home write
  * in flight) first writes the file's live records from the log through it
- * (replay_files), so that its sync covers their bytes, whatever the page
- * cache lost; a background checkpoint, with home writes going on, cannot
+ * (replay_files: each byte's last value, each byte once, so that the file
+ * never changes on the way -- its process may die anywhere in it, and the
+ * others read the file and sync it through their trusted descriptors), so
+ * that its sync covers their bytes, whatever the page cache lost; a background checkpoint, with home writes going on, cannot
  * (an older record replayed over a newer home write), so it gives its cut
  * up, the file's flags kept, and the next full one (the log full, or
  * atomio_checkpoint, or the last close) does it.
