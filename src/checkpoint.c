@@ -55,6 +55,26 @@
  * under the mutex), and those the running checkpoint syncs (the other table,
  * the checkpoint's own).  It is a count and a hint (which pages to drop after
  * a sync), never a durability decision: the files' flags are.
+ *
+ * TRUSTED DESCRIPTORS.  A write-back error of a home write is reported (Linux's
+ * errseq) once to each open file description that was open when it
+ * happened, and to one opened later only if no description has reported it
+ * yet: the application's own fsync of its own descriptor of the file may take
+ * it.  So a checkpoint trusts an fdatasync only through a descriptor that was
+ * open before every home write it must cover: its hfd_wrote (the newest
+ * batch that began writing the file when it was opened, sh->fwrote) is at
+ * most sh->fsynced (batches known home when a trusted sync that succeeded
+ * began).  A descriptor opened later -- on demand (file_get_any) for a file
+ * other processes wrote, or for a file registered anew -- is not trusted
+ * until: a full checkpoint (every batch home, the role held, no home write
+ * in flight) first writes the file's live records from the log through it
+ * (replay_files: each byte's last value, each byte once, so that the file
+ * never changes on the way -- its process may die anywhere in it, and the
+ * others read the file and sync it through their trusted descriptors), so
+ * that its sync covers their bytes, whatever the page cache lost; a background checkpoint, with home writes going on, cannot
+ * (an older record replayed over a newer home write), so it gives its cut
+ * up, the file's flags kept, and the next full one (the log full, or
+ * atomio_checkpoint, or the last close) does it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -264,10 +284,52 @@ static void dirty_drop(atomio *st, struct dkey *v, uint64_t n)
 /* fsync where the size went down or was set: fdatasync need not carry a
  * shrink on every filesystem.  Growth by writes is data-retrieval metadata,
  * which fdatasync does carry. */
+void ckpt_home_begin_locked(atomio *st, uint64_t k, const struct grp *g, uint32_t n)
+{
+	ASSERT_LOCKED(st);
+	struct shm *sh = st->sh;
+	if (!g) {
+		atomic_store(&sh->fwrote_all, k + 1);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t j = 0; j < g[i].nsegs; j++) {
+			uint32_t id = g[i].segs[j].file;
+			if (id < MAX_FILES && atomic_load(&sh->fwrote[id]) < k + 1)
+				atomic_store(&sh->fwrote[id], k + 1);
+		}
+}
+
+uint64_t ckpt_wrote_mark(atomio *st, uint32_t id)
+{
+	uint64_t a = id < MAX_FILES ? atomic_load(&st->sh->fwrote[id]) : 0, b = atomic_load(&st->sh->fwrote_all);
+	return a > b ? a : b;
+}
+
+/* May a sync through f->hfd be trusted (TRUSTED DESCRIPTORS)? */
+static bool fd_trusted(atomio *st, const struct afile *f)
+{
+	uint64_t w = __atomic_load_n(&f->hfd_wrote, __ATOMIC_RELAXED);
+	return w <= atomic_load(&st->sh->fsynced[f->id]) || w <= atomic_load(&st->sh->fsynced_all);
+}
+
+static void max_store(_Atomic uint64_t *w, uint64_t v)
+{
+	uint64_t o = atomic_load(w);
+	while (o < v && !atomic_compare_exchange_weak(w, &o, v))
+		;
+}
+
 static int sync_one(atomio *st, struct afile *f, bool resized)
 {
+	/* Batches home before the sync begins: their bytes are in the page
+	 * cache, which it writes; a later one's may not be. */
+	uint64_t homed = atomic_load(&st->sh->homed);
+	bool trusted = fd_trusted(st, f);
 	int r = resized ? sys_fsync_full(f->hfd) : sys_fdatasync_full(f->hfd);
 	atomic_fetch_add(&st->sh->stats.data_syncs, 1);
+	if (r == 0 && trusted)
+		max_store(&st->sh->fsynced[f->id], homed);
 	return r;
 }
 
@@ -350,6 +412,8 @@ static int sync_held(atomio *st, uint32_t id, bool resized)
  * the sync: a home write after that sets them again; a sync that fails puts
  * its flag back (the store fails anyway).  full: drop an O_DIRECT file's
  * twin's pages whole after its sync.  Checkpoint role held. */
+#define CKPT_DEFERRED 1 /* sync_files: a background checkpoint met a descriptor it cannot trust */
+
 static int sync_files(atomio *st, uint32_t top, bool all, bool full)
 {
 	ASSERT_CKPT(st);
@@ -377,6 +441,13 @@ static int sync_files(atomio *st, uint32_t top, bool all, bool full)
 		if (!f) {
 			put_bit(resized ? sh->fresized : sh->fdirty, id);
 			return err;
+		}
+		if (!full && !fd_trusted(st, f)) {
+			/* Opened after home writes it must cover: the next full
+			 * checkpoint writes them through it first. */
+			if (dirty || resized)
+				put_bit(resized ? sh->fresized : sh->fdirty, id);
+			return CKPT_DEFERRED;
 		}
 		int r = sync_one(st, f, resized || all);
 		if (r < 0) {
@@ -494,6 +565,41 @@ static void ckpt_end_locked(atomio *st, int r, bool all)
 	shm_wake(st, &st->sh->ev_ckpt);
 }
 
+/* A full checkpoint's files to sync through a descriptor it cannot trust
+ * (TRUSTED DESCRIPTORS): their live records are written through it first,
+ * and it is trusted from then on.  Log role held, every batch home.  0 or an
+ * error (left to sync_files when a file cannot be opened). */
+static int replay_untrusted(atomio *st, uint32_t top, bool all)
+{
+	struct shm *sh = st->sh;
+	uint8_t *only = NULL;
+	for (uint32_t id = 0; id < top; id++) {
+		uint64_t bit = 1ull << (id % 64);
+		if (!all && !((atomic_load(&sh->fdirty[id / 64]) | atomic_load(&sh->fresized[id / 64])) & bit))
+			continue;
+		int gerr = 0; /* (an error is sync_files's to meet) */
+		struct afile *f = file_get_any(st, id, &gerr);
+		if (!f || fd_trusted(st, f))
+			continue;
+		if (!only && !(only = calloc(MAX_FILES / 8, 1)))
+			return -ENOMEM;
+		only[id / 8] |= (uint8_t)(1u << (id % 8));
+	}
+	if (!only)
+		return 0;
+	int r = replay_files(st, only);
+	for (uint32_t id = 0; r == 0 && id < top; id++) {
+		struct afile *f = (only[id / 8] & (1u << (id % 8))) ? atomic_load(&st->files[id]) : NULL;
+		if (f)
+			__atomic_store_n(&f->hfd_wrote, 0, __ATOMIC_RELAXED);
+	}
+	if (r < 0)
+		st_err(st, "%s: writing the live records again through a descriptor opened after them: %s",
+		       st->log_path, strerror(-r));
+	free(only);
+	return r;
+}
+
 /* Full checkpoint.  Log role held, every batch home, mutex not held. */
 int checkpoint_full_role(atomio *st)
 {
@@ -513,9 +619,12 @@ int checkpoint_full_role(atomio *st)
 	int r = ckpt_begin_locked_drops(st, &all, &top, &tab);
 	S = st->S;
 	uint64_t seq = S->next_seq, used = S->used, tail = S->tail;
+	uint64_t homed = atomic_load(&st->sh->homed); /* every batch: the role held, all home */
 	shm_unlock(st);
 
 	fd_use_begin(st);
+	if (r == 0)
+		r = replay_untrusted(st, top, all);
 	if (r == 0)
 		r = sync_files(st, top, all, true);
 	fd_use_end(st);
@@ -540,6 +649,9 @@ int checkpoint_full_role(atomio *st)
 	shm_unlock(st);
 	if (r < 0)
 		return r;
+	/* Every home write so far is durable now (TRUSTED DESCRIPTORS): any
+	 * descriptor open now sees the errors of those to come. */
+	max_store(&st->sh->fsynced_all, homed);
 	/* Every record is dead now: no replay can overwrite a fast-path write. */
 	guard_clear_all_role(st);
 	if (any)
@@ -580,6 +692,13 @@ static void checkpoint_background(atomio *st)
 		r = sync_files(st, top, all, false);
 		fd_use_end(st);
 	}
+	bool deferred = r == CKPT_DEFERRED;
+	if (deferred) {
+		/* A file it could not trust the sync of: no cut; the next full
+		 * checkpoint makes it durable (TRUSTED DESCRIPTORS). */
+		r = 0;
+		cut = false;
+	}
 	if (r == 0 && cut)
 		r = log_write_sb(st, cut_off, cut_seq, st->rec_epoch);
 	uint64_t nv;
@@ -599,7 +718,7 @@ static void checkpoint_background(atomio *st)
 		S->head_seq = cut_seq;
 		atomic_fetch_add(&st->sh->stats.checkpoints, 1);
 	}
-	ckpt_end_locked(st, r, all);
+	ckpt_end_locked(st, r, all && !deferred);
 	shm_unlock(st);
 	if (v)
 		dirty_drop(st, v, nv);

@@ -875,6 +875,8 @@ static void home_done_locked(atomio *st, uint64_t k, const struct view *v, int r
 		wb_note(st, v->g, v->n);
 	}
 	S->home_next = k + 1;
+	if (atomic_load(&st->sh->homed) < k + 1)
+		atomic_store(&st->sh->homed, k + 1); /* (mutex held: the only writer) */
 	S->bstate[k % SHM_BATCHES] = BAT_HOMED;
 	shm_wake(st, &st->sh->ev_home);
 	if (r == 0 && !fast && B->bytes) {
@@ -908,6 +910,8 @@ static int home_stage_locked_drops(atomio *st, struct batch *b, int r)
 	}
 	st->S->bstate[b->k % SHM_BATCHES] = BAT_HOMING;
 	HOLD_SET(st->home_holder);
+	if (r == 0 && !b->fast)
+		ckpt_home_begin_locked(st, b->k, b->v.g, b->v.n);
 	shm_unlock(st);
 	if (r == 0 && !b->fast) {
 		r = engine_home(st, b->v.g, b->v.n);
@@ -1119,6 +1123,7 @@ static int adopt_home_locked_drops(atomio *st, uint64_t k, struct view *vw)
 	}
 	bool priv = B->priv;
 	uint64_t off = B->off, seq0 = B->seq0;
+	ckpt_home_begin_locked(st, k, NULL, 0); /* its files not known yet: all of them */
 	shm_unlock(st);
 	if (priv) {
 		/* Its data was in the dead process: read it back from the log,

@@ -383,6 +383,9 @@ static int cat_write(atomio *st)
  * writes stay O_DIRECT. */
 static int file_open_home(atomio *st, struct afile *f, int fd)
 {
+	/* read after fd's open: a batch that began writing the file later is
+	 * counted newer (checkpoint.c, TRUSTED DESCRIPTORS) */
+	f->hfd_wrote = ckpt_wrote_mark(st, f->id);
 	f->hfd = fd;
 	f->direct_home = f->direct;
 	if (!f->direct || (st->flags & ATOMIO_DIRECT_HOME))
@@ -838,6 +841,8 @@ struct afile *file_get_any(atomio *st, uint32_t id, int *err)
 		if (r == 0) {
 			f->max_size = file_max_size(fd);
 			f->gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
+			/* after the open (checkpoint.c, TRUSTED DESCRIPTORS) */
+			__atomic_store_n(&f->hfd_wrote, ckpt_wrote_mark(st, f->id), __ATOMIC_RELAXED);
 			if (f->fd < 0) {
 				f->direct = f->direct_home = false;
 				memset(&f->caps, 0, sizeof(f->caps));

@@ -134,6 +134,9 @@ struct afile {
 	uint32_t gen;               /* its registration's generation when opened here (shm.h, fgen) */
 	uint32_t fd_gen;            /* ... when fd was (atomio_file_open; hfd may be newer) */
 	uint32_t fd_file_gen;       /* ... of the file fd names now (atomio_file_fd may move it on) */
+	/* sh->fwrote of its file when hfd was opened (checkpoint.c, TRUSTED
+	 * DESCRIPTORS): batches up to this one may have written it before. */
+	uint64_t hfd_wrote;
 };
 
 struct arena_chunk {
@@ -548,6 +551,9 @@ void checkpoint_destroy(atomio *st);
 bool checkpoint_must_wait_locked(const atomio *st);
 /* A batch's home writes are done: note its files and blocks (mutex held). */
 void dirty_note_locked(atomio *st, const struct grp *g, uint32_t n);
+void ckpt_home_begin_locked(atomio *st, uint64_t k, const struct grp *g, uint32_t n);
+uint64_t ckpt_wrote_mark(atomio *st, uint32_t id);
+int replay_files(atomio *st, const uint8_t *only);
 void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
 int checkpoint_wake(atomio *st);

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "internal.h"
+#include "shm.h"
 
 #define CHUNK (1u << 20)
 _Static_assert(CHUNK >= COMP_MAX, "a compressed record is read whole into the chunk buffer");
@@ -48,6 +49,10 @@ struct rcv {
 	uint64_t *maxend; /* by file id: the largest end or size the prefix asks for */
 	uint64_t log_dev, log_ino; /* the log itself is never a data file */
 	bool borrowed;             /* fds are the store's own (replay_record): not closed here */
+	/* replay_files: the files to write (bitmap by id; the others' ranges
+	 * are skipped), and where the live records begin */
+	const uint8_t *only;
+	uint64_t head_off, head_seq;
 	uint32_t hi;               /* the tables above have this many entries */
 	struct codec_found *found; /* the area scan's, once one ran (scanned) */
 	size_t nfound;
@@ -62,6 +67,11 @@ struct rcv {
 	struct rpos { uint64_t pos, seq; } *rpos; /* each group record of the prefix */
 	size_t nrec, rcap;
 };
+
+static bool skipped(const struct rcv *rc, uint32_t id)
+{
+	return rc->only && !(rc->only[id / 8] & (1u << (id % 8)));
+}
 
 static bool is_copy(const struct rcv *rc, uint32_t id)
 {
@@ -191,7 +201,8 @@ static int walk(struct rcv *rc, int (*fn)(struct rcv *, const struct rec *), uin
 		uint64_t *seq_end, uint64_t *stop)
 {
 	atomio *st = rc->st;
-	uint64_t pos = st->sbp->head_off, seq = st->sbp->head_seq, n = 0, steps = 0;
+	uint64_t pos = rc->only ? rc->head_off : st->sbp->head_off;
+	uint64_t seq = rc->only ? rc->head_seq : st->sbp->head_seq, n = 0, steps = 0;
 	for (;;) {
 		struct rec rec;
 		const uint64_t at = pos;
@@ -644,7 +655,14 @@ struct cev {
 	uint64_t zlo, zhi; /* zeros filled in, [zlo, zhi) */
 };
 
-static int collect_copies(struct rcv *rc, const struct rec *rec)
+/* The files whose events collect_events keeps: the copies (check_copies),
+ * or those replay_files writes. */
+static bool evented(const struct rcv *rc, uint32_t id)
+{
+	return rc->only ? !skipped(rc, id) : is_copy(rc, id);
+}
+
+static int collect_events(struct rcv *rc, const struct rec *rec)
 {
 	int r = check_segs(rc, rec, false);
 	if (r < 0)
@@ -655,16 +673,22 @@ static int collect_copies(struct rcv *rc, const struct rec *rec)
 	rc->rpos[rc->nrec++] = (struct rpos){rec->pos, rec->h.seq};
 	for (uint32_t i = 0; i < rec->h.nsegs; i++) {
 		const struct seg_disk *d = &rec->segs[i];
-		if (!is_copy(rc, d->file))
+		if (!evented(rc, d->file))
 			continue;
-		if (rc->nev == MAX_EVENTS)
-			return -E2BIG;
+		if (rc->nev == MAX_EVENTS && !rc->only)
+			return -E2BIG; /* (replay_files: bounded by the live records) */
 		if (rc->nev == rc->evcap && array_grow(&rc->ev, &rc->evcap, sizeof(*rc->ev)) < 0)
 			return -ENOMEM;
-		uint64_t *size = &rc->csize[d->file];
 		struct cev e = {.rec = ri, .seg = i, .file = d->file, .kind = d->kind, .off = d->off};
-		if (d->kind == SEG_WRITE) {
+		if (d->kind == SEG_WRITE)
 			e.len = d->len;
+		if (!rc->csize) {
+			/* replay_files: no zeros (the sizes are not followed) */
+			rc->ev[rc->nev++] = e;
+			continue;
+		}
+		uint64_t *size = &rc->csize[d->file];
+		if (d->kind == SEG_WRITE) {
 			if (d->len && d->off > *size) {
 				e.zlo = *size;
 				e.zhi = d->off;
@@ -733,6 +757,9 @@ static int ivs_add(struct ivs *s, uint64_t lo, uint64_t hi)
 
 struct cmp {
 	struct rcv *rc;
+	/* what is done with each range no later event covers: compared
+	 * (cmp_range), or written (write_range) */
+	int (*range)(struct cmp *c, uint64_t lo, uint64_t hi, bool zero, uint64_t data_off);
 	int fd;
 	char *fbuf, *lbuf;   /* CHUNK bytes each: the file's, the log's */
 	uint64_t bad;        /* the first byte found different */
@@ -775,7 +802,26 @@ static int cmp_range(struct cmp *c, uint64_t lo, uint64_t hi, bool zero, uint64_
 	return 0;
 }
 
-/* Compare the parts of [lo, hi) (below end) that no later event covers. */
+/* Write [lo, hi) of the event's data (data_off: where lo lies in the
+ * record's data section) through c->fd (replay_files).  Zeros are not
+ * written: collect_events leaves none in its events. */
+static int write_range(struct cmp *c, uint64_t lo, uint64_t hi, bool zero, uint64_t data_off)
+{
+	while (lo < hi && !zero) {
+		size_t n = hi - lo < CHUNK ? (size_t)(hi - lo) : CHUNK;
+		const char *src = c->src ? c->src + data_off : c->lbuf;
+		int r = c->src ? 0 : area_read(c->rc, c->data + data_off, c->lbuf, n);
+		if (r == 0)
+			r = sys_pwrite_full(c->fd, src, n, (off_t)lo, 0);
+		if (r < 0)
+			return r;
+		lo += n;
+		data_off += n;
+	}
+	return 0;
+}
+
+/* Hand c->range the parts of [lo, hi) (below end) that no later event covers. */
 static int cmp_uncovered(struct cmp *c, const struct ivs *cov, uint64_t lo, uint64_t hi, uint64_t end,
 			 bool zero, uint64_t data_off)
 {
@@ -789,7 +835,7 @@ static int cmp_uncovered(struct cmp *c, const struct ivs *cov, uint64_t lo, uint
 			continue;
 		}
 		uint64_t stop = i < cov->n && cov->v[i].lo < hi ? cov->v[i].lo : hi;
-		int r = cmp_range(c, at, stop, zero, data_off + (at - lo));
+		int r = c->range(c, at, stop, zero, data_off + (at - lo));
 		if (r < 0)
 			return r;
 		at = stop;
@@ -797,22 +843,16 @@ static int cmp_uncovered(struct cmp *c, const struct ivs *cov, uint64_t lo, uint
 	return 0;
 }
 
-/* Is copy id left exactly as it is by the events (from the last back)?
- * 0 and c->differs set or not, or < 0. */
-static int check_copy(struct rcv *rc, uint32_t id, struct cmp *c)
+/* File id's events from the last back: each part of each below end that no
+ * later one covers is handed to c->range, so each byte at most once, with
+ * the value the events leave it (until c->differs).  0 or < 0. */
+static int events_back(struct rcv *rc, uint32_t id, struct cmp *c, uint64_t end)
 {
 	atomio *st = rc->st;
-	const uint64_t end = rc->isize[id];
-	if (rc->csize[id] != end) {
-		c->differs = true;
-		c->bad = rc->csize[id] < end ? rc->csize[id] : end;
-		return 0;
-	}
 	struct ivs cov = {0};
 	struct rec rec = {.segs = NULL};
 	uint32_t loaded = UINT32_MAX;
 	int r = 0;
-	c->fd = rc->fds[id];
 	for (size_t k = rc->nev; k-- > 0 && r == 0 && !c->differs;) {
 		const struct cev *e = &rc->ev[k];
 		if (e->file != id)
@@ -857,6 +897,20 @@ static int check_copy(struct rcv *rc, uint32_t id, struct cmp *c)
 	return r;
 }
 
+/* Is copy id left exactly as it is by the events (from the last back)?
+ * 0 and c->differs set or not, or < 0. */
+static int check_copy(struct rcv *rc, uint32_t id, struct cmp *c)
+{
+	const uint64_t end = rc->isize[id];
+	if (rc->csize[id] != end) {
+		c->differs = true;
+		c->bad = rc->csize[id] < end ? rc->csize[id] : end;
+		return 0;
+	}
+	c->fd = rc->fds[id];
+	return events_back(rc, id, c, end);
+}
+
 /* Every copy (ATOMIO_ACCEPT_COPIES) must be left as it is by the prefix of
  * count records ending before seq_end; else ATOMIO_EIDENTITY, nothing
  * replayed. */
@@ -864,10 +918,10 @@ static int check_copies(struct rcv *rc, uint64_t count, uint64_t seq_end)
 {
 	atomio *st = rc->st;
 	uint64_t c2, s2, stop;
-	int r = walk(rc, collect_copies, &c2, &s2, &stop);
+	int r = walk(rc, collect_events, &c2, &s2, &stop);
 	if (r == 0 && (c2 != count || s2 != seq_end))
 		r = ATOMIO_ECORRUPT; /* the log changed under us although we hold its lock */
-	struct cmp c = {.rc = rc, .fbuf = malloc(CHUNK), .lbuf = malloc(CHUNK)};
+	struct cmp c = {.rc = rc, .range = cmp_range, .fbuf = malloc(CHUNK), .lbuf = malloc(CHUNK)};
 	if (r == 0 && (!c.fbuf || !c.lbuf))
 		r = -ENOMEM;
 	for (uint32_t id = 0; r == 0 && id < rc->hi; id++) {
@@ -1028,6 +1082,79 @@ int replay_record(atomio *st, uint64_t pos, uint64_t seq)
 		r = apply_record(&rc, &rec);
 	fd_use_end(st);
 	free(rec.segs);
+	rcv_free(&rc);
+	return r;
+}
+
+/* --- some files' live records, in a live store ---------------------------------- */
+
+/* Write the bytes the live records leave in the files in only (a bitmap by
+ * id, up to the highest id the store knew when the caller built it) again,
+ * through this process's home descriptors: a full checkpoint about to sync a
+ * file through a descriptor opened after home writes it must cover
+ * (checkpoint.c, TRUSTED DESCRIPTORS).  Log role held, every batch home: no
+ * home write runs meanwhile, and the page cache holds, for each byte a live
+ * record writes, the last such record's value.
+ *
+ * Only that value is written, each byte once (events_back, from the last
+ * record back), never the records one after another in log order: that
+ * would put an older record's bytes back for a while, until the newer one
+ * is written again -- and a process killed in between (or a reader
+ * meanwhile) would leave (or see) them; the next checkpoint, through a
+ * trusted descriptor, would then make them durable and give up the records
+ * (t_crash, procs).  Written this way the file's bytes never change, so the
+ * replay may stop anywhere.  Not written: the zeros a size set or a write
+ * past the end left (no home write put data there), nor the size itself
+ * (sync_one's fsync carries it).  Memory: one event per live range of the
+ * files written.  0 or an error. */
+int replay_files(atomio *st, const uint8_t *only)
+{
+	struct rcv rc = {.st = st, .epoch = st->rec_epoch, .borrowed = true, .only = only};
+	shm_lock(st);
+	rc.head_off = st->S->head;
+	rc.head_seq = st->S->head_seq;
+	uint64_t used = st->S->used, next_seq = st->S->next_seq;
+	shm_unlock(st);
+	if (!used)
+		return 0; /* no live record */
+	int r = rcv_init(&rc);
+	uint64_t count = 0, seq_end = 0, stop = 0, c2 = 0, s2 = 0;
+	if (r == 0)
+		r = walk(&rc, check_record, &count, &seq_end, &stop);
+	if (r == 0 && seq_end != next_seq) {
+		/* cannot happen (every batch home, its record or pad written):
+		 * a newer record not read could hold a byte's last value */
+		st_err(st, "%s: the live records end at seq %llu, the log at %llu", st->log_path,
+		       (unsigned long long)seq_end, (unsigned long long)next_seq);
+		r = ATOMIO_ECORRUPT;
+	}
+	if (r == 0)
+		r = walk(&rc, collect_events, &c2, &s2, &stop);
+	if (r == 0 && (c2 != count || s2 != seq_end))
+		r = ATOMIO_ECORRUPT; /* the log changed under us although we hold its role */
+	struct cmp c = {.rc = &rc, .range = write_range, .lbuf = malloc(CHUNK)};
+	if (r == 0 && !c.lbuf)
+		r = -ENOMEM;
+	for (uint32_t id = 0; r == 0 && id < rc.hi; id++) {
+		if (skipped(&rc, id) || !(rc.needed[id / 8] & (1u << (id % 8))))
+			continue;
+		struct afile *f = file_get_any(st, id, &r);
+		if (!f)
+			break;
+		/* An O_DIRECT home descriptor takes only aligned writes: the
+		 * same inode reopened buffered (a write through it is reported
+		 * to hfd's sync all the same: hfd was open before it). */
+		int twin = f->direct_home ? proc_reopen(f->hfd, O_RDWR | O_CLOEXEC) : -1;
+		if (f->direct_home && twin < 0) {
+			r = twin;
+			break;
+		}
+		c.fd = twin >= 0 ? twin : f->hfd;
+		r = events_back(&rc, id, &c, UINT64_MAX);
+		if (twin >= 0)
+			atomio_sys->close(twin);
+	}
+	free(c.lbuf);
 	rcv_free(&rc);
 	return r;
 }

@@ -66,7 +66,7 @@
 #include "internal.h"
 
 #define SHM_MAGIC 0x4d48534f494d4f54ull /* "TOMIOSHM" */
-#define SHM_VERSION 2u
+#define SHM_VERSION 3u
 
 #define SHM_PROCS 128u     /* processes attached at once */
 #define SHM_ENTRIES 4096u  /* groups between their commit call and its return, at once */
@@ -300,6 +300,15 @@ struct shm {
 	/* each file id's registration generation: + 1 when another file is
 	 * registered under its path (files.c, reregister) */
 	_Atomic uint32_t fgen[MAX_FILES];
+	/* Which descriptor's sync a checkpoint may trust (checkpoint.c, TRUSTED
+	 * DESCRIPTORS): by file id, k + 1 of the newest batch whose home stage
+	 * began writing it (fwrote; fwrote_all: a batch whose files are not
+	 * known, every file), and how many batches were home when a sync
+	 * through a trusted descriptor began that then succeeded (fsynced);
+	 * homed: k + 1 of the newest batch home; fsynced_all: fsynced of every
+	 * file, as a full checkpoint that succeeded leaves it. */
+	_Atomic uint64_t fwrote[MAX_FILES], fsynced[MAX_FILES];
+	_Atomic uint64_t fwrote_all, homed, fsynced_all;
 	struct shm_stats stats;
 	struct dtab dt[2];
 	struct guard_hdr guard;
