@@ -34,14 +34,23 @@ while [ "$i" -lt "$kills" ]; do
 		--rw=randwrite --verify=crc32c --verify_state_save=1 --thread=1 \
 		--trigger-file="$1/trigger" --trigger="kill -9 $$"' "$ENG" "$d") >"$d/w.out" 2>&1 &
 	pid=$!
-	# Kill points: 0.3 to 1 s after the store's log appears.
+	# Kill points: 0.3 to 1 s after the store's log appears ...
 	n=0
 	while [ -z "$(ls "$d" | grep -e '\.atomio-log$' -e '^g\.log$')" ]; do
 		n=$((n + 1))
 		[ "$n" -lt 500 ] || fail "kill $i: the writer never opened its store: $(cat "$d/w.out")"
 		sleep 0.02
 	done
-	sleep "0.$((3 + (i * 7) % 8))"
+	# ... and once a write has reached a data file (blocks allocated in
+	# the sparse files): a kill after a fixed delay alone found nothing
+	# to verify when the machine was loaded (kill 1, groups of 8 at 0.1 s)
+	n=0
+	while [ "$(stat -c %b $files | awk '{ s += $1 } END { print s + 0 }')" -eq 0 ]; do
+		n=$((n + 1))
+		[ "$n" -lt 1500 ] || fail "kill $i: no write reached the data files: $(cat "$d/w.out")"
+		sleep 0.02
+	done
+	sleep "$(awk -v i="$i" 'BEGIN { printf "%.1f", 0.3 + ((i * 7) % 8) / 10 }')"
 	touch "$d/trigger"
 	set +e
 	wait "$pid"
