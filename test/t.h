@@ -234,4 +234,16 @@ static inline struct atomio_options t_opts(uint64_t log_size)
 	return o;
 }
 
+/* atomio_open(log, o) into *a, then f registered (created) and text written
+ * at offset 0: where the tests of files registered anew begin.  f's id. */
+static inline int t_open_written(const char *log, const struct atomio_options *o, const char *f,
+				 const char *text, atomio **a)
+{
+	CHECK_OK(atomio_open(log, o, a));
+	int id = atomio_file_open(*a, f, O_CREAT, 0644);
+	CHECK(id >= 0);
+	CHECK_EQ(atomio_pwrite(*a, id, text, strlen(text), 0), (ssize_t)strlen(text));
+	return id;
+}
+
 #endif

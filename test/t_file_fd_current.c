@@ -14,10 +14,7 @@ int main(void)
 	const char *log = t_path("log"), *f = t_path("f.dat");
 	struct atomio_options o = t_opts(1 << 20);
 	atomio *a;
-	CHECK_OK(atomio_open(log, &o, &a));
-	int id = atomio_file_open(a, f, O_CREAT, 0644);
-	CHECK(id >= 0);
-	CHECK_EQ(atomio_pwrite(a, id, "old", 3, 0), 3);
+	int id = t_open_written(log, &o, f, "old", &a);
 	int fd0 = atomio_file_fd(a, id);
 	CHECK(fd0 >= 0);
 

@@ -27,10 +27,7 @@ int main(void)
 	const char *log = t_path("log"), *f = t_path("f.dat");
 	struct atomio_options o = t_opts(1 << 20);
 	atomio *a;
-	CHECK_OK(atomio_open(log, &o, &a));
-	int id = atomio_file_open(a, f, O_CREAT, 0644);
-	CHECK(id >= 0);
-	CHECK_EQ(atomio_pwrite(a, id, "old", 3, 0), 3);
+	int id = t_open_written(log, &o, f, "old", &a);
 	const int rounds = 100; /* 1,000 take 36 s here (each a registration, made durable) */
 	int n0 = count_fds(), peak = n0;
 	for (int i = 0; i < rounds; i++) {

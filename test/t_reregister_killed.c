@@ -49,10 +49,7 @@ int main(void)
 	snprintf(log_path, sizeof(log_path), "%s", t_path("log"));
 	struct atomio_options o = t_opts(1 << 20);
 	atomio *a;
-	CHECK_OK(atomio_open(log_path, &o, &a));
-	int id = atomio_file_open(a, f, O_CREAT, 0644);
-	CHECK(id >= 0);
-	CHECK_EQ(atomio_pwrite(a, id, "old-file", 8, 0), 8);
+	int id = t_open_written(log_path, &o, f, "old-file", &a);
 
 	int fd = open(t_path("new"), O_RDWR | O_CREAT, 0644);
 	CHECK(fd >= 0 && write(fd, "........", 8) == 8 && fsync(fd) == 0);

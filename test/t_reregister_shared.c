@@ -15,10 +15,7 @@ int main(void)
 	const char *log = t_path("log"), *f = t_path("f");
 	struct atomio_options o = t_opts(1 << 20);
 	atomio *a;
-	CHECK_OK(atomio_open(log, &o, &a));
-	int id = atomio_file_open(a, f, O_CREAT, 0644);
-	CHECK(id >= 0);
-	CHECK_EQ(atomio_pwrite(a, id, "old-file", 8, 0), 8);
+	int id = t_open_written(log, &o, f, "old-file", &a);
 
 	/* another file renamed over the path */
 	int fd = open(t_path("new"), O_RDWR | O_CREAT, 0644);
