@@ -113,7 +113,14 @@ struct atomio_options {
 	char *errbuf;
 	size_t errbuf_size;
 	uint64_t dirty_limit;
-	uint64_t reserved[3]; /* must be zero */
+	/* Lazy groups (atomio_tx_commit_lazy): a group committed lazily is
+	 * made durable at the latest this long after its commit (plus one log
+	 * write), by a flusher thread of some process of the store; 0 = 200 ms
+	 * (200000), at most 60 s.  Store-wide: the first process to open the
+	 * store sets it; a later one that asks for another nonzero value gets
+	 * -EINVAL. */
+	uint64_t lazy_delay_us;
+	uint64_t reserved[2]; /* must be zero */
 };
 
 /* --- errors of atomio's own (negative, outside the errno range) -------- */
@@ -260,6 +267,67 @@ int atomio_caps(atomio *st, int file, struct atomio_caps *caps);
 int atomio_stats(atomio *st, struct atomio_stats *stats);
 
 const char *atomio_strerror(int err);
+
+/* --- lazy groups: atomic at once, durable at sync ---------------------------- */
+
+/* Commit tx lazily: it returns once the group has its place in the store's
+ * commit order and every read atomio serves (atomio_pread(v),
+ * atomio_file_size, in every process of the store) returns it; its tx is
+ * freed.  The group becomes durable at the next atomio_sync that covers it,
+ * at a durable commit (atomio_tx_commit, atomio_pwrite(v), an asynchronous
+ * group's completion) after it, at atomio_close of this handle, or within
+ * the store's lazy delay (atomio_options.lazy_delay_us) -- whichever comes
+ * first.  A crash loses a suffix of the commit order: every group whose
+ * durability was reported is there; a later lazy group may be missing,
+ * never one without an earlier one, never half of one.  *ticket (may be
+ * NULL) receives the group's place in the commit order, for
+ * atomio_sync_ticket.  A group too large to stay in shared memory (larger
+ * than an eighth of the store's arena) is committed durably instead, with
+ * atomio_tx_commit's errors.  0, -EINVAL (tx), -EPERM (a forked child's),
+ * -E2BIG, -ENOMEM, ATOMIO_EFAILED (nothing written), ATOMIO_EUNKNOWN (a
+ * group committed durably instead: as atomio_tx_commit). */
+int atomio_tx_commit_lazy(atomio_tx *tx, uint64_t *ticket);
+
+/* atomio_sync: start the flush and return at once */
+#define ATOMIO_SYNC_NOWAIT 0x1u
+/* Make every group committed before the call durable and home: file -1,
+ * every group of the store; else every group that wrote or resized file,
+ * whichever process committed it, and every group before it in the commit
+ * order.  0, -EINVAL, -EPERM, ATOMIO_EFAILED (the store failed and none of
+ * the groups still pending was written), ATOMIO_EUNKNOWN (the store failed
+ * after some of them were written: reopening applies each whole or not at
+ * all). */
+int atomio_sync(atomio *st, int file, unsigned flags);
+/* The same, for every group up to ticket (atomio_tx_commit_lazy's). */
+int atomio_sync_ticket(atomio *st, uint64_t ticket, unsigned flags);
+/* The size of file as atomio's reads see it: with every group committed to
+ * it so far, lazy ones of every process included.  0, -EINVAL, -EPERM, or a
+ * negative errno of fstat. */
+int atomio_file_size(atomio *st, int file, uint64_t *size);
+/* 1 while some lazy group that touches file is not yet home (reads of file
+ * must then go through atomio_pread(v) to see it), 0 otherwise; -EINVAL,
+ * -EPERM.  A hint without locks: a group committed by another thread or
+ * process before this call returned (ordered by the caller's own means) is
+ * seen. */
+int atomio_lazy_pending(atomio *st, int file);
+
+struct atomio_lazy_stats {
+	uint64_t lazy_commits; /* groups committed lazily */
+	uint64_t lazy_eager;   /* lazy commits that were made durable at once instead
+				  (too large for the arena) */
+	uint64_t syncs;        /* atomio_sync calls */
+	uint64_t syncs_waited; /* ... that had groups to wait for */
+	uint64_t flush_delay;  /* flushes started because the lazy delay ran out */
+	uint64_t flush_press;  /* ... because shared memory was filling */
+	uint64_t flush_sync;   /* ... because a sync or a durable commit asked */
+	uint64_t lazy_reads;   /* reads that overlaid pending lazy groups */
+	uint64_t lazy_waits;   /* lazy commits that waited for room */
+	uint64_t lazy_pending; /* now: lazy groups not yet home */
+	uint64_t lazy_bytes;   /* now: their bytes in shared memory */
+	uint64_t reserved[5];
+};
+/* Every count is the store's, over all its processes. */
+int atomio_lazy_stats(atomio *st, struct atomio_lazy_stats *stats);
 
 /* --- the log without a store ------------------------------------------------ */
 

@@ -581,6 +581,34 @@ void adopt_locked_drops(atomio *st);
 int commit_settle(atomio *st);
 int role_acquire(atomio *st);
 void role_release(atomio *st);
+/* Lazy groups (commit.c, LAZY GROUPS).  commit_lazy: queue tx's group with
+ * its ticket (*ticket), indexed for reads, and return without waiting; a
+ * group that cannot stay in the arena is committed durably (commit_tx).
+ * commit_sync: wait until every visible group with a ticket <= target is
+ * done (durable and home), leading the flush if need be; flags
+ * ATOMIO_SYNC_NOWAIT.  0, ATOMIO_EFAILED or ATOMIO_EUNKNOWN. */
+int commit_lazy(atomio_tx *tx, uint64_t *ticket);
+int commit_sync(atomio *st, uint64_t target, unsigned flags);
+/* The target of atomio_sync(st, file): the newest ticket that touched
+ * file (file < 0: the newest ticket handed out). */
+uint64_t commit_sync_target(atomio *st, int file);
+
+/* lazy.c: the read index of visible groups (shm.h, struct lz_file).
+ * lz_index_locked: index entry idx1's segs (at enqueue, before the commit
+ * returns); -EAGAIN when the seg pool is full (nothing indexed).
+ * lz_unindex_locked: remove them (after its home writes, or when it failed).
+ * lz_rebuild_locked: rebuild the index from the FIFO (after a holder died).
+ * lz_preadv: atomio_preadv of a file with indexed segs (the overlay).
+ * lz_file_size: the size reads see. */
+int lz_index_locked(atomio *st, uint32_t idx1);
+void lz_unindex_locked(atomio *st, uint32_t idx1);
+void lz_rebuild_locked(atomio *st);
+ssize_t lz_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
+int lz_file_size(atomio *st, int file, uint64_t *size);
+
+/* The lazy delay's bounds (atomio_options.lazy_delay_us). */
+#define LAZY_DELAY_DEFAULT_US 200000u
+#define LAZY_DELAY_MAX_US 60000000u
 
 /* writeback.c (its state is this process's, under st->lock) */
 void wb_init(atomio *st);

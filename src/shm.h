@@ -66,7 +66,7 @@
 #include "internal.h"
 
 #define SHM_MAGIC 0x4d48534f494d4f54ull /* "TOMIOSHM" */
-#define SHM_VERSION 3u
+#define SHM_VERSION 4u
 
 #define SHM_PROCS 128u     /* processes attached at once */
 #define SHM_ENTRIES 4096u  /* groups between their commit call and its return, at once */
@@ -124,6 +124,8 @@ enum ent_state {
 #define ENT_ASYNC 0x1u   /* committed with atomio_tx_commit_async: its process's worker collects it */
 #define ENT_PRIVATE 0x2u /* data in its owner's memory (tx), not the arena: its owner leads it */
 #define ENT_ORPHAN 0x4u  /* its owner died: whoever finishes it frees it */
+#define ENT_VISIBLE 0x10u /* indexed for reads (lazy.c) from its enqueue until its home writes end */
+#define ENT_LAZY 0x20u    /* committed lazily: nobody waits for it; whoever finishes it frees it */
 #define ENT_MAYBE 0x8u   /* queued again after its dead leader's fast-path write was issued: it may be
 			    durable, so it never fails as "not written" (ATOMIO_EUNKNOWN instead) */
 
@@ -145,6 +147,9 @@ struct shm_ent {
 	uint64_t tx;              /* the owner's atomio_tx (meaningful in the owner only) */
 	uint32_t fast;            /* 1: written by the kernel fast path */
 	uint32_t ord;             /* its place in its batch (async.c hands groups back in order) */
+	uint32_t lz_next;         /* the FIFO of visible groups not done (S->lz_head): index + 1 */
+	uint64_t ticket;          /* its place in the commit order (S->tk_next at enqueue) */
+	uint64_t t_ns;            /* CLOCK_MONOTONIC at enqueue (the lazy delay counts from it) */
 };
 
 /* An arena block: header, then nsegs descriptors, then the data. */
@@ -223,6 +228,18 @@ struct shm_state {
 	uint32_t fast_any;   /* a process has a file with a fast path: batches fill the guard */
 	uint64_t guard_floor; /* every chunk of every file counts as covered up to this seq */
 	uint32_t orphans;    /* batches whose leader died, not yet adopted (bowner 0) */
+	/* lazy groups (commit.c, LAZY GROUPS; lazy.c): the commit order's
+	 * tickets; the FIFO of visible groups not yet done, in ticket order
+	 * (entry index + 1, linked by lz_next), how many, their arena bytes;
+	 * the newest ticket a sync waits for; a flush wanted because shared
+	 * memory fills; queued groups whose owner wants them now (not lazy);
+	 * the process whose worker flushes lazy groups when the delay runs out */
+	uint64_t tk_next;
+	uint32_t lz_head, lz_tail, lz_n, lz_press;
+	uint64_t lz_bytes;
+	uint64_t sync_want;
+	uint32_t q_eager;
+	uint32_t lz_flusher; /* slot + 1, 0 none */
 	int32_t failed;      /* 0, or the error that poisoned the store for every process */
 	/* each batch slot's state and leader (k % SHM_BATCHES): here, so that
 	 * they change with the state they go with; the rest of a batch's
@@ -266,6 +283,35 @@ struct shm_stats {
 	_Atomic uint64_t commits, bytes_logged, bytes_home, log_syncs, data_syncs, checkpoints,
 		groups_recovered, batches, log_full_waits, fast_writes, bytes_raw, records_compressed,
 		bytes_checkpointed, records_beyond_tail, bytes_written_back, adoptions;
+	/* struct atomio_lazy_stats */
+	_Atomic uint64_t lazy_commits, lazy_eager, syncs, syncs_waited, flush_delay, flush_press,
+		flush_sync, lazy_reads, lazy_waits;
+};
+
+/* The read index of lazy groups (lazy.c): per file id, its indexed ranges
+ * in ticket order.  Derived from the FIFO (S->lz_head) and the arena
+ * blocks' descriptors: rebuilt after a holder's death (lz_rebuild_locked).
+ * Written under sh->mu; n is read without it (atomio_lazy_pending). */
+#define SHM_LZSEGS 65536u
+struct lz_file {
+	_Atomic uint32_t n;     /* indexed segs of this file (0: reads go to the file) */
+	_Atomic uint32_t nsize; /* ... of them size changes */
+	uint32_t head, tail;    /* its segs, oldest first: index + 1 into the seg pool */
+	_Atomic uint64_t max_end; /* the largest end of an indexed write (0 when n is 0) */
+	_Atomic uint64_t hi;    /* the newest ticket that touched the file (monotone) */
+	_Atomic uint32_t eager; /* > 0: lazy commits to it are made durable at once (mapped) */
+	uint32_t pad;
+};
+struct lz_seg {
+	uint32_t ent, next, file; /* its group (index + 1), the file's next seg (index + 1) */
+	uint16_t kind, pad;       /* SEG_WRITE / SEG_SETSIZE */
+	uint64_t off, len;
+	uint64_t data;            /* SEG_WRITE: its bytes' offset in the arena */
+	uint64_t ticket;
+};
+struct lz_hdr {
+	uint32_t free;  /* the seg pool's free list: index + 1 */
+	uint32_t used;
 };
 
 struct shm {
@@ -277,6 +323,8 @@ struct shm {
 	uint64_t log_dev, log_ino;
 	/* geometry of the parts below (byte offsets from the start) */
 	uint64_t ents_off, bats_off, procs_off, arena_off, dtab_off, guard_off;
+	uint64_t lzf_off, lzseg_off; /* the lazy read index (lazy.c): MAX_FILES lz_file, SHM_LZSEGS lz_seg */
+	uint64_t lz_delay_ns; /* the lazy delay (atomio_options.lazy_delay_us) of the first process */
 	uint64_t dcap;       /* keys per dirty-set table */
 	uint64_t arena_size; /* bytes of the arena (a multiple of 4096) */
 	/* the checkpoint policy of the first process (checkpoint.c) */
@@ -292,6 +340,7 @@ struct shm {
 	struct shm_ev ev_ckpt;  /* a checkpoint ended */
 	struct shm_ev ev_fill;  /* a group was queued while the log role's holder waits to fill */
 	struct shm_ev ev_space; /* an entry or arena space was freed */
+	struct shm_ev ev_done;  /* a visible group is done (durable and home): syncs wait on it */
 	/* the superblock as last written (logfile.c): written by the checkpoint's holder */
 	struct sb_disk sb;
 	/* the checkpoint's file flags (checkpoint.c): bit per file id, set by the
@@ -312,6 +361,7 @@ struct shm {
 	struct shm_stats stats;
 	struct dtab dt[2];
 	struct guard_hdr guard;
+	struct lz_hdr lz;
 	/* atomio_shared_area: the application's, zero at the state's build */
 	_Alignas(64) _Atomic uint32_t app[ATOMIO_SHARED_AREA / 4];
 };
@@ -328,6 +378,14 @@ static inline struct dkey *shm_dtab(struct shm *sh, unsigned i)
 static inline struct gkey *shm_guard(struct shm *sh, unsigned i)
 {
 	return (struct gkey *)((char *)sh + sh->guard_off) + (uint64_t)i * SHM_GUARD;
+}
+static inline struct lz_file *shm_lzf(struct shm *sh, uint32_t file)
+{
+	return (struct lz_file *)((char *)sh + sh->lzf_off) + file;
+}
+static inline struct lz_seg *shm_lzseg(struct shm *sh, uint32_t idx1)
+{
+	return (struct lz_seg *)((char *)sh + sh->lzseg_off) + (idx1 - 1);
 }
 static inline struct shm_ent *shm_ent(struct shm *sh, uint32_t idx1) { return &shm_ents(sh)[idx1 - 1]; }
 static inline uint64_t shm_private_min(const struct shm *sh) { return sh->arena_size / 8; }

@@ -68,6 +68,8 @@ static int options_check(const struct atomio_options *opts)
 			return -EINVAL;
 	if (opts->ckpt_percent > 99)
 		return -EINVAL;
+	if (opts->lazy_delay_us > LAZY_DELAY_MAX_US)
+		return -EINVAL;
 	if (opts->log_size && (opts->log_size < 65536 || opts->log_size > (1ull << 48)))
 		return -EINVAL;
 	return 0;
@@ -513,6 +515,53 @@ int atomio_stats(atomio *st, struct atomio_stats *s)
 	return 0;
 }
 
+/* --- lazy groups' syncs and counters (commit.c, LAZY GROUPS) -------------------- */
+
+int atomio_sync_ticket(atomio *st, uint64_t ticket, unsigned flags)
+{
+	if (!st || (flags & ~ATOMIO_SYNC_NOWAIT))
+		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
+	atomic_fetch_add(&st->sh->stats.syncs, 1);
+	return commit_sync(st, ticket, flags);
+}
+
+int atomio_sync(atomio *st, int file, unsigned flags)
+{
+	if (!st || (flags & ~ATOMIO_SYNC_NOWAIT))
+		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
+	if (file >= 0 && !file_app(st, file))
+		return -EINVAL;
+	atomic_fetch_add(&st->sh->stats.syncs, 1);
+	return commit_sync(st, commit_sync_target(st, file), flags);
+}
+
+int atomio_lazy_stats(atomio *st, struct atomio_lazy_stats *s)
+{
+	if (!st || !s)
+		return -EINVAL;
+	if (st_forked(st))
+		return -EPERM;
+	memset(s, 0, sizeof(*s));
+	const struct shm_stats *x = &st->sh->stats;
+	s->lazy_commits = atomic_load(&x->lazy_commits);
+	s->lazy_eager = atomic_load(&x->lazy_eager);
+	s->syncs = atomic_load(&x->syncs);
+	s->syncs_waited = atomic_load(&x->syncs_waited);
+	s->flush_delay = atomic_load(&x->flush_delay);
+	s->flush_press = atomic_load(&x->flush_press);
+	s->flush_sync = atomic_load(&x->flush_sync);
+	s->lazy_reads = atomic_load(&x->lazy_reads);
+	s->lazy_waits = atomic_load(&x->lazy_waits);
+	shm_lock(st);
+	s->lazy_pending = st->S->lz_n;
+	s->lazy_bytes = st->S->lz_bytes;
+	shm_unlock(st);
+	return 0;
+}
 
 /* --- removing a log ----------------------------------------------------------- */
 
