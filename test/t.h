@@ -145,6 +145,16 @@ static inline void t_shm_remove(const char *path)
 		(void)unlink(name);
 }
 
+/* unlink(path) of a log that the test deletes before its end, its state
+ * file first (t_shm_remove): once the log is gone, t_cleanup can no longer
+ * name that file.  For a log whose last process was killed or failed to
+ * open it; one closed has none left.  unlink's result. */
+static inline int t_unlink_log(const char *path)
+{
+	t_shm_remove(path);
+	return unlink(path);
+}
+
 static inline int t_rm_cb(const char *p, const struct stat *sb, int type, struct FTW *ftw)
 {
 	(void)ftw;
