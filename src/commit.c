@@ -433,30 +433,42 @@ static uint64_t log_place_locked(const atomio *st, uint64_t len, uint64_t *room)
 	return UINT64_MAX;
 }
 
-/* Lay a batch's records out in the slot's staging buffer.  Log role held
- * (the guard is the role's), mutex not held. */
-static int build_batch_role(atomio *st, struct logslot *ls, const struct view *v, uint64_t bytes,
-			    uint64_t live_seq)
+/* Lay the records of v's groups out at out (bytes of them, then zeros to
+ * the block); guard: add them to the fast path's guard (the log role's,
+ * held then).  0, or ATOMIO_ECORRUPT when they do not add up to bytes. */
+static int build_records(atomio *st, char *out, const struct view *v, uint64_t bytes, bool guard,
+			 uint64_t live_seq)
 {
-	ASSERT_ROLE(st);
-	uint64_t len = align_up(bytes, st->block);
-	int r = stage_reserve(ls, len);
-	if (r < 0)
-		return r;
-	char *p = ls->stage;
+	uint64_t len = align_up(bytes, st->block), sum = 0;
+	for (uint32_t i = 0; i < v->n; i++)
+		sum += v->g[i].nsegs ? v->g[i].rec_len : 0;
+	if (sum != bytes)
+		return ATOMIO_ECORRUPT;
+	char *p = out;
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct grp *g = &v->g[i];
 		if (!g->nsegs)
 			continue; /* an empty group has no record */
 		struct rec_src rs = {.segs = g->segs, .nsegs = g->nsegs, .data_len = g->data_len,
 				     .rec_len = g->rec_len, .cdata = g->cdata, .clen = g->clen};
-		bool last = (uint64_t)(p - (char *)ls->stage) + g->rec_len == bytes;
+		bool last = (uint64_t)(p - out) + g->rec_len == bytes;
 		codec_rec_build(p, &rs, g->seq, st->rec_epoch, last, st->store_id);
-		guard_add_role(st, g, live_seq);
+		if (guard)
+			guard_add_role(st, g, live_seq);
 		p += g->rec_len;
 	}
 	memset(p, 0, len - bytes);
 	return 0;
+}
+
+/* Lay a batch's records out in the slot's staging buffer.  Log role held
+ * (the guard is the role's), mutex not held. */
+static int build_batch_role(atomio *st, struct logslot *ls, const struct view *v, uint64_t bytes,
+			    uint64_t live_seq)
+{
+	ASSERT_ROLE(st);
+	int r = stage_reserve(ls, align_up(bytes, st->block));
+	return r < 0 ? r : build_records(st, ls->stage, v, bytes, true, live_seq);
 }
 
 /* Write the built batch at area offset off, durably.  A write slot held,
@@ -1317,12 +1329,117 @@ static void adopt_finish_locked(atomio *st, uint64_t k, int r, bool counted)
 	shm_wake(st, &st->sh->ev_home);
 }
 
+/* Batch k holds a visible group (a lazy one: its owner returned, and every
+ * process may have read it).  Mutex held. */
+static bool bat_visible_locked(atomio *st, uint64_t k)
+{
+	ASSERT_LOCKED(st);
+	uint32_t *v, n;
+	if (batch_members_locked(st, k, &v, &n) < 0)
+		return true; /* (the re-log is right for any batch; the pad only is faster) */
+	bool vis = false;
+	for (uint32_t c = 0; c < n && !vis; c++)
+		vis = atomic_load(&ENT(v[c])->flags) & ENT_VISIBLE;
+	free(v);
+	return vis;
+}
+
+/* Write batch k's records again, byte for byte, at its place, durably: the
+ * same groups (from the arena) with the same seqs.  Mutex held, dropped
+ * while writing.  0, or an error (ATOMIO_ECORRUPT: its entries do not add
+ * up to its records). */
+static int adopt_relog_write_locked_drops(atomio *st, uint64_t k, struct view *vw)
+{
+	ASSERT_LOCKED_DROPS(st);
+	const struct shm_bat *B = shm_bat(st->sh, k);
+	const uint64_t off = B->off, bytes = B->bytes, len = align_up(bytes, st->block);
+	uint32_t *v, n;
+	int r = batch_members_locked(st, k, &v, &n);
+	if (r < 0)
+		return r;
+	shm_unlock(st);
+	/* The arena blocks stay: the groups are the batch's (this thread's now). */
+	r = view_build(st, v, n, vw);
+	free(v);
+	void *buf = NULL;
+	if (r == 0 && bytes && posix_memalign(&buf, 4096, len))
+		r = -ENOMEM;
+	if (r == 0 && bytes)
+		r = build_records(st, buf, vw, bytes, false, 0);
+	if (r == 0 && bytes)
+		r = log_write_at(st, buf, len, off);
+	free(buf);
+	shm_lock(st);
+	return r;
+}
+
+/* Adopt batch k (taken, logging or logged: no home write begun) holding a
+ * visible group: RE-LOG instead of pad (see ADOPTION at the top).  A pad
+ * would queue its groups again behind later batches that may be logged
+ * already, and a crash then could keep a later lazy group and lose an
+ * earlier one, which every process may have read (I1).  Its records are
+ * rewritten at the same place with the same seqs; then its home turn, as
+ * its leader would have taken it.  No guard_add_role: a leader that died
+ * with the role held set guard_bad (reap_one_locked), and one that gave it
+ * up had added them.  The dead leader's write, if any, ended with its
+ * process (its lock byte goes after its descriptors), so nothing races the
+ * rewrite.  Mutex held, dropped while writing. */
+static void adopt_relog_locked_drops(atomio *st, uint64_t k, int state)
+{
+	ASSERT_LOCKED_DROPS(st);
+	struct view vw = {0};
+	int r = adopt_relog_write_locked_drops(st, k, &vw);
+	struct shm_state *S = st->S;
+	/* (counted until the rewrite is durable: an adopter that dies during
+	 * it leaves the batch as it found it, for the next) */
+	if (state == BAT_LOGGING)
+		S->log_inflight--; /* its leader's write ended with its process */
+	S->bstate[k % SHM_BATCHES] = BAT_LOGGED;
+	if (r == ATOMIO_ECORRUPT)
+		shm_damaged_locked(st, "a dead leader's batch");
+	else if (r < 0)
+		st_fail_locked(st, r); /* its records whole or torn: recovery decides */
+	wake_next_locked(st);
+	while (st->S->home_next != k) {
+		if (st->S->orphans && adopt_below_locked_drops(st, k))
+			continue;
+		shm_wait_locked_drops(st, &st->sh->ev_home);
+	}
+	S = st->S;
+	if (r == 0 && S->failed)
+		r = ATOMIO_EUNKNOWN; /* durable, but not to be applied out of order (home_stage_locked_drops) */
+	S->bstate[k % SHM_BATCHES] = BAT_HOMING;
+	HOLD_SET(st->home_holder);
+	if (r == 0)
+		ckpt_home_begin_locked(st, k, vw.g, vw.n);
+	shm_unlock(st);
+	if (r == 0) {
+		r = engine_home(st, vw.g, vw.n);
+		if (r < 0)
+			home_err(st, &vw, r);
+	}
+	shm_lock(st);
+	home_done_locked(st, k, &vw, r, false);
+	/* the records were written (by the dead leader, or here): a failure
+	 * leaves the groups' fate to recovery */
+	adopt_finish_locked(st, k, r < 0 ? ATOMIO_EUNKNOWN : 0, true);
+	view_free(&vw);
+}
+
 static void adopt_one_locked_drops(atomio *st, uint64_t k)
 {
 	ASSERT_LOCKED_DROPS(st);
 	int state = st->S->bstate[k % SHM_BATCHES];
 	int r = 0;
 	struct view vw = {0};
+	/* Visible groups keep their place in the log (I1): re-logged.  The
+	 * others are padded and committed again later (nobody saw them). */
+	if ((state == BAT_TAKEN || state == BAT_LOGGING || state == BAT_LOGGED) && !shm_bat(st->sh, k)->fast &&
+	    bat_visible_locked(st, k)) {
+		adopt_relog_locked_drops(st, k, state);
+		atomic_fetch_add(&st->sh->stats.adoptions, 1);
+		return;
+	}
 	if (state == BAT_TAKEN || state == BAT_LOGGING || state == BAT_LOGGED) {
 		r = adopt_pad_locked_drops(st, k, state);
 		if (r < 0) {

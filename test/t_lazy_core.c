@@ -6,12 +6,22 @@
  * committed lazily without a sync does not deadlock (pressure); the groups
  * of a child killed after its lazy commits are made durable by the parent's
  * sync; close makes a handle's groups durable.  Durable = in the file after
- * every handle is closed (and after a reopen that recovers). */
+ * every handle is closed (and after a reopen that recovers).
+ *
+ * The re-log (commit.c, ADOPTION): a process leading a flush of a lazy
+ * group L1 dies inside its log write while a later batch (L2 over the same
+ * bytes, L3) is already logged; the adopter must write L1's record again at
+ * its place (same seq), not pad it and commit it again after L2 -- which
+ * would leave L1's bytes, the older group's, in the file (and after a crash
+ * could keep L2 without L1). */
+#include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "support/faultsys.h"
+#include "sys.h"
 #include "t.h"
 
 #define SMALL 100
@@ -254,6 +264,125 @@ static void t_killed_child(void)
 	check_bytes(t_path("f5"), 8, 200000, SMALL);
 }
 
+/* --- the re-log ------------------------------------------------------------ */
+
+static ino_t relog_ino;
+static uint8_t relog_mark[32]; /* L1's first bytes: its record holds them (no compression) */
+static int relog_note = -1;    /* the leader tells the test it is in its write */
+
+static ssize_t block_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, int rwf)
+{
+	struct stat sb;
+	if (atomio_sys_linux.fstat(fd, &sb) == 0 && sb.st_ino == relog_ino)
+		for (int i = 0; i < iovcnt; i++)
+			if (iov[i].iov_len >= sizeof(relog_mark) &&
+			    memmem(iov[i].iov_base, iov[i].iov_len, relog_mark, sizeof(relog_mark))) {
+				CHECK_EQ(write(relog_note, "w", 1), 1);
+				for (;;)
+					pause(); /* killed here: before its write */
+			}
+	return atomio_sys_linux.pwritev(fd, iov, iovcnt, off, rwf);
+}
+
+static atomio *relog_open(const char *log)
+{
+	struct atomio_options o = t_opts(16 << 20);
+	o.lazy_delay_us = 60000000;
+	o.flags |= ATOMIO_NO_BG_CHECKPOINT | ATOMIO_NO_COMPRESS;
+	atomio *st;
+	CHECK_OK(atomio_open(log, &o, &st));
+	return st;
+}
+
+struct killer_arg {
+	atomio *st;
+	uint64_t syncs0;
+	pid_t victim;
+};
+
+/* Kill the leader of L1's batch once a later batch's log write is done. */
+static void *killer_main(void *p)
+{
+	struct killer_arg *a = p;
+	for (int i = 0; i < 10000 && log_syncs(a->st) == a->syncs0; i++)
+		sleep_ms(1);
+	CHECK(log_syncs(a->st) > a->syncs0);
+	CHECK_OK(kill(a->victim, SIGKILL));
+	return NULL;
+}
+
+/* The survivor: commits L1; its child leads L1's flush and blocks in the
+ * log write; the survivor commits L2 (same bytes) and L3, syncs (its batch
+ * is logged while L1's is not), the child is killed, the sync adopts L1's
+ * batch.  Then L2's bytes must be in the file, here and after recovery. */
+static void relog_survivor(const char *log, const char *path)
+{
+	atomio *st = relog_open(log);
+	int f = atomio_file_open(st, path, 0, 0);
+	CHECK(f >= 0);
+	t_fill(relog_mark, sizeof(relog_mark), 21, 0);
+	(void)lazy_write(st, f, 21, 0, SMALL); /* L1 */
+	int pp[2];
+	CHECK_OK(pipe(pp));
+	pid_t c = fork();
+	CHECK(c >= 0);
+	if (c == 0) {
+		close(pp[0]);
+		relog_note = pp[1];
+		static struct atomio_sysops blocker;
+		blocker = atomio_sys_linux;
+		blocker.name = "blocker";
+		blocker.pwritev = block_pwritev;
+		blocker.uring_init = NULL; /* every write through pwritev */
+		atomio_sys_set(&blocker);
+		atomio *cs = relog_open(log);
+		(void)atomio_sync(cs, -1, 0); /* leads L1's batch */
+		_exit(9);                     /* never: it blocks in the write */
+	}
+	close(pp[1]);
+	char x;
+	CHECK_EQ(read(pp[0], &x, 1), 1);
+	close(pp[0]);
+	(void)lazy_write(st, f, 22, 0, SMALL);    /* L2: L1's bytes */
+	(void)lazy_write(st, f, 23, 4096, SMALL); /* L3 */
+	struct killer_arg ka = {.st = st, .syncs0 = log_syncs(st), .victim = c};
+	pthread_t kt;
+	CHECK_OK(pthread_create(&kt, NULL, killer_main, &ka));
+	alarm(30);
+	CHECK_OK(atomio_sync(st, -1, 0));
+	CHECK_OK(pthread_join(kt, NULL));
+	int ws;
+	CHECK_EQ(waitpid(c, &ws, 0), c);
+	CHECK(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+	CHECK_EQ(lstats(st).lazy_pending, 0);
+	check_bytes(path, 22, 0, SMALL);
+	check_bytes(path, 23, 4096, SMALL);
+	_exit(0); /* no close: recovery replays the log */
+}
+
+static void t_relog(void)
+{
+	const char *log = t_path("log6"), *path = t_path("f6");
+	atomio *st = relog_open(log);
+	CHECK(atomio_file_open(st, path, O_CREAT, 0644) >= 0);
+	CHECK_OK(atomio_close(st));
+	struct stat sb;
+	CHECK_OK(stat(log, &sb));
+	relog_ino = sb.st_ino;
+	pid_t p = fork();
+	CHECK(p >= 0);
+	if (p == 0)
+		relog_survivor(log, path);
+	int ws;
+	CHECK_EQ(waitpid(p, &ws, 0), p);
+	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	st = relog_open(log); /* alone: recovery */
+	CHECK_OK(atomio_close(st));
+	check_bytes(path, 22, 0, SMALL);
+	check_bytes(path, 23, 4096, SMALL);
+	printf("re-log: the later group's bytes are in the file\n");
+}
+
 int main(void)
 {
 	t_many_then_sync();
@@ -262,6 +391,7 @@ int main(void)
 	t_pressure(true);
 	t_pressure(false);
 	t_killed_child();
+	t_relog();
 	t_cleanup();
 	printf("t_lazy_core: ok\n");
 	return 0;
