@@ -82,6 +82,37 @@
  * home turn, so no later group is acknowledged before the pad is durable --
  * and a later group can only be acknowledged once recovery would walk past
  * the pad to its record.
+ * A batch holding a visible (lazy) group is RE-LOGGED instead of padded
+ * (adopt_relog_locked_drops): its records written again, byte for byte, at
+ * its place, durably, then its home turn.  Its groups were readable by
+ * every process from their commit on; queued again they would be logged
+ * after later batches that may be durable already, and a crash could keep
+ * a later group without an earlier one (or, live, write them home in the
+ * wrong order).
+ *
+ * LAZY GROUPS (atomio_tx_commit_lazy, issue 36).  A lazy group is queued
+ * like any other -- its ticket (S->tk_next) is its place in the one commit
+ * order -- and indexed for reads in every process (lazy.c), and its
+ * committer returns at once: nobody waits for it, so whoever finishes it
+ * frees it (finish_ent_locked).  Its bytes stay in the arena until it is
+ * home; it is never private (its bytes must outlive its process: a
+ * survivor commits it) and never takes the fast path.  A batch whose head
+ * is lazy starts only when due (flush_due_locked): an eager group queued
+ * after it (a durable or asynchronous commit: it may only be logged after
+ * every group before it, so it flushes them -- the prefix), a sync that
+ * wants it (commit_sync: S->sync_want), shared memory filling (lz_press:
+ * without it a full arena would wait for the delay), a failed store, or the
+ * lazy delay since its enqueue.  Why not at once: one device wait for many
+ * groups, and none for a group overwritten before the flush is still one
+ * record each, but the committer pays no device wait at all.  The flusher
+ * (one worker of the store: S->lz_flusher) sleeps until the head is due;
+ * with ATOMIO_NO_BG_CHECKPOINT there is none, and a committer that finds
+ * the delay expired leads.  A sync waits until every visible group up to
+ * its target is done -- durable AND home, so the kernel's own reads of the
+ * file (mmap, sendfile) see it after a sync -- leading the flush itself when
+ * it can.  Durability follows commit order: groups are logged in ticket
+ * order (I1), home only after their record is durable (I2), so a crash
+ * loses a suffix of the commit order, never a part of a group.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -1105,15 +1136,17 @@ static void fill_wait_locked_drops(atomio *st)
 	ASSERT_LOCKED_DROPS(st);
 	ASSERT_ROLE_HELD(st);
 	struct shm_state *S = st->S;
+	/* A lazy flush is as full as it gets (no wait), and its groups are no
+	 * cohort that comes back: fill_want learns from eager groups only. */
+	if (S->lz_n)
+		return;
 	uint32_t pop = S->q_len + S->pipe_groups;
 	if (pop >= S->fill_want)
 		S->fill_want = pop;
 	else
 		S->fill_want--;
 	/* (A fast-path group is a batch of its own: nothing to wait for.) */
-	/* Nor when lazy groups are queued: a flush is as full as it gets. */
-	if (S->q_len >= S->fill_want || S->log_inflight || !S->q_head || S->q_len > S->q_eager ||
-	    head_fast_locked(st, S->q_head))
+	if (S->q_len >= S->fill_want || S->log_inflight || !S->q_head || head_fast_locked(st, S->q_head))
 		return;
 	uint64_t ns = S->log_write_ns / 4;
 	ns = ns < FILL_WAIT_MIN_NS ? FILL_WAIT_MIN_NS : ns > FILL_WAIT_MAX_NS ? FILL_WAIT_MAX_NS : ns;
