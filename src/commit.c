@@ -1941,8 +1941,9 @@ int commit_sync(atomio *st, uint64_t target, unsigned flags)
 		S->sync_want = target;
 	wake_next_locked(st); /* the flusher, or whoever may lead now */
 	if (flags & ATOMIO_SYNC_NOWAIT) {
+		r = S->failed ? lz_sync_err_locked(st, target) : 0;
 		shm_unlock(st);
-		return 0;
+		return r;
 	}
 	atomic_fetch_add(&st->sh->stats.syncs_waited, 1);
 	/* Done (durable AND home: a sync, then the kernel reading the file, is
