@@ -1641,26 +1641,6 @@ static void block_fill(atomio *st, const atomio_tx *tx, uint64_t off)
 	}
 }
 
-/* The newest ticket that touched each of a visible group's files (what
- * atomio_sync(file) waits for), where the read index is laid out.  Mutex
- * held. */
-static void lz_hi_note_locked(atomio *st, const struct shm_ent *e)
-{
-	ASSERT_LOCKED(st);
-	struct shm *sh = st->sh;
-	if (!sh->lzf_off || e->blk == UINT64_MAX)
-		return;
-	const struct arena_blk *b = shm_blk(sh, e->blk);
-	const struct shm_seg *d = (const struct shm_seg *)(b + 1);
-	for (uint32_t j = 0; j < e->nsegs; j++) {
-		if (d[j].file >= MAX_FILES)
-			continue;
-		struct lz_file *f = shm_lzf(sh, d[j].file);
-		if (atomic_load(&f->hi) < e->ticket)
-			atomic_store(&f->hi, e->ticket); /* (mutex held: the only writer) */
-	}
-}
-
 /* Queue entry idx1: its ticket (its place in the commit order) and, a
  * visible group, its place in the read index and the FIFO -- all in the
  * one critical section that publishes it, so a reader sees it with the
@@ -1686,7 +1666,6 @@ static int enqueue_locked(atomio *st, uint32_t idx1)
 		S->lz_n++;
 		if (e->blk != UINT64_MAX)
 			S->lz_bytes += shm_blk(st->sh, e->blk)->size;
-		lz_hi_note_locked(st, e);
 		lazy_pressure_locked(st);
 	} else {
 		S->q_eager++;

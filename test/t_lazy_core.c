@@ -262,7 +262,15 @@ static void t_killed_child(void)
 	close(pp[0]);
 	CHECK_EQ(lstats(st).lazy_pending, NLAZY);
 	CHECK(log_syncs(st) - s0 <= 1);
+	/* this process reads them already (lazy.c's overlay) */
+	char rb[SMALL], want[SMALL];
+	t_fill(want, SMALL, 7, 500 * SMALL);
+	CHECK_EQ(atomio_pread(st, f, rb, SMALL, 500 * SMALL), SMALL);
+	CHECK(!memcmp(rb, want, SMALL));
 	CHECK_OK(kill(pid, SIGKILL));
+	/* ... and still once their process is gone */
+	CHECK_EQ(atomio_pread(st, f, rb, SMALL, 500 * SMALL), SMALL);
+	CHECK(!memcmp(rb, want, SMALL));
 	int ws;
 	CHECK_EQ(waitpid(pid, &ws, 0), pid);
 	CHECK_OK(atomio_sync(st, -1, 0));
