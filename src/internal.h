@@ -605,6 +605,15 @@ void lz_unindex_locked(atomio *st, uint32_t idx1);
 void lz_rebuild_locked(atomio *st);
 ssize_t lz_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
 int lz_file_size(atomio *st, int file, uint64_t *size);
+/* The eager count of file (shm.h, struct lz_file): raised (on) while the file
+ * is read by the kernel behind atomio's back (a mapping, a stdio stream: the
+ * preload), lazy commits to it are made durable at once (commit_lazy).
+ * Internal: the preload links libatomio in.  0 or -EINVAL. */
+int lz_eager(atomio *st, int file, bool on);
+/* read.c: len bytes of f's home at off through the descriptor reads use
+ * (the buffered twin of an O_DIRECT file, else the file's own, aligned);
+ * short at the end of the file. */
+ssize_t file_read_home(atomio *st, struct afile *f, void *buf, size_t len, off_t off);
 
 /* The lazy delay's bounds (atomio_options.lazy_delay_us). */
 #define LAZY_DELAY_DEFAULT_US 200000u

@@ -202,6 +202,11 @@ static void layout(struct shm *h, uint64_t dcap, uint64_t arena)
 	h->dcap = dcap;
 	h->dtab_off = align_up(off, 64);
 	off = h->dtab_off + 2 * dcap * sizeof(struct dkey);
+	/* the lazy read index (lazy.c): zero pages until a lazy group touches them */
+	h->lzf_off = align_up(off, 64);
+	off = h->lzf_off + (uint64_t)MAX_FILES * sizeof(struct lz_file);
+	h->lzseg_off = align_up(off, 64);
+	off = h->lzseg_off + (uint64_t)SHM_LZSEGS * sizeof(struct lz_seg);
 	h->arena_off = align_up(off, 4096);
 	h->arena_size = arena;
 	h->size = h->arena_off + arena;
@@ -286,6 +291,8 @@ int shm_build(atomio *st, const struct shm_start *in)
 	sh->arena_off = geo.arena_off;
 	sh->dtab_off = geo.dtab_off;
 	sh->guard_off = geo.guard_off;
+	sh->lzf_off = geo.lzf_off;
+	sh->lzseg_off = geo.lzseg_off;
 	sh->dcap = geo.dcap;
 	sh->arena_size = geo.arena_size;
 	sh->ckpt_at = ckpt_at;
@@ -310,6 +317,8 @@ int shm_build(atomio *st, const struct shm_start *in)
 	st->sbp = &sh->sb;
 	atomic_store(&sh->stats.groups_recovered, st->rec_groups);
 	atomic_store(&sh->stats.records_beyond_tail, st->rec_beyond);
+	/* The lazy read index needs no start: zero is empty (no file has segs,
+	 * the seg pool's free list is empty and none of it taken, lazy.c). */
 	/* Last: a process that joins from now on finds the state whole (it
 	 * waits for LK_INIT, which this process holds until then). */
 	__atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
@@ -356,7 +365,8 @@ int shm_join(atomio *st)
 		layout(&geo, sh->dcap, sh->arena_size);
 		if (geo.size != sh->size || geo.ents_off != sh->ents_off || geo.bats_off != sh->bats_off ||
 		    geo.procs_off != sh->procs_off || geo.arena_off != sh->arena_off ||
-		    geo.dtab_off != sh->dtab_off || geo.guard_off != sh->guard_off)
+		    geo.dtab_off != sh->dtab_off || geo.guard_off != sh->guard_off ||
+		    geo.lzf_off != sh->lzf_off || geo.lzseg_off != sh->lzseg_off)
 			why = "its layout does not add up";
 	}
 	if (why) {
@@ -433,6 +443,7 @@ static void normalize_locked(atomio *st)
 		else
 			atomic_store(&e->state, ENT_FILLING);
 	}
+	lz_rebuild_locked(st); /* the read index is derived: rebuilt from the FIFO (lazy.c) */
 }
 
 static void reap_one_locked(atomio *st, uint32_t slot1);

@@ -311,7 +311,10 @@ struct lz_seg {
 };
 struct lz_hdr {
 	uint32_t free;  /* the seg pool's free list: index + 1 */
-	uint32_t used;
+	uint32_t used;  /* segs in use (indexed) */
+	uint32_t hw;    /* segs ever taken from the pool's untouched end (so that a store that
+			   never commits lazily never touches the pool's pages) */
+	uint32_t pad;
 };
 
 struct shm {
