@@ -309,6 +309,10 @@ struct atomio {
 	struct atomio_tx *cq_head, *cq_tail; /* done, callback not yet run */
 	unsigned async_busy; /* async groups queued or in a batch */
 	int efd;             /* eventfd, or -1 */
+
+	/* lazy groups (commit.c, LAZY GROUPS): the newest ticket this handle
+	 * committed lazily (atomio_close makes it durable); under sh->mu */
+	uint64_t lz_mine_hi;
 };
 
 #define POOL_KEEP 64u
@@ -571,7 +575,13 @@ int commit_prepare(atomio_tx *tx);
 /* Put tx's group into a shared entry and queue it (async: its worker
  * collects it).  Called without sh->mu; 0 with it held (the caller lets it
  * go), or an error: nothing queued, sh->mu not held. */
-int commit_submit_and_lock(atomio_tx *tx, bool async);
+/* commit_submit_and_lock's modes: a synchronous group (its thread waits),
+ * an asynchronous one (its process's worker collects it), a lazy one
+ * (nobody waits: whoever finishes it frees it) */
+#define SUBMIT_SYNC 0u
+#define SUBMIT_ASYNC 1u
+#define SUBMIT_LAZY 2u
+int commit_submit_and_lock(atomio_tx *tx, unsigned mode);
 void lead_locked_drops(atomio *st);
 bool can_lead_locked(atomio *st);
 /* Adopt the batches of dead processes (commit.c, ADOPTION), if any.
@@ -592,6 +602,12 @@ int commit_sync(atomio *st, uint64_t target, unsigned flags);
 /* The target of atomio_sync(st, file): the newest ticket that touched
  * file (file < 0: the newest ticket handed out). */
 uint64_t commit_sync_target(atomio *st, int file);
+/* The worker's sleep, in ns, before it looks at the queue again: the
+ * flusher role's holder (taken here when free) sleeps until the queue's
+ * head is due.  Mutex held. */
+uint64_t lz_flusher_wait_ns_locked(atomio *st);
+/* This process gives the flusher role up (its worker stops). */
+void lz_flusher_leave(atomio *st);
 
 /* lazy.c: the read index of visible groups (shm.h, struct lz_file).
  * lz_index_locked: index entry idx1's segs (at enqueue, before the commit
@@ -638,6 +654,9 @@ void tx_pool_free(atomio *st);
 /* async.c */
 void async_init(atomio *st);
 void async_stop(atomio *st);
+/* Start this process's worker if it is not running (it also flushes lazy
+ * groups: commit.c, LAZY GROUPS).  0 or -EAGAIN. */
+int async_worker(atomio *st);
 void async_destroy(atomio *st);
 /* This process's asynchronous group of entry idx1 is done (its worker, or
  * the thread that finished it in this process): onto the completion list. */

@@ -297,6 +297,7 @@ int shm_build(atomio *st, const struct shm_start *in)
 	sh->arena_size = geo.arena_size;
 	sh->ckpt_at = ckpt_at;
 	sh->dirty_limit = limit;
+	sh->lz_delay_ns = in->lz_delay_ns ? in->lz_delay_ns : LAZY_DELAY_DEFAULT_US * 1000ull;
 	pthread_mutexattr_t a;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -312,6 +313,7 @@ int shm_build(atomio *st, const struct shm_start *in)
 	s->home_off = s->tail;
 	s->cat_gen = st->cat_gen;
 	s->files_hi = atomic_load(&st->files_hi);
+	s->tk_next = 1; /* ticket 0: no group (atomio_sync_ticket(0) returns at once) */
 	atomic_store(&sh->cur, 0);
 	sh->sb = st->sb_local;
 	st->sbp = &sh->sb;
@@ -382,6 +384,58 @@ int shm_join(atomio *st)
 
 /* --- the mutex and the state ---------------------------------------------------- */
 
+/* ... the lazy groups' FIFO and counts (commit.c, LAZY GROUPS): an entry
+ * the dead holder finished and freed in place leaves it (owner 0), as does
+ * one no longer queued nor in a live batch (normalize_locked made it
+ * FILLING: its dead owner was queueing it); q_eager, lz_n and lz_bytes are
+ * counted again, and the read index rebuilt from what is left (lazy.c). */
+static void normalize_lazy_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	struct shm *sh = st->sh;
+	struct shm_state *S = st->S;
+	uint32_t prev = 0, kept = 0, steps = 0;
+	uint64_t bytes = 0;
+	for (uint32_t i = S->lz_head; i && i <= SHM_ENTRIES && steps < S->lz_n; steps++) {
+		struct shm_ent *e = shm_ent(sh, i);
+		uint32_t next = i == S->lz_tail ? 0 : e->lz_next;
+		uint32_t es = atomic_load(&e->state);
+		/* finished in place (its state is written there), not yet freed:
+		 * nobody else would free it */
+		if (atomic_load(&e->owner) && es == ENT_DONE && (atomic_load(&e->flags) & ENT_LAZY))
+			shm_ent_free(st, i);
+		if (!atomic_load(&e->owner) || !(atomic_load(&e->flags) & ENT_VISIBLE) ||
+		    (es != ENT_QUEUED && es != ENT_BATCHED)) {
+			if (prev)
+				shm_ent(sh, prev)->lz_next = next;
+			else
+				S->lz_head = next;
+		} else {
+			prev = i;
+			kept++;
+			if (e->blk < sh->arena_size)
+				bytes += shm_blk(sh, e->blk)->size;
+		}
+		i = next;
+	}
+	S->lz_n = kept;
+	S->lz_tail = prev;
+	if (!kept)
+		S->lz_head = 0;
+	S->lz_bytes = bytes;
+	uint32_t eager = 0;
+	steps = 0;
+	for (uint32_t i = S->q_head; i && i <= SHM_ENTRIES && steps < S->q_len; steps++) {
+		if (!(atomic_load(&shm_ent(sh, i)->flags) & ENT_LAZY))
+			eager++;
+		if (i == S->q_tail)
+			break;
+		i = shm_ent(sh, i)->next;
+	}
+	S->q_eager = eager;
+	lz_rebuild_locked(st);
+}
+
 /* After a holder died inside the mutex: its writes outside the state that the
  * state never published are undone where they could mislead (shm.h).  A
  * group's state must say where the published state has it: in the queue
@@ -443,7 +497,7 @@ static void normalize_locked(atomio *st)
 		else
 			atomic_store(&e->state, ENT_FILLING);
 	}
-	lz_rebuild_locked(st); /* the read index is derived: rebuilt from the FIFO (lazy.c) */
+	normalize_lazy_locked(st); /* (which rebuilds the read index, lazy.c) */
 }
 
 static void reap_one_locked(atomio *st, uint32_t slot1);
@@ -461,7 +515,7 @@ static void reap_unattached_locked(atomio *st)
 		uint32_t s1 = i + 1;
 		if (atomic_load(&shm_procs(st->sh)[i].state))
 			continue;
-		bool named = S->log_owner == s1 || S->ckpt_owner == s1 || S->zero_owner == s1 ||
+		bool named = S->log_owner == s1 || S->ckpt_owner == s1 || S->zero_owner == s1 || S->lz_flusher == s1 ||
 			     S->ckpt_wanted == s1 || ((S->role_wait[i / 64] >> (i % 64)) & 1);
 		for (unsigned b = 0; b < SHM_BATCHES && !named; b++)
 			named = S->bstate[b] != BAT_FREE && S->bowner[b] == s1;
@@ -773,6 +827,8 @@ static void dequeue_locked(atomio *st, uint32_t idx1)
 			if (!S->q_head)
 				S->q_tail = 0;
 			S->q_len--;
+			if (!(atomic_load(&e->flags) & ENT_LAZY) && S->q_eager)
+				S->q_eager--;
 			return;
 		}
 		if (i == S->q_tail)
@@ -806,6 +862,8 @@ static void reap_one_locked(atomio *st, uint32_t slot1)
 		S->ckpt_wanted = 0;
 	if (S->zero_owner == slot1)
 		S->zero_owner = 0; /* its chunk is zeroed again from zero_lo */
+	if (S->lz_flusher == slot1)
+		S->lz_flusher = 0; /* another process's worker takes it at its next look */
 	S->role_wait[(slot1 - 1) / 64] &= ~(1ull << ((slot1 - 1) % 64));
 	for (unsigned b = 0; b < SHM_BATCHES; b++)
 		if (S->bstate[b] != BAT_FREE && S->bowner[b] == slot1) {
