@@ -1278,7 +1278,10 @@ static int adopt_pad_locked_drops(atomio *st, uint64_t k, int state)
 	for (uint32_t c = n; c-- > 0;) {
 		struct shm_ent *e = ENT(v[c]);
 		uint32_t fl = atomic_load(&e->flags);
-		if (fl & (ENT_ORPHAN | ENT_PRIVATE)) {
+		/* (a dead process's lazy group stays: it was visible, and its
+		 * sync waits for it -- adopt_one_locked_drops re-logs such a
+		 * batch anyway) */
+		if ((fl & ENT_PRIVATE) || ((fl & ENT_ORPHAN) && !(fl & ENT_LAZY))) {
 			shm_ent_free(st, v[c]);
 			continue;
 		}
