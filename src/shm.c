@@ -497,7 +497,7 @@ static void normalize_locked(atomio *st)
 		else
 			atomic_store(&e->state, ENT_FILLING);
 	}
-	normalize_lazy_locked(st);
+	normalize_lazy_locked(st); /* (which rebuilds the read index, lazy.c) */
 }
 
 static void reap_one_locked(atomio *st, uint32_t slot1);

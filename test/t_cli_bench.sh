@@ -147,6 +147,17 @@ $A bench -q -d 0.6 -n 1 -s 2M -m atomio-async --log-size 8M --json "$T/a.json" "
 	fail "atomio-async bench failed: $(cat "$T/out")"
 jqv '.runs[] | select(.mode=="atomio-async") | .ops > 0 and .home_bytes == .user_bytes
      and .log_syncs_per_op > 0 and .log_syncs_per_op <= 1' "$T/a.json"
+# lazy groups with a sync every 16 (256) groups, and their baseline, pwrite
+# with an fdatasync of the files written every 16 (256) groups (named only):
+# threads and processes; every group ends up home, and the baseline waits
+# once per 16 (256) groups of a writer (plus the slice's last sync)
+$A bench -q -d 0.4 -n 1 -s 2M --log-size 8M -t 2 \
+	-m atomio-lazy16,atomio-lazy256,unsafe-sync16,unsafe-sync256,atomio-lazy16:procs,unsafe-sync16:procs \
+	--json "$T/l.json" "$T" >"$T/out" || fail "lazy bench failed: $(cat "$T/out")"
+jqv '[.runs[] | .ops > 0] | length == 6 and all' "$T/l.json"
+jqv '[.runs[] | select(.mode | startswith("atomio-lazy")) | .home_bytes == .user_bytes] | length == 3 and all' "$T/l.json"
+jqv '[.runs[] | select(.mode=="unsafe-sync16") | .syncs_per_op <= 1/16 + 2/.ops] | length == 2 and all' "$T/l.json"
+jqv '.runs[] | select(.mode=="unsafe-sync256") | .syncs_per_op <= 1/256 + 2/.ops' "$T/l.json"
 # a new store per slice (named only): each slice runs until its log is written once over
 $A bench -q -d 0.2 -n 2 -s 2M -m atomio-new --log-size 1M --json "$T/n.json" "$T" >"$T/out" ||
 	fail "atomio-new bench failed: $(cat "$T/out")"

@@ -17,6 +17,13 @@
  *                first lap, against atomio's steady state (only when asked for)
  *   kernel       pwritev2(RWF_ATOMIC | RWF_DSYNC): one range, O_DIRECT, where
  *                the filesystem accepts it; skipped with the reason elsewhere
+ *   atomio-lazy16, atomio-lazy256
+ *                atomio_tx_commit_lazy, and atomio_sync of the store every
+ *                16 (256) groups of a writer: atomic at once, durable at the
+ *                sync (only when asked for)
+ *   unsafe-sync16, unsafe-sync256
+ *                their baseline: pwrite each page, fdatasync the files a
+ *                writer touched every 16 (256) groups (only when asked for)
  *
  * To add a mode: write its functions (and a begin, if it needs one before
  * each slice) and list it in bench_modes[]; attach and detach make it run
@@ -702,6 +709,244 @@ static void am_async_teardown(void *state)
 	free(x);
 }
 
+/* --- lazy groups, a sync every N; and pwrite with an fdatasync every N ------------ */
+
+/* A writer's groups since its last sync: by thread (with --procs each
+ * writer process has its own state, and its thread is its own index). */
+#define SYNC_MAX_THREADS 1024
+
+struct am_lazy {
+	struct am *a;
+	unsigned every;
+	unsigned n[SYNC_MAX_THREADS];
+};
+
+static int am_lazy_open(const struct bench_env *env, void **state, char *why, size_t n, unsigned every)
+{
+	if (env->threads > SYNC_MAX_THREADS) {
+		snprintf(why, n, "at most %u threads", SYNC_MAX_THREADS);
+		return BENCH_SKIP;
+	}
+	struct am_lazy *x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	void *a;
+	int r = am_open(env, &a, why, n, 0);
+	if (r < 0) {
+		free(x);
+		return r;
+	}
+	x->a = a;
+	x->every = every;
+	*state = x;
+	return 0;
+}
+
+static int am_lazy16_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	return am_lazy_open(env, state, why, n, 16);
+}
+
+static int am_lazy256_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	return am_lazy_open(env, state, why, n, 256);
+}
+
+static int am_lazy16_attach(const struct bench_env *env, void *state, void **own, char *why, size_t n)
+{
+	(void)state;
+	return am_lazy_open(env, own, why, n, 16);
+}
+
+static int am_lazy256_attach(const struct bench_env *env, void *state, void **own, char *why, size_t n)
+{
+	(void)state;
+	return am_lazy_open(env, own, why, n, 256);
+}
+
+/* One group committed lazily; every x->every-th of this writer also waits
+ * for the store's sync (its latency is that op's). */
+static int am_lazy_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
+{
+	struct am_lazy *x = state;
+	struct am *a = x->a;
+	atomio_tx *tx;
+	int r = atomio_tx_begin(a->st, &tx);
+	for (unsigned i = 0; r == 0 && i < g->n; i++)
+		r = atomio_tx_write(tx, a->files[g->r[i].file], g->r[i].buf, a->page, (off_t)g->r[i].off);
+	if (r < 0) {
+		atomio_tx_abort(tx);
+		snprintf(why, n, "atomio group: %s", atomio_strerror(r));
+		return r;
+	}
+	r = atomio_tx_commit_lazy(tx, NULL);
+	if (r < 0) {
+		snprintf(why, n, "atomio_tx_commit_lazy: %s", atomio_strerror(r));
+		return r;
+	}
+	if (++x->n[thread] % x->every)
+		return 0;
+	r = atomio_sync(a->st, -1, 0);
+	if (r < 0)
+		snprintf(why, n, "atomio_sync: %s", atomio_strerror(r));
+	return r;
+}
+
+/* The slice's end: every lazy group durable (the sync), then the log
+ * checkpointed as for atomio. */
+static int am_lazy_finish(void *state, char *why, size_t n)
+{
+	struct am_lazy *x = state;
+	int r = atomio_sync(x->a->st, -1, 0);
+	if (r < 0) {
+		snprintf(why, n, "atomio_sync: %s", atomio_strerror(r));
+		return r;
+	}
+	return am_finish(x->a, why, n);
+}
+
+static void am_lazy_counters(void *state, struct mode_counters *c)
+{
+	am_counters(((struct am_lazy *)state)->a, c);
+}
+
+/* A writer process leaves: atomio_close makes its lazy groups durable. */
+static int am_lazy_detach(void *own, char *why, size_t n)
+{
+	struct am_lazy *x = own;
+	int r = am_detach(x->a, why, n);
+	free(x);
+	return r;
+}
+
+static void am_lazy_teardown(void *state)
+{
+	struct am_lazy *x = state;
+	am_teardown(x->a);
+	free(x);
+}
+
+struct plain_sync {
+	struct plain *p;
+	unsigned every;
+	unsigned n[SYNC_MAX_THREADS];
+	uint8_t *touched; /* [thread][file]: written since the writer's last sync */
+};
+
+static int psync_wrap(const struct bench_env *env, struct plain *p, void **state, unsigned every)
+{
+	struct plain_sync *x = calloc(1, sizeof(*x));
+	uint8_t *t = calloc((size_t)env->threads * env->nfiles, 1);
+	if (!x || !t) {
+		free(x);
+		free(t);
+		plain_teardown(p);
+		return -ENOMEM;
+	}
+	*x = (struct plain_sync){.p = p, .every = every, .touched = t};
+	*state = x;
+	return 0;
+}
+
+static int psync_open(const struct bench_env *env, void **state, char *why, size_t n, unsigned every)
+{
+	if (env->threads > SYNC_MAX_THREADS) {
+		snprintf(why, n, "at most %u threads", SYNC_MAX_THREADS);
+		return BENCH_SKIP;
+	}
+	void *p;
+	int r = unsafe_setup(env, &p, why, n);
+	return r < 0 ? r : psync_wrap(env, p, state, every);
+}
+
+static int psync16_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	return psync_open(env, state, why, n, 16);
+}
+
+static int psync256_setup(const struct bench_env *env, void **state, char *why, size_t n)
+{
+	return psync_open(env, state, why, n, 256);
+}
+
+static int psync_attach(const struct bench_env *env, void *state, void **own, char *why, size_t n)
+{
+	const struct plain_sync *s = state;
+	void *p;
+	int r = plain_attach(env, s->p, &p, why, n);
+	return r < 0 ? r : psync_wrap(env, p, own, s->every);
+}
+
+/* fdatasync the files this writer wrote since its last sync. */
+static int psync_files(struct plain_sync *x, unsigned thread, char *why, size_t n)
+{
+	const struct bench_env *env = x->p->env;
+	uint8_t *t = x->touched + (size_t)thread * env->nfiles;
+	for (unsigned f = 0; f < env->nfiles; f++) {
+		if (!t[f])
+			continue;
+		t[f] = 0;
+		int e = datasync(x->p->fds[f]);
+		atomic_fetch_add_explicit(&x->p->sh->waits, 1, memory_order_relaxed);
+		if (e < 0) {
+			snprintf(why, n, "fdatasync: %s", strerror(-e));
+			return e;
+		}
+	}
+	return 0;
+}
+
+static int psync_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
+{
+	struct plain_sync *x = state;
+	struct plain *p = x->p;
+	for (unsigned i = 0; i < g->n; i++) {
+		const struct bench_range *r = &g->r[i];
+		int e = pwrite_full(p->fds[r->file], r->buf, p->env->page, (off_t)r->off, 0);
+		if (e < 0) {
+			snprintf(why, n, "pwrite: %s", strerror(-e));
+			return e;
+		}
+		x->touched[(size_t)thread * p->env->nfiles + r->file] = 1;
+	}
+	return ++x->n[thread] % x->every ? 0 : psync_files(x, thread, why, n);
+}
+
+/* Every writer's unsynced pages made durable (the slice's end, or a
+ * writer process's). */
+static int psync_all(struct plain_sync *x, char *why, size_t n)
+{
+	int r = 0;
+	for (unsigned t = 0; t < x->p->env->threads && r == 0; t++)
+		r = psync_files(x, t, why, n);
+	return r;
+}
+
+static int psync_finish(void *state, char *why, size_t n)
+{
+	return psync_all(state, why, n);
+}
+
+static void psync_counters(void *state, struct mode_counters *c)
+{
+	plain_counters(((struct plain_sync *)state)->p, c);
+}
+
+static void psync_teardown(void *state)
+{
+	struct plain_sync *x = state;
+	plain_teardown(x->p);
+	free(x->touched);
+	free(x);
+}
+
+static int psync_detach(void *own, char *why, size_t n)
+{
+	int r = psync_all(own, why, n);
+	psync_teardown(own);
+	return r;
+}
+
 /* --- kernel RWF_ATOMIC ----------------------------------------------------------- */
 
 static int kernel_setup(const struct bench_env *env, void **state, char *why, size_t n)
@@ -815,7 +1060,32 @@ static const struct bench_mode m_atomio_new = {
 	.teardown = am_new_teardown, .optional = true, .begin = am_new_begin,
 };
 
+static const struct bench_mode m_atomio_lazy16 = {
+	.name = "atomio-lazy16", .what = "atomio_tx_commit_lazy, atomio_sync every 16 groups per writer",
+	.setup = am_lazy16_setup, .op = am_lazy_op, .attach = am_lazy16_attach, .detach = am_lazy_detach,
+	.finish = am_lazy_finish, .counters = am_lazy_counters, .teardown = am_lazy_teardown, .optional = true,
+};
+
+static const struct bench_mode m_atomio_lazy256 = {
+	.name = "atomio-lazy256", .what = "atomio_tx_commit_lazy, atomio_sync every 256 groups per writer",
+	.setup = am_lazy256_setup, .op = am_lazy_op, .attach = am_lazy256_attach, .detach = am_lazy_detach,
+	.finish = am_lazy_finish, .counters = am_lazy_counters, .teardown = am_lazy_teardown, .optional = true,
+};
+
+static const struct bench_mode m_unsafe_sync16 = {
+	.name = "unsafe-sync16", .what = "pwrite, fdatasync of the files written every 16 groups per writer",
+	.setup = psync16_setup, .op = psync_op, .attach = psync_attach, .detach = psync_detach,
+	.finish = psync_finish, .counters = psync_counters, .teardown = psync_teardown, .optional = true,
+};
+
+static const struct bench_mode m_unsafe_sync256 = {
+	.name = "unsafe-sync256", .what = "pwrite, fdatasync of the files written every 256 groups per writer",
+	.setup = psync256_setup, .op = psync_op, .attach = psync_attach, .detach = psync_detach,
+	.finish = psync_finish, .counters = psync_counters, .teardown = psync_teardown, .optional = true,
+};
+
 const struct bench_mode *const bench_modes[] = {&m_unsafe, &m_doublewrite, &m_atomio, &m_kernel,
 						&m_atomio_raw, &m_atomio_excl, &m_atomio_async,
-						&m_atomio_new};
+						&m_atomio_new, &m_atomio_lazy16, &m_atomio_lazy256,
+						&m_unsafe_sync16, &m_unsafe_sync256};
 const unsigned bench_nmodes = sizeof(bench_modes) / sizeof(bench_modes[0]);

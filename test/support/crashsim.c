@@ -353,7 +353,7 @@ static const struct {
 	U64(seed), INT(files), INT(groups), INT(threads), U64(log), INT(ranges), U64(bytes),
 	U64(span), INT(abort_pct), INT(ckpt_pct), INT(reopen_pct), INT(crash_pct), INT(trunc_pct),
 	INT(pwrite_pct), INT(full_pct), U32(direct), BOOL(uniform), BOOL(blockrec), BOOL(setup), BOOL(appfiles), BOOL(lazy), U32(unit), U32(dio), U32(phys),
-	U32(compress),
+	U32(compress), INT(lazy_pct), INT(sync_pct), BOOL(reader), U64(lazy_delay_us),
 	BOOL(nodirect), BOOL(nodsync), U64(cap), U64(samples), INT(points_pct), INT(nest_pct), INT(nest_max),
 	U64(ncap), U64(nsamples), INT(npoints), BOOL(bg), BOOL(fast), BOOL(dhome), BOOL(noproc),
 	BOOL(procs), INT(kill_pct), U32(kill_at), U32(kill_role), INT(kill_step), BOOL(kill_sb),
@@ -460,6 +460,10 @@ void cs_stats_print(const char *label, const struct cs_stats *s)
 		       " images matched only with a pending pad not landed\n",
 		       label, s->handles, s->kills, s->kills_log, s->kills_home, s->kills_ckpt, s->kills_before,
 		       s->kills_held, s->pads, s->pad_groups, s->pad_images);
+	if (s->lazy_groups)
+		printf("%s: lazy groups: %" PRIu64 " committed, %" PRIu64 " acknowledged by a later sync, "
+		       "durable commit or close; %" PRIu64 " syncs; %" PRIu64 " ranges read back by the reader\n",
+		       label, s->lazy_groups, s->lazy_acked, s->syncs, s->reader_checks);
 	if (s->role_steps)
 		printf("%s: kill points: %" PRIu64 " steps of the chosen roles reached, %" PRIu64
 		       " deaths at the kill point; %" PRIu64 " acknowledged groups kept by the checked images (summed)\n",
@@ -578,6 +582,14 @@ struct ctx {
 	int nalt;          /* alternative orders at the crash point being checked */
 	int matched_alt;   /* the last match: -1 the order, else alts[i] */
 
+	/* lazy groups (crashsim.h, LAZY GROUPS), by gid, under the simfs lock */
+	uint8_t *lzg;       /* 1: committed lazily (or being), not yet acknowledged or lost */
+	uint64_t *ticket;   /* its ticket (0: not known yet) */
+	size_t tk_from;     /* the order from here on is this session's (tickets start again) */
+	uint64_t *gbeg, *gend; /* happens-before: clock before its commit began, after it returned */
+	_Atomic uint64_t clock;
+	struct proc rd;     /* the reader's handle (reader=1) */
+
 	/* workers of a phase: finished (or dead) */
 	pthread_mutex_t wmu;
 	pthread_cond_t wcv;
@@ -662,6 +674,13 @@ static uint32_t store_flags(const struct cs_cfg *c)
 {
 	return ATOMIO_CREATE | (c->bg ? 0 : ATOMIO_NO_BG_CHECKPOINT) |
 	       (c->fast ? ATOMIO_FAST_PATH_FORCE : 0) | (c->dhome ? ATOMIO_DIRECT_HOME : 0);
+}
+
+/* Without background checkpoints nothing may flush behind the run's back
+ * (determinism): a lazy delay of 60 s, the largest there is. */
+static uint64_t lazy_delay(const struct cs_cfg *c)
+{
+	return c->lazy_delay_us ? c->lazy_delay_us : c->bg ? 0 : 60000000;
 }
 
 /* Replayable by seed: one committing thread and no checkpointer thread. */
@@ -1350,6 +1369,31 @@ static void check_one(struct ctx *x, struct simfs *fs, const struct simfs_opinfo
 	}
 }
 
+/* Invariant I1 of lazy groups (docs/plans/36-lazy-groups.md): visible
+ * groups are logged in ticket order, so the order by record seq must list
+ * the lazy groups whose tickets are known by rising ticket (a group logged
+ * twice -- a re-log in place -- has the same ticket twice).  A later lazy
+ * group logged before an earlier one could survive it (mutant lzorder). */
+static void check_tickets(struct ctx *x)
+{
+	uint64_t last = 0, lastg = 0;
+	for (size_t j = x->tk_from; j < x->norder && !x->failed; j++) {
+		uint64_t g = x->order[j], t = x->ticket[g];
+		if (!t)
+			continue;
+		if (t < last) {
+			char why[200];
+			snprintf(why, sizeof(why), "lazy group %llu (ticket %llu) logged after group %llu "
+				 "(ticket %llu): not in commit order", (unsigned long long)g,
+				 (unsigned long long)t, (unsigned long long)lastg, (unsigned long long)last);
+			struct where w = {.point = 0, .pick = "-"};
+			report(x, NULL, why, &w);
+		}
+		last = t;
+		lastg = g;
+	}
+}
+
 /* Group gid takes its place in the commit order.  Records: by seq, which is
  * the commit order (two log writes in flight at once may reach their crash
  * points in either order).  A fast-path group (seq 0 here) comes after every
@@ -1379,6 +1423,7 @@ static void order_add(struct ctx *x, uint64_t gid, uint64_t seq, bool fast)
 	x->norder++;
 	if (fast)
 		x->sort_from = x->norder;
+	check_tickets(x);
 }
 
 /* A log write: which groups (in which order) does it carry? */
@@ -1427,7 +1472,8 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 		char why[256] = "";
 		if (gid == 0 || gid >= x->ngids)
 			snprintf(why, sizeof(why), "a log record carries no group id (%llu)", (unsigned long long)gid);
-		else if (x->c.threads == 1 && !x->c.procs && gid != x->committing)
+		else if (x->c.threads == 1 && !x->c.procs && gid != x->committing && !x->lzg[gid])
+			/* (lazy groups committed before are flushed with a later one) */
 			snprintf(why, sizeof(why), "the log write carries group %llu while group %llu commits",
 				 (unsigned long long)gid, (unsigned long long)x->committing);
 		else if (x->relog[gid])
@@ -1543,6 +1589,31 @@ static bool current_record(const struct ctx *x, uint64_t gid, uint64_t seq)
 	return !x->c.procs;
 }
 
+/* Invariant I2: a home write that starts a group's first range (its gid)
+ * while the group has no record issued at all (a lazy group written home at
+ * its commit, mutant lzhome).  Fast-path writes (RWF_ATOMIC) are their own
+ * record and are left out by the caller. */
+static void check_home_placed(struct ctx *x, const struct simfs_opinfo *op, int f)
+{
+	uint64_t gid = 0;
+	if (op->len < 8 || op->iovcnt < 1 || op->iov[0].iov_len < 8)
+		return;
+	memcpy(&gid, op->iov[0].iov_base, 8);
+	if (gid == 0 || gid >= x->ngids || !x->grps[gid].nops)
+		return;
+	const struct gop *o = &x->grps[gid].ops[0];
+	if (o->kind != OP_WRITE || o->file != f || o->off != op->off || !write_of_group(x, gid, f, op))
+		return;
+	for (size_t j = x->norder; j-- > 0;)
+		if (x->order[j] == gid)
+			return;
+	char why[200];
+	snprintf(why, sizeof(why), "home write to %s (group %llu) issued before any record of the group",
+		 op->path, (unsigned long long)gid);
+	struct where w = {.op = op, .point = op->index, .pick = "-"};
+	report(x, NULL, why, &w);
+}
+
 /* Classic bug 3: a home write must never be issued while the log write
  * carrying its record is not yet durable (it could reach the media first).
  * (Other log writes may be in flight: the next batch's, or a checkpoint's
@@ -1587,6 +1658,8 @@ static void check_home_order(struct ctx *x, struct simfs *fs, const struct simfs
 	}
 	x->s.home_checked++;
 	free(v);
+	if (!x->failed && !(op->rwf & RWF_ATOMIC))
+		check_home_placed(x, op, f);
 }
 
 static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op)
@@ -1635,6 +1708,7 @@ static void take_snapshot(struct ctx *x, struct simfs *fs, const struct simfs_op
 static void maybe_die(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
 static void maybe_die_ckpter(struct ctx *x, struct simfs *fs, const struct simfs_opinfo *op);
 static void worker_finished(struct ctx *x, struct proc *p);
+static void reader_check(struct ctx *x, bool in_hook);
 /* The process a worker thread is (procs): the hook kills it there. */
 static __thread struct proc *tl_me;
 /* The worker thread is registering a file new to the catalog (CS_ROLE_REG). */
@@ -1662,8 +1736,13 @@ static void run_hook_in(struct simfs *fs, const struct simfs_opinfo *op, void *a
 	if (op->kind == SIMFS_OP_WRITE) {
 		if (!strcmp(op->path, LOG_PATH) && op->off < 2 * SB_SLOT)
 			count_sb_write(x, op);
-		else if (!strcmp(op->path, LOG_PATH))
+		else if (!strcmp(op->path, LOG_PATH)) {
 			parse_log_write(x, op);
+			/* (one thread, not inside sh->mu: no other thread can
+			 * hold what the reader's read waits for) */
+			if (x->c.threads == 1 && !x->c.procs && !x->c.bg && !cs_store_holds_mutex(x->p[0].st))
+				reader_check(x, true);
+		}
 		else
 			for (int f = 0; f < x->c.files; f++)
 				if (!strcmp(op->path, x->paths[f])) {
@@ -1812,7 +1891,7 @@ static int proc_open(struct ctx *x, struct proc *p)
 	char *err = p->errbuf;
 	err[0] = 0;
 	struct atomio_options o = {.log_size = x->c.log, .flags = store_flags(&x->c), .errbuf = err,
-				   .errbuf_size = sizeof(p->errbuf)};
+				   .errbuf_size = sizeof(p->errbuf), .lazy_delay_us = lazy_delay(&x->c)};
 	if (x->c.procs) {
 		p->tag = atomic_fetch_add(&x->next_tag, 1);
 		simfs_proc_set(p->tag);
@@ -1843,6 +1922,52 @@ static int proc_open(struct ctx *x, struct proc *p)
 	return 0;
 }
 
+/* The reader (reader=1): a store handle of a simulated process of its own
+ * that only reads (no file registration: it reads by the catalog's ids). */
+static void reader_open(struct ctx *x)
+{
+	struct proc *p = &x->rd;
+	p->errbuf[0] = 0;
+	struct atomio_options o = {.log_size = x->c.log, .flags = store_flags(&x->c), .errbuf = p->errbuf,
+				   .errbuf_size = sizeof(p->errbuf), .lazy_delay_us = lazy_delay(&x->c)};
+	p->tag = atomic_fetch_add(&x->next_tag, 1);
+	int prev = simfs_proc_set(p->tag);
+	int r = atomio_open(LOG_PATH, &o, &p->st);
+	simfs_proc_set(prev);
+	if (r < 0) {
+		printf("CRASH-CHECK FAILED: atomio_open of the reader: %d %s: %s\n", r, atomio_strerror(r), p->errbuf);
+		p->st = NULL;
+		x->failed = 1;
+	}
+}
+
+static int reader_close(struct ctx *x, bool expect_errors)
+{
+	struct proc *p = &x->rd;
+	if (!p->st)
+		return 0;
+	int prev = simfs_proc_set(p->tag);
+	int r = atomio_close(p->st);
+	simfs_proc_set(prev);
+	p->st = NULL;
+	if (r < 0 && !expect_errors) {
+		printf("CRASH-CHECK FAILED: atomio_close of the reader: %d %s: %s\n", r, atomio_strerror(r),
+		       p->errbuf);
+		x->failed = 1;
+	}
+	return r;
+}
+
+/* Lazy groups not acknowledged are forgotten: a clean close made them
+ * durable (the floor covers them), or a crash took what it took. */
+static void lazy_forget(struct ctx *x)
+{
+	simfs_lock(x->fs);
+	memset(x->lzg, 0, x->ngids);
+	x->tk_from = x->norder;
+	simfs_unlock(x->fs);
+}
+
 /* Close p's handle (the last one to close checkpoints the whole log). */
 static int proc_close(struct ctx *x, struct proc *p)
 {
@@ -1864,13 +1989,16 @@ static int open_store(struct ctx *x)
 	for (int i = 0; i < x->np && r == 0; i++)
 		r = proc_open(x, &x->p[i]);
 	simfs_proc_set(0);
-	return r;
+	lazy_forget(x); /* a new session: tickets start again */
+	if (r == 0 && x->c.reader)
+		reader_open(x);
+	return x->failed ? -1 : r;
 }
 
 /* Close every live handle; dead ones stay as they died. */
 static int close_store(struct ctx *x)
 {
-	int r = 0;
+	int r = reader_close(x, false);
 	for (int i = x->np; i-- > 0;)
 		if (!x->p[i].dead && proc_close(x, &x->p[i]) < 0)
 			r = -1;
@@ -1933,6 +2061,7 @@ static void apply_snapshot(struct ctx *x)
 			atomio_close(x->p[i].st); /* errors expected */
 			x->p[i].st = NULL;
 		}
+	reader_close(x, true);
 	pads_retire_all(x); /* a later history */
 	/* forget everything after the snapshot */
 	x->norder = x->snap.hi;
@@ -1967,10 +2096,18 @@ out:
 	x->snap.order = x->snap.oseq = NULL;
 }
 
-/* Commit (or abort) one group.  0 committed, 1 aborted, else an error. */
-static int do_group(struct ctx *x, struct proc *p, const struct grp *g)
+/* Is group g committed lazily?  (Its own draw: the groups' shapes stay
+ * those of the seed without lazy_pct.) */
+static bool grp_lazy(const struct ctx *x, const struct grp *g)
 {
-	(void)x;
+	struct rng r = {mix64(x->c.seed ^ (g->gid * 0x51ed27ull) ^ 0x1a2)};
+	return !g->pwrite && !g->abort && (int)below(&r, 100) < x->c.lazy_pct;
+}
+
+/* Commit (or abort) one group.  0 committed, 1 aborted, else an error.
+ * A lazy group's ticket goes to *ticket. */
+static int do_group(struct ctx *x, struct proc *p, const struct grp *g, uint64_t *ticket)
+{
 	int r = 0;
 	if (g->pwrite) {
 		const struct gop *o = &g->ops[0];
@@ -2015,10 +2152,93 @@ static int do_group(struct ctx *x, struct proc *p, const struct grp *g)
 		atomio_tx_abort(tx);
 		return r < 0 ? r : 1;
 	}
-	return atomio_tx_commit(tx);
+	return grp_lazy(x, g) ? atomio_tx_commit_lazy(tx, ticket) : atomio_tx_commit(tx);
 }
 
-static void group_done(struct ctx *x, const struct grp *g, int r)
+/* Group gid's durability was reported: from here on no crash may lose it --
+ * so its record (or its atomic write) was issued: it has a place in the
+ * order (with several processes, one that a pad did not take away).  Under
+ * the simfs lock. */
+static void ack_group(struct ctx *x, uint64_t gid)
+{
+	bool placed = false;
+	for (size_t j = x->norder; j-- > 0 && !placed;)
+		placed = x->order[j] == gid;
+	if (!placed && !x->failed) {
+		char why[200];
+		snprintf(why, sizeof(why), "group %llu%s acknowledged without a record in the log%s",
+			 (unsigned long long)gid, x->lzg[gid] ? " (lazy: by a sync)" : "",
+			 x->relog[gid] ? " (a pad took its record back)" : "");
+		struct where w = {.pick = "-"};
+		report(x, NULL, why, &w);
+	}
+	if (x->lzg[gid])
+		__atomic_fetch_add(&x->s.lazy_acked, 1, __ATOMIC_RELAXED);
+	x->lzg[gid] = 0;
+	atomic_store(&x->acked[gid], 1);
+	CS_TRACE("ack gid %llu\n", (unsigned long long)gid);
+}
+
+static bool grp_touches(const struct grp *g, int f)
+{
+	for (int i = 0; i < g->nops; i++)
+		if (g->ops[i].file == f)
+			return true;
+	return false;
+}
+
+/* A call that began at clock c0 returned 0 and reports durable every lazy
+ * group whose commit returned before (f < 0), or those that touched file f
+ * and every lazy group of a ticket up to theirs.  Under the simfs lock. */
+static void ack_lazy_before(struct ctx *x, uint64_t c0, int f)
+{
+	uint64_t maxt = 0;
+	bool any = false;
+	for (size_t g = 1; f >= 0 && g < x->ngids; g++)
+		if (x->lzg[g] && x->gend[g] && x->gend[g] < c0 && grp_touches(&x->grps[g], f)) {
+			any = true;
+			maxt = x->ticket[g] > maxt ? x->ticket[g] : maxt;
+		}
+	for (size_t g = 1; g < x->ngids && !x->failed; g++)
+		if (x->lzg[g] && x->gend[g] && x->gend[g] < c0 &&
+		    (f < 0 || grp_touches(&x->grps[g], f) || (any && x->ticket[g] <= maxt)))
+			ack_group(x, g);
+}
+
+/* The clock of the run's happens-before (LAZY GROUPS): every reading is
+ * later than every earlier one. */
+static uint64_t tick(struct ctx *x) { return atomic_fetch_add(&x->clock, 1) + 1; }
+
+/* Before group gid (sync_pct): atomio_sync of the store or of one file; its
+ * 0 acknowledges the lazy groups it covers.  A quarter with NOWAIT, which
+ * promises nothing. */
+static void maybe_sync(struct ctx *x, struct proc *p, uint64_t gid)
+{
+	struct rng r = {mix64(x->c.seed ^ (gid * 0x5c5cull) ^ 0x5c)};
+	if ((int)below(&r, 100) >= x->c.sync_pct)
+		return;
+	int f = below(&r, 2) ? -1 : (int)below(&r, (uint64_t)x->c.files);
+	if (f >= 0 && !x->registered[f])
+		f = -1;
+	unsigned fl = below(&r, 4) == 0 ? ATOMIO_SYNC_NOWAIT : 0;
+	uint64_t c0 = tick(x);
+	int sr = atomio_sync(p->st, f < 0 ? -1 : x->ids[f], fl);
+	if (sr < 0) {
+		printf("CRASH-CHECK FAILED: atomio_sync(%d, %u): %d %s: %s\n  seed %llu, config %s\n",
+		       f < 0 ? -1 : x->ids[f], fl, sr, atomio_strerror(sr), p->errbuf,
+		       (unsigned long long)x->c.seed, x->cfgstr);
+		x->failed = 1;
+		return;
+	}
+	__atomic_fetch_add(&x->s.syncs, 1, __ATOMIC_RELAXED);
+	if (fl & ATOMIO_SYNC_NOWAIT)
+		return;
+	simfs_lock(x->fs);
+	ack_lazy_before(x, c0, f);
+	simfs_unlock(x->fs);
+}
+
+static void group_done(struct ctx *x, const struct grp *g, int r, uint64_t ticket)
 {
 	if (r < 0) {
 		printf("CRASH-CHECK FAILED: group %llu: commit returned %d %s\n  seed %llu, config %s\n",
@@ -2031,24 +2251,147 @@ static void group_done(struct ctx *x, const struct grp *g, int r)
 		__atomic_fetch_add(&x->s.aborted, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	/* acknowledged: from here on no crash may lose it -- so its record
-	 * (or its atomic write) was issued: it has a place in the order (with
-	 * several processes, one that a pad did not take away) */
+	uint64_t c1 = tick(x);
 	simfs_lock(x->fs);
-	bool placed = false;
-	for (size_t j = x->norder; j-- > 0 && !placed;)
-		placed = x->order[j] == g->gid;
-	if (!placed && !x->failed) {
-		char why[200];
-		snprintf(why, sizeof(why), "group %llu acknowledged without a record in the log%s",
-			 (unsigned long long)g->gid, x->relog[g->gid] ? " (a pad took its record back)" : "");
-		struct where w = {.pick = "-"};
-		report(x, NULL, why, &w);
+	x->gend[g->gid] = c1;
+	if (grp_lazy(x, g)) {
+		/* visible, not acknowledged: a crash may still take it */
+		x->ticket[g->gid] = ticket;
+		x->lzg[g->gid] = 1;
+		check_tickets(x);
+		__atomic_fetch_add(&x->s.lazy_groups, 1, __ATOMIC_RELAXED);
+	} else {
+		/* a durable commit: it, and every lazy group committed before
+		 * it began (atomio.h: durable at a durable commit after it) */
+		ack_lazy_before(x, x->gbeg[g->gid], -1);
+		ack_group(x, g->gid);
 	}
-	atomic_store(&x->acked[g->gid], 1);
-	CS_TRACE("ack gid %llu\n", (unsigned long long)g->gid);
 	simfs_unlock(x->fs);
 	__atomic_fetch_add(&x->s.groups, 1, __ATOMIC_RELAXED);
+	if (grp_lazy(x, g))
+		reader_check(x, false);
+}
+
+/* The reader's bytes got[0..n) of range i of group g (len bytes at its
+ * offset; past n: the end of the file): each must be g's, or one that a
+ * group not committed before g began leaves there (its write, or a size
+ * change at or below it: zero or the end).  Marks ok[], which the caller
+ * cleared.  Under the simfs lock. */
+static void reader_mark(struct ctx *x, const struct grp *g, int i, const uint8_t *got, uint64_t n, uint64_t len,
+			uint8_t *ok)
+{
+	const struct gop *o = &g->ops[i];
+	uint8_t *hb = malloc(len);
+	if (!hb)
+		abort();
+	for (size_t h = 1; h < x->ngids; h++) {
+		const struct grp *gh = &x->grps[h];
+		if (gh->abort || !x->gbeg[h] || (x->gend[h] && x->gend[h] < x->gbeg[g->gid]))
+			continue; /* never committed, or committed before g began */
+		for (int j = 0; j < gh->nops; j++) {
+			const struct gop *q = &gh->ops[j];
+			if (q->file != o->file)
+				continue;
+			uint64_t lo = q->off > o->off ? q->off : o->off;
+			uint64_t hi = q->kind == OP_SIZE ? o->off + len : q->off + q->len;
+			hi = hi < o->off + len ? hi : o->off + len;
+			if (lo >= hi)
+				continue;
+			if (q->kind == OP_WRITE)
+				op_bytes(gh, j, lo, hb, hi - lo);
+			for (uint64_t a = lo; a < hi; a++) {
+				uint64_t k = a - o->off;
+				if (q->kind == OP_SIZE)
+					ok[k] |= k >= n || got[k] == 0;
+				else
+					ok[k] |= k < n && got[k] == hb[a - lo];
+			}
+		}
+	}
+	free(hb);
+}
+
+/* The reader handle reads back every range of the newest lazy groups not
+ * acknowledged (LAZY GROUPS, crashsim.h); a byte no allowed group explains
+ * is a failure (a read that missed a lazy group: mutant lzread).  in_hook:
+ * at a crash point of the run's only thread (the simfs lock held). */
+#define RD_GROUPS 8
+#define RD_MAX 65536u
+static void reader_check(struct ctx *x, bool in_hook)
+{
+	if (!x->c.reader || !x->rd.st || x->failed)
+		return;
+	uint64_t gs[RD_GROUPS];
+	int ng = 0;
+	simfs_lock(x->fs);
+	for (size_t g = x->ngids; g-- > 1 && ng < RD_GROUPS;)
+		if (x->lzg[g] && x->gend[g] && !atomic_load(&x->acked[g]))
+			gs[ng++] = g;
+	simfs_unlock(x->fs);
+	for (int gi = 0; gi < ng && !x->failed; gi++) {
+		const struct grp *g = &x->grps[gs[gi]];
+		for (int i = 0; i < g->nops && !x->failed; i++) {
+			const struct gop *o = &g->ops[i];
+			if (o->kind != OP_WRITE || !x->registered[o->file] || !o->len)
+				continue;
+			uint64_t len = o->len < RD_MAX ? o->len : RD_MAX;
+			uint8_t *got = malloc(len), *want = malloc(len), *ok = calloc(len, 1);
+			if (!got || !want || !ok)
+				abort();
+			int prev = simfs_proc_set(x->rd.tag);
+			ssize_t n = atomio_pread(x->rd.st, x->ids[o->file], got, len, (off_t)o->off);
+			simfs_proc_set(prev);
+			__atomic_fetch_add(&x->s.reader_checks, 1, __ATOMIC_RELAXED);
+			op_bytes(g, i, o->off, want, len);
+			uint64_t bad = UINT64_MAX;
+			simfs_lock(x->fs);
+			if (n >= 0 && ((uint64_t)n < len || memcmp(got, want, len))) {
+				reader_mark(x, g, i, got, (uint64_t)n, len, ok);
+				for (uint64_t k = 0; k < len && bad == UINT64_MAX; k++)
+					bad = ok[k] ? bad : k;
+			}
+			if (n < 0 || bad != UINT64_MAX) {
+				char why[300];
+				if (n < 0)
+					snprintf(why, sizeof(why), "the reader's atomio_pread of group %llu's range: %zd %s",
+						 (unsigned long long)g->gid, n, atomio_strerror((int)n));
+				else
+					snprintf(why, sizeof(why), "the reader (another process) reads lazy group %llu's "
+						 "file %d at %llu: byte %s%d, the group wrote %d, and no later group "
+						 "explains it (%zd of %llu bytes read)%s", (unsigned long long)g->gid,
+						 o->file, (unsigned long long)(o->off + bad), bad < (uint64_t)n ? "" : "end ",
+						 bad < (uint64_t)n ? got[bad] : -1, want[bad], n, (unsigned long long)len,
+						 in_hook ? " (at a log write)" : "");
+				struct where w = {.point = 0, .pick = "-"};
+				report(x, NULL, why, &w);
+			}
+			simfs_unlock(x->fs);
+			free(got);
+			free(want);
+			free(ok);
+		}
+	}
+}
+
+/* Commit group gid from p's handle, and tell the oracle. */
+static void commit_group(struct ctx *x, struct proc *p, uint64_t gid)
+{
+	struct grp *g = &x->grps[gid];
+	uint64_t c0 = tick(x), ticket = 0;
+	simfs_lock(x->fs);
+	x->gbeg[gid] = c0;
+	if (grp_lazy(x, g))
+		x->lzg[gid] = 1;
+	simfs_unlock(x->fs);
+	int gr = do_group(x, p, g, &ticket);
+	if (gr < 0 && p->errbuf[0])
+		printf("  (process %d's store: %s)\n", p->tag, p->errbuf);
+	if (gr != 0 && grp_lazy(x, g)) {
+		simfs_lock(x->fs);
+		x->lzg[gid] = 0;
+		simfs_unlock(x->fs);
+	}
+	group_done(x, g, gr, ticket);
 }
 
 struct worker {
@@ -2120,10 +2463,10 @@ static void *worker_main(void *arg)
 			if (proc_close(x, p) < 0 || proc_open(x, p) < 0)
 				break;
 		}
-		int gr = do_group(x, p, &x->grps[gid]);
-		if (gr < 0 && p->errbuf[0])
-			printf("  (process %d's store: %s)\n", p->tag, p->errbuf);
-		group_done(x, &x->grps[gid], gr);
+		maybe_sync(x, p, gid);
+		if (x->failed)
+			break;
+		commit_group(x, p, gid);
 	}
 	tl_me = NULL;
 	simfs_proc_set(0);
@@ -2472,7 +2815,12 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	x->acked = calloc(x->ngids, sizeof(*x->acked));
 	x->grps = calloc(x->ngids, sizeof(*x->grps));
 	x->relog = calloc(x->ngids, 1);
-	if (!x->order || !x->oseq || !x->acked || !x->grps || !x->relog)
+	x->lzg = calloc(x->ngids, 1);
+	x->ticket = calloc(x->ngids, sizeof(*x->ticket));
+	x->gbeg = calloc(x->ngids, sizeof(*x->gbeg));
+	x->gend = calloc(x->ngids, sizeof(*x->gend));
+	if (!x->order || !x->oseq || !x->acked || !x->grps || !x->relog || !x->lzg || !x->ticket || !x->gbeg ||
+	    !x->gend)
 		abort();
 	x->np = x->c.procs ? x->c.threads : 1;
 	x->next_tag = 1;
@@ -2502,7 +2850,9 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 					register_file(x, &x->p[0], x->grps[g].ops[i].file);
 			if (x->failed)
 				break;
-			group_done(x, &x->grps[g], do_group(x, &x->p[0], &x->grps[g]));
+			maybe_sync(x, &x->p[0], (uint64_t)g);
+			if (!x->failed)
+				commit_group(x, &x->p[0], (uint64_t)g);
 			if (x->armed && !x->failed)
 				apply_snapshot(x);
 		}
@@ -2532,6 +2882,7 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 			if (!x->p[i].dead && x->p[i].st)
 				atomio_close(x->p[i].st);
 	}
+	reader_close(x, true);
 	/* (threads of dead processes stay blocked for good, touching nothing;
 	 * their handles are never closed: a dead process closes nothing) */
 	simfs_uninstall();
@@ -2555,6 +2906,10 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	free((void *)x->acked);
 	pads_retire_all(x);
 	free(x->relog);
+	free(x->lzg);
+	free(x->ticket);
+	free(x->gbeg);
+	free(x->gend);
 	pthread_mutex_destroy(&x->wmu);
 	pthread_cond_destroy(&x->wcv);
 	free(x->cfgstr);

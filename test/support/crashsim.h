@@ -70,6 +70,25 @@
  * group that an acknowledged group follows is itself a failure: atomio
  * acknowledges no later group before the pad is durable.
  *
+ * LAZY GROUPS (lazy_pct, issue 36).  A share of the groups is committed
+ * with atomio_tx_commit_lazy: it returns once every process reads the group,
+ * and its durability is reported later.  The oracle acknowledges a lazy
+ * group only when a call that covers it returned 0 after its commit
+ * returned: atomio_sync of the store (-1) or of a file it touched (and then
+ * every lazy group of a smaller ticket too), a durable commit, or a clean
+ * close.  Until then a crash may lose it, but the survivors stay a prefix of
+ * the commit order (the image oracle: groups 1..k by record seq), and
+ * visible groups are logged in ticket order (checked as each record is
+ * seen).  No group's range is written home before its record was issued.
+ * With reader=1 one more store handle, a simulated process of its own that
+ * only reads, atomio_preads every range of the newest lazy groups not yet
+ * acknowledged, after each lazy commit and (one thread) at every log write:
+ * each byte must be that group's, or one of a group not committed before it
+ * began (a later or concurrent one).  sync_pct calls atomio_sync (of the
+ * store or of one file; a quarter with ATOMIO_SYNC_NOWAIT) before a group.
+ * Runs without background checkpoints get a lazy delay of 60 s (nothing is
+ * flushed behind the run's back) unless lazy_delay_us says otherwise.
+ *
  * CS_TRACE=1 in the environment prints to stderr what the oracle learns as
  * the run goes (records and pads seen, deaths, acknowledgements, the
  * crash-and-continue snapshot): for runs of several processes, which no
@@ -114,6 +133,11 @@ struct cs_cfg {
 			       not synced (their creation and bytes pending) */
 	bool lazy;          /* one thread: register a file just before its first group
 			       (catalog writes among the records) */
+	int lazy_pct;       /* groups committed with atomio_tx_commit_lazy (LAZY GROUPS) */
+	int sync_pct;       /* atomio_sync before a group */
+	bool reader;        /* a read-only handle checks what lazy groups read as */
+	uint64_t lazy_delay_us; /* atomio_options.lazy_delay_us (0: 60 s without bg, else
+				   the library's default) */
 	uint32_t compress;  /* 0: random bytes (incompressible: raw records); N >= 2: the
 			       bytes come in runs of N equal ones, so that records are
 			       stored LZ4-compressed (issue 7) */
@@ -214,6 +238,11 @@ struct cs_stats {
 	uint64_t role_steps;  /* steps of the chosen roles process 1 reached */
 	uint64_t role_kills;  /* process 1 died at its kill_step */
 	uint64_t acked_checks; /* acknowledged groups each checked image had to keep, summed */
+	/* lazy groups (LAZY GROUPS) */
+	uint64_t lazy_groups;  /* committed lazily */
+	uint64_t lazy_acked;   /* ... acknowledged later by a sync, durable commit or close */
+	uint64_t syncs;        /* atomio_sync calls that returned 0 */
+	uint64_t reader_checks; /* ranges the reader handle read back */
 };
 
 /* KILL POINTS (kill_role, kill_step): every crash point of process 1's thread
