@@ -688,7 +688,8 @@ int pl_store_restart_locked(void)
 	atomio *st = atomic_load(&g_st);
 	if (!st || pl_not_owner())
 		return 0;
-	pl_sync_all(); /* group mode: pending groups committed first */
+	if (g_group)
+		pl_sync_all(); /* pending groups committed first */
 	acc_stats(st);
 	/* The close makes this handle's lazy groups durable and home (and the
 	 * last closer checkpoints); a rename or unlink checkpointed the whole
@@ -1203,7 +1204,8 @@ __attribute__((destructor)) static void pl_fini(void)
 	pl_lock_excl();
 	atomio *st = atomic_load(&g_st);
 	if (st) {
-		pl_sync_all(); /* group mode: what was written since the last sync */
+		if (g_group)
+			pl_sync_all(); /* what was written since the last sync */
 		acc_stats(st);
 		int r = atomio_close(st); /* this handle's lazy groups durable first */
 		if (r < 0)
