@@ -1,6 +1,6 @@
 /*
  * shared.c: several processes writing and reading the same protected files
- * through libatomio_preload.so in shared mode (ATOMIO_SHARED=1), as
+ * through libatomio_preload.so (its one mode: one store for all), as
  * PostgreSQL's do: forked without exec from a parent that wrote first, one
  * killed while the others go on, a new one forked meanwhile, then all of
  * them killed at once; test/t_preload_shared.sh runs it and then checks the
