@@ -584,6 +584,9 @@ int commit_at_super_delete(void) { return commit_ready(NULL); }
 int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off)
 {
 	aconn *c = ctx;
+	int64_t lz = lazy_read(c, buf, n, off);
+	if (lz != -2)
+		return lz < 0 ? -1 : n; /* zero-filled past the end, as below */
 	int rc = c->real->pMethods->xRead(c->real, buf, (int)n, off);
 	/* A short read below the size the group began with cannot happen
 	 * while we hold the lock; the unix VFS zero-fills it anyway. */

@@ -281,6 +281,7 @@ int mf_delete(sqlite3_vfs *real, const char *name, int sync);
 
 /* group.c */
 int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off);
+int64_t lazy_read(aconn *c, void *buf, int64_t n, int64_t off);
 bool journal_on_disk(struct adb *d);
 uint64_t group_need(const struct pend *p);
 int commit_group(aconn *c, bool fold);

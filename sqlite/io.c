@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -43,11 +44,53 @@ int x_close(sqlite3_file *f)
 	return rc;
 }
 
+/* Lazy groups of the store not yet home (atomio_lazy_pending: some process
+ * committed to the database with atomio_tx_commit_lazy, e.g. a program under
+ * the preload; the VFS itself commits nothing lazily): reads go through
+ * atomio, which overlays them.  Only a process with the store open sees
+ * them.  The bytes read (the rest of buf zero), -1 on an error, or -2: none
+ * pending, read the file. */
+int64_t lazy_read(aconn *c, void *buf, int64_t n, int64_t off)
+{
+	atomio *st = store_pin(c->db);
+	if (!st)
+		return -2;
+	int64_t r = -2;
+	if (atomio_lazy_pending(st, c->db->fid) == 1) {
+		ssize_t got = atomio_pread(st, c->db->fid, buf, (size_t)n, (off_t)off);
+		r = got < 0 ? -1 : got;
+		if (got >= 0 && got < n)
+			memset((char *)buf + got, 0, (size_t)(n - got));
+	}
+	store_unpin(c->db);
+	return r;
+}
+
+/* The size with lazy groups (lazy_read), or -1: none pending. */
+static int64_t lazy_size(aconn *c)
+{
+	atomio *st = store_pin(c->db);
+	if (!st)
+		return -1;
+	uint64_t size;
+	int64_t r = atomio_lazy_pending(st, c->db->fid) == 1 && atomio_file_size(st, c->db->fid, &size) == 0
+			    ? (int64_t)size
+			    : -1;
+	store_unpin(c->db);
+	return r;
+}
+
 static int x_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
 {
 	aconn *c = (aconn *)f;
-	if (!c->pend.active)
-		return c->real->pMethods->xRead(c->real, buf, amt, off);
+	if (!c->pend.active) {
+		int64_t n = lazy_read(c, buf, amt, off);
+		if (n == -2)
+			return c->real->pMethods->xRead(c->real, buf, amt, off);
+		if (n < 0)
+			return SQLITE_IOERR_READ;
+		return n < amt ? SQLITE_IOERR_SHORT_READ : SQLITE_OK;
+	}
 	int64_t n = pend_read(&c->pend, buf, amt, off, base_read, c);
 	if (n < 0)
 		return SQLITE_IOERR_READ;
@@ -116,7 +159,9 @@ static int x_file_size(sqlite3_file *f, sqlite3_int64 *size)
 		*size = known;
 		return SQLITE_OK;
 	}
-	int64_t n = c->db->wfd >= 0 ? f_size(c->db->wfd) : -1;
+	int64_t n = lazy_size(c);
+	if (n < 0)
+		n = c->db->wfd >= 0 ? f_size(c->db->wfd) : -1;
 	int rc = n >= 0 ? SQLITE_OK : c->real->pMethods->xFileSize(c->real, size);
 	if (n >= 0)
 		*size = n;

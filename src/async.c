@@ -117,7 +117,8 @@ void async_collect(atomio *st)
 void (*async_idle_hook)(atomio *st);
 
 /* The worker: leads batches nobody else is there to lead (asynchronous
- * groups), and collects this process's that are done. */
+ * groups; lazy ones once due, when it holds the flusher role: commit.c,
+ * LAZY GROUPS), and collects this process's that are done. */
 static void *worker_main(void *arg)
 {
 	atomio *st = arg;
@@ -135,10 +136,13 @@ static void *worker_main(void *arg)
 		} else if (can_lead_locked(st)) {
 			lead_locked_drops(st);
 		} else {
+			/* the flusher sleeps until the queue's head is due */
+			uint64_t ns = lz_flusher_wait_ns_locked(st);
 			atomic_store(&me->worker_idle, 1);
 			if (async_idle_hook)
 				async_idle_hook(st); /* (tests: between the look at the flag and the wait) */
-			shm_wait_locked_drops(st, &me->wake);
+			(void)shm_wait_ns_locked_drops(st, &me->wake, ns);
+			(void)shm_reap_locked(st, false); /* as shm_wait_locked_drops */
 			atomic_store(&me->worker_idle, 0);
 		}
 	}
@@ -146,8 +150,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Start the worker if it is not running.  0 or -EAGAIN. */
-static int async_worker(atomio *st)
+int async_worker(atomio *st)
 {
 	own_lock(st);
 	int r = 0;
@@ -183,6 +186,7 @@ void async_stop(atomio *st)
 	shm_wake(st, &shm_procs(st->sh)[st->me - 1].wake);
 	pthread_join(st->worker, NULL);
 	st->worker_on = false;
+	lz_flusher_leave(st);
 }
 
 int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)

@@ -82,6 +82,37 @@
  * home turn, so no later group is acknowledged before the pad is durable --
  * and a later group can only be acknowledged once recovery would walk past
  * the pad to its record.
+ * A batch holding a visible (lazy) group is RE-LOGGED instead of padded
+ * (adopt_relog_locked_drops): its records written again, byte for byte, at
+ * its place, durably, then its home turn.  Its groups were readable by
+ * every process from their commit on; queued again they would be logged
+ * after later batches that may be durable already, and a crash could keep
+ * a later group without an earlier one (or, live, write them home in the
+ * wrong order).
+ *
+ * LAZY GROUPS (atomio_tx_commit_lazy, issue 36).  A lazy group is queued
+ * like any other -- its ticket (S->tk_next) is its place in the one commit
+ * order -- and indexed for reads in every process (lazy.c), and its
+ * committer returns at once: nobody waits for it, so whoever finishes it
+ * frees it (finish_ent_locked).  Its bytes stay in the arena until it is
+ * home; it is never private (its bytes must outlive its process: a
+ * survivor commits it) and never takes the fast path.  A batch whose head
+ * is lazy starts only when due (flush_due_locked): an eager group queued
+ * after it (a durable or asynchronous commit: it may only be logged after
+ * every group before it, so it flushes them -- the prefix), a sync that
+ * wants it (commit_sync: S->sync_want), shared memory filling (lz_press:
+ * without it a full arena would wait for the delay), a failed store, or the
+ * lazy delay since its enqueue.  Why not at once: one device wait for many
+ * groups, and none for a group overwritten before the flush is still one
+ * record each, but the committer pays no device wait at all.  The flusher
+ * (one worker of the store: S->lz_flusher) sleeps until the head is due;
+ * with ATOMIO_NO_BG_CHECKPOINT there is none, and a committer that finds
+ * the delay expired leads.  A sync waits until every visible group up to
+ * its target is done -- durable AND home, so the kernel's own reads of the
+ * file (mmap, sendfile) see it after a sync -- leading the flush itself when
+ * it can.  Durability follows commit order: groups are logged in ticket
+ * order (I1), home only after their record is durable (I2), so a crash
+ * loses a suffix of the commit order, never a part of a group.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -115,13 +146,45 @@ static bool role_wanted(const struct shm_state *S)
  * in flight overlaps device waits, but a small batch while another write runs
  * would only spend a device wait where waiting for that write and sharing the
  * next is cheaper. */
+/* Why a batch may start with a lazy group at the queue's head (see LAZY
+ * GROUPS above), or DUE_NOT: it may not yet. */
+enum { DUE_NOT, DUE_NOW, DUE_SYNC, DUE_PRESS, DUE_DELAY };
+
+static uint64_t lz_delay_ns(const atomio *st)
+{
+	return st->sh->lz_delay_ns ? st->sh->lz_delay_ns : LAZY_DELAY_DEFAULT_US * 1000ull;
+}
+
+/* The queue's head may be batched now: it is not lazy; or an eager group
+ * waits behind it (whose owner wants it durable now, and it may only be
+ * logged after every group before it: the prefix); or a sync wants it;
+ * or shared memory fills; or the store failed (the leader fails the
+ * queue); or it waited the lazy delay.  Mutex held, queue not empty. */
+static int flush_due_locked(const atomio *st)
+{
+	ASSERT_LOCKED(st);
+	const struct shm_state *S = st->S;
+	const struct shm_ent *h = ENT(S->q_head);
+	if (!(atomic_load(&h->flags) & ENT_LAZY) || S->failed)
+		return DUE_NOW;
+	if (S->q_eager || S->sync_want >= h->ticket)
+		return DUE_SYNC;
+	if (S->lz_press)
+		return DUE_PRESS;
+	/* (CLOCK_MONOTONIC is one clock for every process of the machine) */
+	if (mono_ns() - h->t_ns >= lz_delay_ns(st))
+		return DUE_DELAY;
+	return DUE_NOT;
+}
+
 static bool may_start_locked(const atomio *st)
 {
 	ASSERT_LOCKED(st);
 	const struct shm_state *S = st->S;
 	return !S->log_owner && !role_wanted(S) && S->q_head &&
 	       (!S->log_inflight ||
-		(S->log_inflight < LOG_SLOTS && S->q_len >= 2 && S->q_len >= S->fill_want));
+		(S->log_inflight < LOG_SLOTS && S->q_len >= 2 && S->q_len >= S->fill_want)) &&
+	       flush_due_locked(st) != DUE_NOT;
 }
 
 /* ... and this thread may lead it: the queue's head is not a private group of
@@ -133,6 +196,15 @@ bool can_lead_locked(atomio *st)
 		return false;
 	const struct shm_ent *h = ENT(st->S->q_head);
 	return !(atomic_load(&h->flags) & ENT_PRIVATE) || atomic_load(&h->owner) == st->me;
+}
+
+/* Wake the flusher (LAZY GROUPS).  Mutex held. */
+static void lz_wake_flusher_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	uint32_t f = st->S->lz_flusher;
+	if (f && f <= SHM_PROCS)
+		shm_wake(st, &shm_procs(st->sh)[f - 1].wake);
 }
 
 /* Let whoever should lead next know: the owner thread of the first group at
@@ -148,6 +220,13 @@ static void wake_next_locked(atomio *st)
 	if (may_start_locked(st)) {
 		unsigned looked = 0;
 		uint32_t steps = 0;
+		if (atomic_load(&ENT(S->q_head)->flags) & ENT_LAZY) {
+			/* Nobody waits for a lazy group: the flusher leads it, or
+			 * a sync waiting on ev_done, or an eager group's owner
+			 * further on (below). */
+			lz_wake_flusher_locked(st);
+			shm_wake(st, &sh->ev_done);
+		}
 		for (uint32_t i = S->q_head; i && i <= SHM_ENTRIES && looked < 64 && steps < S->q_len;
 		     looked++, steps++) {
 			struct shm_ent *e = ENT(i);
@@ -159,7 +238,7 @@ static void wake_next_locked(atomio *st)
 					shm_wake(st, &p->wake);
 					break;
 				}
-			} else if (!(fl & ENT_ORPHAN)) {
+			} else if (!(fl & (ENT_ORPHAN | ENT_LAZY))) {
 				shm_wake_ent(e);
 				break;
 			}
@@ -385,30 +464,42 @@ static uint64_t log_place_locked(const atomio *st, uint64_t len, uint64_t *room)
 	return UINT64_MAX;
 }
 
-/* Lay a batch's records out in the slot's staging buffer.  Log role held
- * (the guard is the role's), mutex not held. */
-static int build_batch_role(atomio *st, struct logslot *ls, const struct view *v, uint64_t bytes,
-			    uint64_t live_seq)
+/* Lay the records of v's groups out at out (bytes of them, then zeros to
+ * the block); guard: add them to the fast path's guard (the log role's,
+ * held then).  0, or ATOMIO_ECORRUPT when they do not add up to bytes. */
+static int build_records(atomio *st, char *out, const struct view *v, uint64_t bytes, bool guard,
+			 uint64_t live_seq)
 {
-	ASSERT_ROLE(st);
-	uint64_t len = align_up(bytes, st->block);
-	int r = stage_reserve(ls, len);
-	if (r < 0)
-		return r;
-	char *p = ls->stage;
+	uint64_t len = align_up(bytes, st->block), sum = 0;
+	for (uint32_t i = 0; i < v->n; i++)
+		sum += v->g[i].nsegs ? v->g[i].rec_len : 0;
+	if (sum != bytes)
+		return ATOMIO_ECORRUPT;
+	char *p = out;
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct grp *g = &v->g[i];
 		if (!g->nsegs)
 			continue; /* an empty group has no record */
 		struct rec_src rs = {.segs = g->segs, .nsegs = g->nsegs, .data_len = g->data_len,
 				     .rec_len = g->rec_len, .cdata = g->cdata, .clen = g->clen};
-		bool last = (uint64_t)(p - (char *)ls->stage) + g->rec_len == bytes;
+		bool last = (uint64_t)(p - out) + g->rec_len == bytes;
 		codec_rec_build(p, &rs, g->seq, st->rec_epoch, last, st->store_id);
-		guard_add_role(st, g, live_seq);
+		if (guard)
+			guard_add_role(st, g, live_seq);
 		p += g->rec_len;
 	}
 	memset(p, 0, len - bytes);
 	return 0;
+}
+
+/* Lay a batch's records out in the slot's staging buffer.  Log role held
+ * (the guard is the role's), mutex not held. */
+static int build_batch_role(atomio *st, struct logslot *ls, const struct view *v, uint64_t bytes,
+			    uint64_t live_seq)
+{
+	ASSERT_ROLE(st);
+	int r = stage_reserve(ls, align_up(bytes, st->block));
+	return r < 0 ? r : build_records(st, ls->stage, v, bytes, true, live_seq);
 }
 
 /* Write the built batch at area offset off, durably.  A write slot held,
@@ -441,13 +532,78 @@ static int write_batch(atomio *st, struct logslot *ls, uint64_t bytes, uint64_t 
 	return r;
 }
 
+/* Recompute the pressure flag: lazy groups hold half the arena, half the
+ * entries or half the index's seg pool (see LAZY GROUPS).  A committer that
+ * finds no room sets it too (lz_room_wait_locked_drops); the next group done
+ * recomputes it, and that committer sets it again if it still finds none.
+ * Mutex held. */
+static void lazy_pressure_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	struct shm_state *S = st->S;
+	const struct shm *sh = st->sh;
+	bool p = S->lz_bytes >= sh->arena_size / 2 || S->lz_n >= SHM_ENTRIES / 2 ||
+		 (sh->lzf_off && sh->lz.used >= SHM_LZSEGS / 2);
+	if (p && !S->lz_press)
+		lz_wake_flusher_locked(st);
+	S->lz_press = p;
+}
+
+/* A visible group is done (durable and home) or failed: out of the read
+ * index before its arena block goes (from here on reads go to the file,
+ * which holds its home writes -- or, failed, what a failed write-back
+ * leaves, as Linux does with dropped dirty pages), out of the FIFO, and a
+ * sync waiting for it woken.  Mutex held. */
+static void lz_done_locked(atomio *st, uint32_t idx1, int result)
+{
+	ASSERT_LOCKED(st);
+	struct shm_state *S = st->S;
+	struct shm_ent *e = ENT(idx1);
+	lz_unindex_locked(st, idx1);
+	/* normally the FIFO's head: groups are done in ticket order */
+	uint32_t prev = 0, steps = 0;
+	for (uint32_t i = S->lz_head; i && i <= SHM_ENTRIES && steps < S->lz_n; steps++) {
+		if (i == idx1) {
+			uint32_t next = i == S->lz_tail ? 0 : e->lz_next;
+			if (prev)
+				ENT(prev)->lz_next = next;
+			else
+				S->lz_head = next;
+			if (S->lz_tail == i)
+				S->lz_tail = prev;
+			S->lz_n--;
+			if (!S->lz_n)
+				S->lz_head = S->lz_tail = 0;
+			break;
+		}
+		if (i == S->lz_tail)
+			break;
+		prev = i;
+		i = ENT(i)->lz_next;
+	}
+	if (e->blk != UINT64_MAX) {
+		uint64_t b = shm_blk(st->sh, e->blk)->size;
+		S->lz_bytes -= S->lz_bytes >= b ? b : S->lz_bytes;
+	}
+	/* Its record write was issued before the failure: a sync covering it
+	 * cannot say "not written" (ATOMIO_EUNKNOWN). */
+	if (result == ATOMIO_EUNKNOWN && (!S->lz_unk_min || e->ticket < S->lz_unk_min))
+		S->lz_unk_min = e->ticket;
+	lazy_pressure_locked(st);
+	shm_wake(st, &st->sh->ev_done);
+}
+
 /* Hand a group back: its result, then its owner thread (or its process's
- * worker) is woken -- or, its owner dead, it is freed.  Its arena block is
- * no longer needed.  Mutex held. */
+ * worker) is woken -- or, its owner dead or the group lazy (nobody waits
+ * for it), it is freed.  Its arena block is no longer needed.  Mutex
+ * held. */
 static void finish_ent_locked(atomio *st, uint32_t idx1, int result)
 {
 	ASSERT_LOCKED(st);
 	struct shm_ent *e = ENT(idx1);
+	if (atomic_load(&e->flags) & ENT_VISIBLE)
+		lz_done_locked(st, idx1, result < 0 && (atomic_load(&e->flags) & ENT_MAYBE) ? ATOMIO_EUNKNOWN
+											: result);
 	if (e->blk != UINT64_MAX) {
 		shm_arena_free(st, e->blk);
 		e->blk = UINT64_MAX;
@@ -461,7 +617,7 @@ static void finish_ent_locked(atomio *st, uint32_t idx1, int result)
 		result = ATOMIO_EUNKNOWN;
 	e->result = result;
 	atomic_store(&e->state, ENT_DONE); /* the owner may free it from here on */
-	if (fl & ENT_ORPHAN) {
+	if (fl & (ENT_ORPHAN | ENT_LAZY)) {
 		shm_ent_free(st, idx1);
 	} else if (fl & ENT_ASYNC) {
 		uint32_t o = atomic_load(&e->owner);
@@ -472,6 +628,20 @@ static void finish_ent_locked(atomio *st, uint32_t idx1, int result)
 	}
 }
 
+/* q_eager follows the queue: a group not lazy queued (in) or taken off it.
+ * Mutex held. */
+static void q_count_locked(atomio *st, uint32_t idx1, bool in)
+{
+	ASSERT_LOCKED(st);
+	if (atomic_load(&ENT(idx1)->flags) & ENT_LAZY)
+		return;
+	struct shm_state *S = st->S;
+	if (in)
+		S->q_eager++;
+	else if (S->q_eager)
+		S->q_eager--;
+}
+
 static void fail_queue_locked(atomio *st, int err)
 {
 	ASSERT_LOCKED(st);
@@ -479,6 +649,7 @@ static void fail_queue_locked(atomio *st, int err)
 	uint32_t i = S->q_head, n = S->q_len;
 	S->q_head = S->q_tail = 0;
 	S->q_len = 0;
+	S->q_eager = 0;
 	for (uint32_t k = 0; i && k < n; k++) {
 		uint32_t next = ENT(i)->next;
 		/* Never in a batch: its place in the commit order is after every
@@ -518,7 +689,9 @@ static bool head_fast_locked(atomio *st, uint32_t idx1)
 {
 	ASSERT_LOCKED(st);
 	struct shm_ent *e = ENT(idx1);
-	if (e->nsegs != 1 || (atomic_load(&e->flags) & ENT_PRIVATE))
+	/* Not a lazy group: a flush of many would become as many device
+	 * waits, and a fast batch holds one group. */
+	if (e->nsegs != 1 || (atomic_load(&e->flags) & (ENT_PRIVATE | ENT_LAZY)))
 		return false;
 	struct grp g;
 	struct seg s;
@@ -667,6 +840,7 @@ static void take_batch_locked(atomio *st, struct batch *b)
 		e->ord = c;
 		e->fast = b->fast;
 		atomic_store(&e->state, ENT_BATCHED);
+		q_count_locked(st, i, false);
 		i = e->next;
 	}
 	if (!b->fast) {
@@ -757,6 +931,7 @@ static int fast_stage_locked_drops(atomio *st, struct batch *b)
 		S->bowner[bs] = 0;
 		S->batch_next--;
 		S->q_len++;
+		q_count_locked(st, b->first, true);
 		S->pipe_groups--;
 		st->slot_busy &= ~(1u << b->slot);
 		atomic_store(&e->state, ENT_QUEUED);
@@ -961,6 +1136,10 @@ static void fill_wait_locked_drops(atomio *st)
 	ASSERT_LOCKED_DROPS(st);
 	ASSERT_ROLE_HELD(st);
 	struct shm_state *S = st->S;
+	/* A lazy flush is as full as it gets (no wait), and its groups are no
+	 * cohort that comes back: fill_want learns from eager groups only. */
+	if (S->lz_n)
+		return;
 	uint32_t pop = S->q_len + S->pipe_groups;
 	if (pop >= S->fill_want)
 		S->fill_want = pop;
@@ -986,6 +1165,19 @@ static void fill_wait_locked_drops(atomio *st)
 	st->S->fill_waiting = 0;
 }
 
+/* A batch with a lazy group at its head is about to start: say why. */
+static void count_flush_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	struct shm_stats *x = &st->sh->stats;
+	switch (flush_due_locked(st)) {
+	case DUE_SYNC: atomic_fetch_add(&x->flush_sync, 1); break;
+	case DUE_PRESS: atomic_fetch_add(&x->flush_press, 1); break;
+	case DUE_DELAY: atomic_fetch_add(&x->flush_delay, 1); break;
+	default: break;
+	}
+}
+
 void lead_locked_drops(atomio *st)
 {
 	ASSERT_LOCKED_DROPS(st);
@@ -997,6 +1189,7 @@ void lead_locked_drops(atomio *st)
 	do {
 		if (!wait_for_room_locked_drops(st, &b))
 			return;
+		count_flush_locked(st);
 		take_batch_locked(st, &b);
 		b.issued = false;
 		r = b.fast ? fast_stage_locked_drops(st, &b) : log_stage_locked_drops(st, &b);
@@ -1099,6 +1292,7 @@ static int adopt_pad_locked_drops(atomio *st, uint64_t k, int state)
 			S->q_tail = v[c];
 		S->q_head = v[c];
 		S->q_len++;
+		q_count_locked(st, v[c], true);
 	}
 	free(v);
 	shm_arena_advance_locked(st);
@@ -1168,12 +1362,117 @@ static void adopt_finish_locked(atomio *st, uint64_t k, int r, bool counted)
 	shm_wake(st, &st->sh->ev_home);
 }
 
+/* Batch k holds a visible group (a lazy one: its owner returned, and every
+ * process may have read it).  Mutex held. */
+static bool bat_visible_locked(atomio *st, uint64_t k)
+{
+	ASSERT_LOCKED(st);
+	uint32_t *v, n;
+	if (batch_members_locked(st, k, &v, &n) < 0)
+		return true; /* (the re-log is right for any batch; the pad only is faster) */
+	bool vis = false;
+	for (uint32_t c = 0; c < n && !vis; c++)
+		vis = atomic_load(&ENT(v[c])->flags) & ENT_VISIBLE;
+	free(v);
+	return vis;
+}
+
+/* Write batch k's records again, byte for byte, at its place, durably: the
+ * same groups (from the arena) with the same seqs.  Mutex held, dropped
+ * while writing.  0, or an error (ATOMIO_ECORRUPT: its entries do not add
+ * up to its records). */
+static int adopt_relog_write_locked_drops(atomio *st, uint64_t k, struct view *vw)
+{
+	ASSERT_LOCKED_DROPS(st);
+	const struct shm_bat *B = shm_bat(st->sh, k);
+	const uint64_t off = B->off, bytes = B->bytes, len = align_up(bytes, st->block);
+	uint32_t *v, n;
+	int r = batch_members_locked(st, k, &v, &n);
+	if (r < 0)
+		return r;
+	shm_unlock(st);
+	/* The arena blocks stay: the groups are the batch's (this thread's now). */
+	r = view_build(st, v, n, vw);
+	free(v);
+	void *buf = NULL;
+	if (r == 0 && bytes && posix_memalign(&buf, 4096, len))
+		r = -ENOMEM;
+	if (r == 0 && bytes)
+		r = build_records(st, buf, vw, bytes, false, 0);
+	if (r == 0 && bytes)
+		r = log_write_at(st, buf, len, off);
+	free(buf);
+	shm_lock(st);
+	return r;
+}
+
+/* Adopt batch k (taken, logging or logged: no home write begun) holding a
+ * visible group: RE-LOG instead of pad (see ADOPTION at the top).  A pad
+ * would queue its groups again behind later batches that may be logged
+ * already, and a crash then could keep a later lazy group and lose an
+ * earlier one, which every process may have read (I1).  Its records are
+ * rewritten at the same place with the same seqs; then its home turn, as
+ * its leader would have taken it.  No guard_add_role: a leader that died
+ * with the role held set guard_bad (reap_one_locked), and one that gave it
+ * up had added them.  The dead leader's write, if any, ended with its
+ * process (its lock byte goes after its descriptors), so nothing races the
+ * rewrite.  Mutex held, dropped while writing. */
+static void adopt_relog_locked_drops(atomio *st, uint64_t k, int state)
+{
+	ASSERT_LOCKED_DROPS(st);
+	struct view vw = {0};
+	int r = adopt_relog_write_locked_drops(st, k, &vw);
+	struct shm_state *S = st->S;
+	/* (counted until the rewrite is durable: an adopter that dies during
+	 * it leaves the batch as it found it, for the next) */
+	if (state == BAT_LOGGING)
+		S->log_inflight--; /* its leader's write ended with its process */
+	S->bstate[k % SHM_BATCHES] = BAT_LOGGED;
+	if (r == ATOMIO_ECORRUPT)
+		shm_damaged_locked(st, "a dead leader's batch");
+	else if (r < 0)
+		st_fail_locked(st, r); /* its records whole or torn: recovery decides */
+	wake_next_locked(st);
+	while (st->S->home_next != k) {
+		if (st->S->orphans && adopt_below_locked_drops(st, k))
+			continue;
+		shm_wait_locked_drops(st, &st->sh->ev_home);
+	}
+	S = st->S;
+	if (r == 0 && S->failed)
+		r = ATOMIO_EUNKNOWN; /* durable, but not to be applied out of order (home_stage_locked_drops) */
+	S->bstate[k % SHM_BATCHES] = BAT_HOMING;
+	HOLD_SET(st->home_holder);
+	if (r == 0)
+		ckpt_home_begin_locked(st, k, vw.g, vw.n);
+	shm_unlock(st);
+	if (r == 0) {
+		r = engine_home(st, vw.g, vw.n);
+		if (r < 0)
+			home_err(st, &vw, r);
+	}
+	shm_lock(st);
+	home_done_locked(st, k, &vw, r, false);
+	/* the records were written (by the dead leader, or here): a failure
+	 * leaves the groups' fate to recovery */
+	adopt_finish_locked(st, k, r < 0 ? ATOMIO_EUNKNOWN : 0, true);
+	view_free(&vw);
+}
+
 static void adopt_one_locked_drops(atomio *st, uint64_t k)
 {
 	ASSERT_LOCKED_DROPS(st);
 	int state = st->S->bstate[k % SHM_BATCHES];
 	int r = 0;
 	struct view vw = {0};
+	/* Visible groups keep their place in the log (I1): re-logged.  The
+	 * others are padded and committed again later (nobody saw them). */
+	if ((state == BAT_TAKEN || state == BAT_LOGGING || state == BAT_LOGGED) && !shm_bat(st->sh, k)->fast &&
+	    bat_visible_locked(st, k)) {
+		adopt_relog_locked_drops(st, k, state);
+		atomic_fetch_add(&st->sh->stats.adoptions, 1);
+		return;
+	}
 	if (state == BAT_TAKEN || state == BAT_LOGGING || state == BAT_LOGGED) {
 		r = adopt_pad_locked_drops(st, k, state);
 		if (r < 0) {
@@ -1254,13 +1553,16 @@ int commit_settle(atomio *st)
 	shm_lock(st);
 	int r = 0;
 	for (;;) {
-		const struct shm_state *S = st->S;
+		struct shm_state *S = st->S;
 		if (S->failed) {
 			r = ATOMIO_EFAILED;
 			break;
 		}
 		if (!S->q_head && S->home_next == S->batch_next)
 			break;
+		/* lazy groups too: settle waits for every group queued */
+		if (S->sync_want < S->tk_next - 1)
+			S->sync_want = S->tk_next - 1;
 		if (S->q_head && can_lead_locked(st))
 			lead_locked_drops(st);
 		else if (S->orphans)
@@ -1339,12 +1641,57 @@ static void block_fill(atomio *st, const atomio_tx *tx, uint64_t off)
 	}
 }
 
-/* Queue entry idx1 (mutex held). */
-static void enqueue_locked(atomio *st, uint32_t idx1)
+/* The newest ticket that touched each of a visible group's files (what
+ * atomio_sync(file) waits for), where the read index is laid out.  Mutex
+ * held. */
+static void lz_hi_note_locked(atomio *st, const struct shm_ent *e)
+{
+	ASSERT_LOCKED(st);
+	struct shm *sh = st->sh;
+	if (!sh->lzf_off || e->blk == UINT64_MAX)
+		return;
+	const struct arena_blk *b = shm_blk(sh, e->blk);
+	const struct shm_seg *d = (const struct shm_seg *)(b + 1);
+	for (uint32_t j = 0; j < e->nsegs; j++) {
+		if (d[j].file >= MAX_FILES)
+			continue;
+		struct lz_file *f = shm_lzf(sh, d[j].file);
+		if (atomic_load(&f->hi) < e->ticket)
+			atomic_store(&f->hi, e->ticket); /* (mutex held: the only writer) */
+	}
+}
+
+/* Queue entry idx1: its ticket (its place in the commit order) and, a
+ * visible group, its place in the read index and the FIFO -- all in the
+ * one critical section that publishes it, so a reader sees it with the
+ * commit's return.  -EAGAIN: the index has no room (nothing changed).
+ * Mutex held. */
+static int enqueue_locked(atomio *st, uint32_t idx1)
 {
 	ASSERT_LOCKED(st);
 	struct shm_state *S = st->S;
 	struct shm_ent *e = ENT(idx1);
+	e->ticket = S->tk_next;
+	e->t_ns = mono_ns();
+	if (atomic_load(&e->flags) & ENT_VISIBLE) {
+		int r = lz_index_locked(st, idx1);
+		if (r < 0)
+			return r;
+		e->lz_next = 0;
+		if (S->lz_tail)
+			ENT(S->lz_tail)->lz_next = idx1;
+		else
+			S->lz_head = idx1;
+		S->lz_tail = idx1;
+		S->lz_n++;
+		if (e->blk != UINT64_MAX)
+			S->lz_bytes += shm_blk(st->sh, e->blk)->size;
+		lz_hi_note_locked(st, e);
+		lazy_pressure_locked(st);
+	} else {
+		S->q_eager++;
+	}
+	S->tk_next++;
 	e->next = 0;
 	atomic_store(&e->state, ENT_QUEUED);
 	if (S->q_tail)
@@ -1355,9 +1702,36 @@ static void enqueue_locked(atomio *st, uint32_t idx1)
 	S->q_len++;
 	if (S->fill_waiting && S->q_len >= S->fill_want)
 		shm_wake(st, &st->sh->ev_fill);
+	return 0;
 }
 
-int commit_submit_and_lock(atomio_tx *tx, bool async)
+/* No room for a group (an entry, arena space, the index's segs): while lazy
+ * groups hold shared memory, say so (lz_press makes them due) and lead the
+ * flush if this thread can -- else the room comes only when the delay runs
+ * out, or never if the flusher is this thread; otherwise wait on ev (a
+ * bounded wait, which reaps the dead).  A full arena therefore always
+ * drains.  Mutex held, dropped. */
+static void room_wait_locked_drops(atomio *st, struct shm_ev *ev, bool lazy)
+{
+	ASSERT_LOCKED_DROPS(st);
+	if (st->S->lz_n) {
+		st->S->lz_press = 1;
+		if (lazy)
+			atomic_fetch_add(&st->sh->stats.lazy_waits, 1);
+		if (can_lead_locked(st)) {
+			lead_locked_drops(st);
+			return;
+		}
+		if (st->S->orphans) {
+			adopt_locked_drops(st);
+			return;
+		}
+		wake_next_locked(st);
+	}
+	shm_wait_locked_drops(st, ev);
+}
+
+int commit_submit_and_lock(atomio_tx *tx, unsigned mode)
 {
 	atomio *st = tx->st;
 	ASSERT_UNLOCKED(st);
@@ -1369,7 +1743,7 @@ int commit_submit_and_lock(atomio_tx *tx, bool async)
 	while (shm_ent_alloc(st, &idx1) < 0) {
 		if (st->S->failed)
 			break;
-		shm_wait_locked_drops(st, &st->sh->ev_space);
+		room_wait_locked_drops(st, &st->sh->ev_space, mode == SUBMIT_LAZY);
 	}
 	if (st->S->failed) {
 		shm_unlock(st);
@@ -1381,7 +1755,11 @@ int commit_submit_and_lock(atomio_tx *tx, bool async)
 	e->rec_len = tx->rec_len;
 	e->clen = tx->cdata ? tx->clen : 0;
 	e->tx = (uint64_t)(uintptr_t)tx;
-	atomic_store(&e->flags, (async ? ENT_ASYNC : 0u) | (priv ? ENT_PRIVATE : 0u));
+	/* A lazy group is never private (commit_lazy): its bytes must outlive
+	 * its process (ENT_VISIBLE: reads of every process, survivors commit it). */
+	atomic_store(&e->flags, mode == SUBMIT_ASYNC  ? ENT_ASYNC | (priv ? ENT_PRIVATE : 0u)
+				: mode == SUBMIT_LAZY ? ENT_LAZY | ENT_VISIBLE
+						      : (priv ? ENT_PRIVATE : 0u));
 	tx->ent = idx1;
 	uint64_t off = UINT64_MAX;
 	while (size && !priv && !st->S->failed) {
@@ -1389,7 +1767,7 @@ int commit_submit_and_lock(atomio_tx *tx, bool async)
 		if (r == 0)
 			break;
 		shm_arena_advance_locked(st);
-		shm_wait_locked_drops(st, &st->sh->ev_space);
+		room_wait_locked_drops(st, &st->sh->ev_space, mode == SUBMIT_LAZY);
 	}
 	e->blk = off;
 	if (st->S->failed) {
@@ -1407,19 +1785,24 @@ int commit_submit_and_lock(atomio_tx *tx, bool async)
 		shm_unlock(st);
 		return ATOMIO_EFAILED;
 	}
-	enqueue_locked(st, idx1);
+	while (enqueue_locked(st, idx1) < 0) {
+		/* the index's seg pool is full: it drains as groups are done */
+		room_wait_locked_drops(st, &st->sh->ev_done, true);
+		if (st->S->failed) {
+			shm_ent_free(st, idx1);
+			shm_arena_advance_locked(st);
+			shm_unlock(st);
+			return ATOMIO_EFAILED;
+		}
+	}
 	return 0; /* the mutex stays held */
 }
 
-int commit_tx(atomio_tx *tx)
+/* commit_tx once commit_prepare passed. */
+static int commit_prepared(atomio_tx *tx)
 {
 	atomio *st = tx->st;
-	if (tx->nsegs == 0)
-		return 0; /* an empty group is trivially atomic */
-	int r = commit_prepare(tx);
-	if (r < 0)
-		return r;
-	r = commit_submit_and_lock(tx, false);
+	int r = commit_submit_and_lock(tx, SUBMIT_SYNC);
 	if (r < 0)
 		return r;
 	struct shm_ent *e = ENT(tx->ent);
@@ -1442,25 +1825,173 @@ int commit_tx(atomio_tx *tx)
 	return r;
 }
 
-/* --- lazy groups (issue 36, step 0: stubs stronger than the real thing) ----------- */
+int commit_tx(atomio_tx *tx)
+{
+	if (tx->nsegs == 0)
+		return 0; /* an empty group is trivially atomic */
+	int r = commit_prepare(tx);
+	return r < 0 ? r : commit_prepared(tx);
+}
 
-/* A lazy commit made durable at once: stronger than promised. */
+
+/* --- lazy groups (see LAZY GROUPS at the top) ------------------------------------------- */
+
+/* tx's group may stay lazy: small enough for the arena (never private: I4,
+ * its bytes must outlive its process), few enough segs for the index, and
+ * no file of it eager (mapped: a kernel reader must see it at once). */
+static bool lazy_fits(atomio *st, const atomio_tx *tx)
+{
+	struct shm *sh = st->sh;
+	if (block_size(st, tx) > shm_private_min(sh) || tx->nsegs > SHM_LZSEGS / 4)
+		return false;
+	if (!sh->lzf_off)
+		return true;
+	for (uint32_t j = 0; j < tx->nsegs; j++)
+		if (tx->segs[j].file < MAX_FILES && atomic_load(&shm_lzf(sh, tx->segs[j].file)->eager) > 0)
+			return false;
+	return true;
+}
+
 int commit_lazy(atomio_tx *tx, uint64_t *ticket)
 {
-	*ticket = 0; /* every group with ticket 0 is durable: atomio_sync_ticket returns at once */
-	return commit_tx(tx);
+	atomio *st = tx->st;
+	*ticket = 0; /* an empty group: nothing to wait for (a sync of ticket 0 returns at once) */
+	if (tx->nsegs == 0)
+		return st_failed(st) ? ATOMIO_EFAILED : 0;
+	int r = commit_prepare(tx);
+	if (r < 0)
+		return r;
+	/* The flusher: this process's worker (unless the caller wants no
+	 * thread: ATOMIO_NO_BG_CHECKPOINT, then committers lead a due flush
+	 * below).  No thread, no lazy group: it is made durable now. */
+	bool thread = !(st->flags & ATOMIO_NO_BG_CHECKPOINT);
+	if (!lazy_fits(st, tx) || (thread && async_worker(st) < 0)) {
+		atomic_fetch_add(&st->sh->stats.lazy_eager, 1);
+		return commit_prepared(tx);
+	}
+	r = commit_submit_and_lock(tx, SUBMIT_LAZY);
+	if (r < 0)
+		return r;
+	struct shm_state *S = st->S;
+	uint32_t idx1 = tx->ent;
+	*ticket = ENT(idx1)->ticket;
+	if (st->lz_mine_hi < *ticket)
+		st->lz_mine_hi = *ticket;
+	/* From here on the entry is the queue's: whoever finishes it frees it. */
+	tx->ent = 0;
+	atomic_fetch_add(&st->sh->stats.lazy_commits, 1);
+	if (thread && !S->lz_flusher)
+		shm_wake(st, &shm_procs(st->sh)[st->me - 1].wake); /* our worker takes the role */
+	else if (S->q_head == idx1)
+		lz_wake_flusher_locked(st); /* a new deadline: the flusher's sleep was unbounded by one */
+	if (!thread && can_lead_locked(st))
+		lead_locked_drops(st); /* due (the delay ran out, shared memory fills) */
+	shm_unlock(st);
+	return 0;
 }
 
 uint64_t commit_sync_target(atomio *st, int file)
 {
-	(void)st, (void)file;
-	return 0;
+	struct shm *sh = st->sh;
+	if (file >= 0 && sh->lzf_off)
+		return atomic_load(&shm_lzf(sh, (uint32_t)file)->hi);
+	/* store-wide, or no index to say which groups touched the file: every
+	 * ticket handed out so far (stronger) */
+	shm_lock(st);
+	uint64_t t = st->S->tk_next ? st->S->tk_next - 1 : 0;
+	shm_unlock(st);
+	return t;
 }
 
-/* Nothing is ever pending (commit_lazy is durable): only a failed store
- * has something to say. */
+/* A visible group with a ticket <= target is not done.  Mutex held. */
+static bool lz_pending_locked(atomio *st, uint64_t target)
+{
+	ASSERT_LOCKED(st);
+	const struct shm_state *S = st->S;
+	return S->lz_n && S->lz_head && ENT(S->lz_head)->ticket <= target;
+}
+
+/* A failed store's answer to a sync up to target: ATOMIO_EUNKNOWN when a
+ * visible group in the range failed after its record write was issued
+ * (recovery may find it), else ATOMIO_EFAILED.  Mutex held. */
+static int lz_sync_err_locked(atomio *st, uint64_t target)
+{
+	ASSERT_LOCKED(st);
+	uint64_t u = st->S->lz_unk_min;
+	return u && u <= target ? ATOMIO_EUNKNOWN : ATOMIO_EFAILED;
+}
+
 int commit_sync(atomio *st, uint64_t target, unsigned flags)
 {
-	(void)target, (void)flags;
-	return st_failed(st) ? ATOMIO_EFAILED : 0;
+	shm_lock(st);
+	struct shm_state *S = st->S;
+	int r = 0;
+	if (target >= S->tk_next)
+		target = S->tk_next - 1; /* (sync_want never names a ticket not yet handed out) */
+	/* The common case (the 2nd..Nth fsync of a checkpointer): nothing to
+	 * wait for, no syscall.  A failed store still says so: its failure
+	 * took the pending groups out of the FIFO, so an empty one proves
+	 * nothing then. */
+	if (!lz_pending_locked(st, target)) {
+		r = S->failed ? lz_sync_err_locked(st, target) : 0;
+		shm_unlock(st);
+		return r;
+	}
+	if (S->sync_want < target)
+		S->sync_want = target;
+	wake_next_locked(st); /* the flusher, or whoever may lead now */
+	if (flags & ATOMIO_SYNC_NOWAIT) {
+		shm_unlock(st);
+		return 0;
+	}
+	atomic_fetch_add(&st->sh->stats.syncs_waited, 1);
+	/* Done (durable AND home: a sync, then the kernel reading the file, is
+	 * correct) in ticket order: batches are handed back in number order,
+	 * so waiting for the groups also waits for every earlier log write. */
+	for (;;) {
+		S = st->S;
+		if (!lz_pending_locked(st, target)) {
+			r = S->failed ? lz_sync_err_locked(st, target) : 0;
+			break;
+		}
+		if (S->failed && !can_lead_locked(st)) {
+			r = lz_sync_err_locked(st, target);
+			break;
+		}
+		if (can_lead_locked(st))
+			lead_locked_drops(st); /* (a failed store: the leader fails the queue) */
+		else if (S->orphans)
+			adopt_locked_drops(st);
+		else
+			shm_wait_locked_drops(st, &st->sh->ev_done);
+	}
+	shm_unlock(st);
+	files_close_stale(st); /* a quiet point of this thread: it holds no descriptor */
+	return r;
+}
+
+uint64_t lz_flusher_wait_ns_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	struct shm_state *S = st->S;
+	/* The role is free (nobody took it, or its holder died or left: the
+	 * reap clears it): this worker takes it. */
+	if (!S->lz_flusher)
+		S->lz_flusher = st->me;
+	if (S->lz_flusher != st->me || !S->q_head || !(atomic_load(&ENT(S->q_head)->flags) & ENT_LAZY))
+		return SHM_REAP_NS;
+	uint64_t due = ENT(S->q_head)->t_ns + lz_delay_ns(st), now = mono_ns();
+	/* Past due but not led: a batch or a checkpoint is in the way; whoever
+	 * ends it wakes this worker (wake_next_locked). */
+	if (due <= now)
+		return SHM_REAP_NS;
+	return due - now < SHM_REAP_NS ? due - now : SHM_REAP_NS;
+}
+
+void lz_flusher_leave(atomio *st)
+{
+	shm_lock(st);
+	if (st->S->lz_flusher == st->me)
+		st->S->lz_flusher = 0; /* another worker takes it at its next look */
+	shm_unlock(st);
 }

@@ -309,6 +309,10 @@ struct atomio {
 	struct atomio_tx *cq_head, *cq_tail; /* done, callback not yet run */
 	unsigned async_busy; /* async groups queued or in a batch */
 	int efd;             /* eventfd, or -1 */
+
+	/* lazy groups (commit.c, LAZY GROUPS): the newest ticket this handle
+	 * committed lazily (atomio_close makes it durable); under sh->mu */
+	uint64_t lz_mine_hi;
 };
 
 #define POOL_KEEP 64u
@@ -468,6 +472,10 @@ int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoc
 /* A pad record over the area space [off, off + len) standing for count seqs
  * from seq (format.h, PAD RECORD), durably. */
 int log_write_pad(atomio *st, uint64_t off, uint64_t len, uint64_t seq, uint32_t count);
+/* Write len bytes (buf aligned, len a multiple of the block) at area offset
+ * off, durably: an adopter's re-log of a dead leader's batch (commit.c,
+ * ADOPTION).  0 or a negative errno. */
+int log_write_at(atomio *st, const void *buf, uint64_t len, uint64_t off);
 
 /* files.c */
 /* atomio_file_open (store.c) but for the log role: its id, an error, or
@@ -571,7 +579,13 @@ int commit_prepare(atomio_tx *tx);
 /* Put tx's group into a shared entry and queue it (async: its worker
  * collects it).  Called without sh->mu; 0 with it held (the caller lets it
  * go), or an error: nothing queued, sh->mu not held. */
-int commit_submit_and_lock(atomio_tx *tx, bool async);
+/* commit_submit_and_lock's modes: a synchronous group (its thread waits),
+ * an asynchronous one (its process's worker collects it), a lazy one
+ * (nobody waits: whoever finishes it frees it) */
+#define SUBMIT_SYNC 0u
+#define SUBMIT_ASYNC 1u
+#define SUBMIT_LAZY 2u
+int commit_submit_and_lock(atomio_tx *tx, unsigned mode);
 void lead_locked_drops(atomio *st);
 bool can_lead_locked(atomio *st);
 /* Adopt the batches of dead processes (commit.c, ADOPTION), if any.
@@ -592,6 +606,12 @@ int commit_sync(atomio *st, uint64_t target, unsigned flags);
 /* The target of atomio_sync(st, file): the newest ticket that touched
  * file (file < 0: the newest ticket handed out). */
 uint64_t commit_sync_target(atomio *st, int file);
+/* The worker's sleep, in ns, before it looks at the queue again: the
+ * flusher role's holder (taken here when free) sleeps until the queue's
+ * head is due.  Mutex held. */
+uint64_t lz_flusher_wait_ns_locked(atomio *st);
+/* This process gives the flusher role up (its worker stops). */
+void lz_flusher_leave(atomio *st);
 
 /* lazy.c: the read index of visible groups (shm.h, struct lz_file).
  * lz_index_locked: index entry idx1's segs (at enqueue, before the commit
@@ -605,6 +625,15 @@ void lz_unindex_locked(atomio *st, uint32_t idx1);
 void lz_rebuild_locked(atomio *st);
 ssize_t lz_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
 int lz_file_size(atomio *st, int file, uint64_t *size);
+/* The eager count of file (shm.h, struct lz_file): raised (on) while the file
+ * is read by the kernel behind atomio's back (a mapping, a stdio stream: the
+ * preload), lazy commits to it are made durable at once (commit_lazy).
+ * Internal: the preload links libatomio in.  0 or -EINVAL. */
+int lz_eager(atomio *st, int file, bool on);
+/* read.c: len bytes of f's home at off through the descriptor reads use
+ * (the buffered twin of an O_DIRECT file, else the file's own, aligned);
+ * short at the end of the file. */
+ssize_t file_read_home(atomio *st, struct afile *f, void *buf, size_t len, off_t off);
 
 /* The lazy delay's bounds (atomio_options.lazy_delay_us). */
 #define LAZY_DELAY_DEFAULT_US 200000u
@@ -629,6 +658,9 @@ void tx_pool_free(atomio *st);
 /* async.c */
 void async_init(atomio *st);
 void async_stop(atomio *st);
+/* Start this process's worker if it is not running (it also flushes lazy
+ * groups: commit.c, LAZY GROUPS).  0 or -EAGAIN. */
+int async_worker(atomio *st);
 void async_destroy(atomio *st);
 /* This process's asynchronous group of entry idx1 is done (its worker, or
  * the thread that finished it in this process): onto the completion list. */

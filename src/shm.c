@@ -202,6 +202,11 @@ static void layout(struct shm *h, uint64_t dcap, uint64_t arena)
 	h->dcap = dcap;
 	h->dtab_off = align_up(off, 64);
 	off = h->dtab_off + 2 * dcap * sizeof(struct dkey);
+	/* the lazy read index (lazy.c): zero pages until a lazy group touches them */
+	h->lzf_off = align_up(off, 64);
+	off = h->lzf_off + (uint64_t)MAX_FILES * sizeof(struct lz_file);
+	h->lzseg_off = align_up(off, 64);
+	off = h->lzseg_off + (uint64_t)SHM_LZSEGS * sizeof(struct lz_seg);
 	h->arena_off = align_up(off, 4096);
 	h->arena_size = arena;
 	h->size = h->arena_off + arena;
@@ -286,10 +291,13 @@ int shm_build(atomio *st, const struct shm_start *in)
 	sh->arena_off = geo.arena_off;
 	sh->dtab_off = geo.dtab_off;
 	sh->guard_off = geo.guard_off;
+	sh->lzf_off = geo.lzf_off;
+	sh->lzseg_off = geo.lzseg_off;
 	sh->dcap = geo.dcap;
 	sh->arena_size = geo.arena_size;
 	sh->ckpt_at = ckpt_at;
 	sh->dirty_limit = limit;
+	sh->lz_delay_ns = in->lz_delay_ns ? in->lz_delay_ns : LAZY_DELAY_DEFAULT_US * 1000ull;
 	pthread_mutexattr_t a;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -305,11 +313,14 @@ int shm_build(atomio *st, const struct shm_start *in)
 	s->home_off = s->tail;
 	s->cat_gen = st->cat_gen;
 	s->files_hi = atomic_load(&st->files_hi);
+	s->tk_next = 1; /* ticket 0: no group (atomio_sync_ticket(0) returns at once) */
 	atomic_store(&sh->cur, 0);
 	sh->sb = st->sb_local;
 	st->sbp = &sh->sb;
 	atomic_store(&sh->stats.groups_recovered, st->rec_groups);
 	atomic_store(&sh->stats.records_beyond_tail, st->rec_beyond);
+	/* The lazy read index needs no start: zero is empty (no file has segs,
+	 * the seg pool's free list is empty and none of it taken, lazy.c). */
 	/* Last: a process that joins from now on finds the state whole (it
 	 * waits for LK_INIT, which this process holds until then). */
 	__atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
@@ -356,7 +367,8 @@ int shm_join(atomio *st)
 		layout(&geo, sh->dcap, sh->arena_size);
 		if (geo.size != sh->size || geo.ents_off != sh->ents_off || geo.bats_off != sh->bats_off ||
 		    geo.procs_off != sh->procs_off || geo.arena_off != sh->arena_off ||
-		    geo.dtab_off != sh->dtab_off || geo.guard_off != sh->guard_off)
+		    geo.dtab_off != sh->dtab_off || geo.guard_off != sh->guard_off ||
+		    geo.lzf_off != sh->lzf_off || geo.lzseg_off != sh->lzseg_off)
 			why = "its layout does not add up";
 	}
 	if (why) {
@@ -371,6 +383,58 @@ int shm_join(atomio *st)
 }
 
 /* --- the mutex and the state ---------------------------------------------------- */
+
+/* ... the lazy groups' FIFO and counts (commit.c, LAZY GROUPS): an entry
+ * the dead holder finished and freed in place leaves it (owner 0), as does
+ * one no longer queued nor in a live batch (normalize_locked made it
+ * FILLING: its dead owner was queueing it); q_eager, lz_n and lz_bytes are
+ * counted again, and the read index rebuilt from what is left (lazy.c). */
+static void normalize_lazy_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	struct shm *sh = st->sh;
+	struct shm_state *S = st->S;
+	uint32_t prev = 0, kept = 0, steps = 0;
+	uint64_t bytes = 0;
+	for (uint32_t i = S->lz_head; i && i <= SHM_ENTRIES && steps < S->lz_n; steps++) {
+		struct shm_ent *e = shm_ent(sh, i);
+		uint32_t next = i == S->lz_tail ? 0 : e->lz_next;
+		uint32_t es = atomic_load(&e->state);
+		/* finished in place (its state is written there), not yet freed:
+		 * nobody else would free it */
+		if (atomic_load(&e->owner) && es == ENT_DONE && (atomic_load(&e->flags) & ENT_LAZY))
+			shm_ent_free(st, i);
+		if (!atomic_load(&e->owner) || !(atomic_load(&e->flags) & ENT_VISIBLE) ||
+		    (es != ENT_QUEUED && es != ENT_BATCHED)) {
+			if (prev)
+				shm_ent(sh, prev)->lz_next = next;
+			else
+				S->lz_head = next;
+		} else {
+			prev = i;
+			kept++;
+			if (e->blk < sh->arena_size)
+				bytes += shm_blk(sh, e->blk)->size;
+		}
+		i = next;
+	}
+	S->lz_n = kept;
+	S->lz_tail = prev;
+	if (!kept)
+		S->lz_head = 0;
+	S->lz_bytes = bytes;
+	uint32_t eager = 0;
+	steps = 0;
+	for (uint32_t i = S->q_head; i && i <= SHM_ENTRIES && steps < S->q_len; steps++) {
+		if (!(atomic_load(&shm_ent(sh, i)->flags) & ENT_LAZY))
+			eager++;
+		if (i == S->q_tail)
+			break;
+		i = shm_ent(sh, i)->next;
+	}
+	S->q_eager = eager;
+	lz_rebuild_locked(st);
+}
 
 /* After a holder died inside the mutex: its writes outside the state that the
  * state never published are undone where they could mislead (shm.h).  A
@@ -433,6 +497,7 @@ static void normalize_locked(atomio *st)
 		else
 			atomic_store(&e->state, ENT_FILLING);
 	}
+	normalize_lazy_locked(st);
 }
 
 static void reap_one_locked(atomio *st, uint32_t slot1);
@@ -450,7 +515,7 @@ static void reap_unattached_locked(atomio *st)
 		uint32_t s1 = i + 1;
 		if (atomic_load(&shm_procs(st->sh)[i].state))
 			continue;
-		bool named = S->log_owner == s1 || S->ckpt_owner == s1 || S->zero_owner == s1 ||
+		bool named = S->log_owner == s1 || S->ckpt_owner == s1 || S->zero_owner == s1 || S->lz_flusher == s1 ||
 			     S->ckpt_wanted == s1 || ((S->role_wait[i / 64] >> (i % 64)) & 1);
 		for (unsigned b = 0; b < SHM_BATCHES && !named; b++)
 			named = S->bstate[b] != BAT_FREE && S->bowner[b] == s1;
@@ -762,6 +827,8 @@ static void dequeue_locked(atomio *st, uint32_t idx1)
 			if (!S->q_head)
 				S->q_tail = 0;
 			S->q_len--;
+			if (!(atomic_load(&e->flags) & ENT_LAZY) && S->q_eager)
+				S->q_eager--;
 			return;
 		}
 		if (i == S->q_tail)
@@ -795,6 +862,8 @@ static void reap_one_locked(atomio *st, uint32_t slot1)
 		S->ckpt_wanted = 0;
 	if (S->zero_owner == slot1)
 		S->zero_owner = 0; /* its chunk is zeroed again from zero_lo */
+	if (S->lz_flusher == slot1)
+		S->lz_flusher = 0; /* another process's worker takes it at its next look */
 	S->role_wait[(slot1 - 1) / 64] &= ~(1ull << ((slot1 - 1) % 64));
 	for (unsigned b = 0; b < SHM_BATCHES; b++)
 		if (S->bstate[b] != BAT_FREE && S->bowner[b] == slot1) {

@@ -240,6 +240,8 @@ struct shm_state {
 	uint64_t sync_want;
 	uint32_t q_eager;
 	uint32_t lz_flusher; /* slot + 1, 0 none */
+	uint64_t lz_unk_min; /* the oldest ticket of a visible group failed after its record
+				write was issued (atomio_sync's ATOMIO_EUNKNOWN), 0 none */
 	int32_t failed;      /* 0, or the error that poisoned the store for every process */
 	/* each batch slot's state and leader (k % SHM_BATCHES): here, so that
 	 * they change with the state they go with; the rest of a batch's
@@ -311,7 +313,10 @@ struct lz_seg {
 };
 struct lz_hdr {
 	uint32_t free;  /* the seg pool's free list: index + 1 */
-	uint32_t used;
+	uint32_t used;  /* segs in use (indexed) */
+	uint32_t hw;    /* segs ever taken from the pool's untouched end (so that a store that
+			   never commits lazily never touches the pool's pages) */
+	uint32_t pad;
 };
 
 struct shm {
@@ -416,6 +421,7 @@ struct shm_start {
 	uint64_t ckpt_at, dirty_limit; /* the checkpoint policy (checkpoint_policy) */
 	uint64_t next_seq; /* after recovery */
 	uint64_t zero_lo;  /* the log's lazy zeroing: where the written part ends */
+	uint64_t lz_delay_ns; /* the lazy delay (atomio_options.lazy_delay_us, 0 taken as the default) */
 };
 int shm_build(atomio *st, const struct shm_start *in);
 /* A later process: map the state the first one built, and check it. */

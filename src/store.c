@@ -136,7 +136,8 @@ static int first_open(atomio *st, const struct atomio_options *opts, uint64_t cr
 	if (r < 0)
 		return r;
 	st->rec_epoch = st->sb_local.epoch;
-	struct shm_start in = {.next_seq = next_seq, .zero_lo = log_zero_start(st, created_lo)};
+	struct shm_start in = {.next_seq = next_seq, .zero_lo = log_zero_start(st, created_lo),
+			       .lz_delay_ns = opts->lazy_delay_us * 1000ull};
 	checkpoint_policy(st->area_size, opts->ckpt_percent, opts->dirty_limit, &in.ckpt_at, &in.dirty_limit);
 	return shm_build(st, &in);
 }
@@ -162,6 +163,15 @@ static int join_open(atomio *st, const struct atomio_options *opts)
 			   "to open it sets it; pass 0 for the store's",
 		       st->log_path, opts->ckpt_percent && ckpt_at != st->sh->ckpt_at ? "ckpt_percent"
 										 : "dirty_limit");
+		return -EINVAL;
+	}
+	/* The lazy delay is the store's too: the flusher of any process flushes
+	 * every process's groups (commit.c, LAZY GROUPS). */
+	if (opts->lazy_delay_us && opts->lazy_delay_us * 1000ull != st->sh->lz_delay_ns) {
+		st_err(st, "%s: the store is open with another lazy delay (lazy_delay_us %llu, not %llu): "
+			   "the first process to open it sets it; pass 0 for the store's",
+		       st->log_path, (unsigned long long)(st->sh->lz_delay_ns / 1000),
+		       (unsigned long long)opts->lazy_delay_us);
 		return -EINVAL;
 	}
 	return 0;
@@ -341,6 +351,11 @@ fail:
  * declare durable what a failed fsync dropped.  Say so. */
 static int close_checkpoint(atomio *st)
 {
+	/* Every lazy group first, of every process (plan 2.6): the drain of
+	 * role_acquire drains batches, not the queue, and the log emptied
+	 * below must not leave groups that only the arena holds.  Its error
+	 * is the store's failure, which the check below reports. */
+	(void)commit_sync(st, UINT64_MAX, 0);
 	int r = role_acquire(st);
 	if (r == 0) {
 		int failed = st_failed(st);
@@ -387,6 +402,10 @@ int atomio_close(atomio *st)
 		return -EBUSY;
 	}
 	own_unlock(st);
+	/* This handle's lazy groups durable before it goes (and the worker,
+	 * maybe the flusher, with it): a closed handle's groups are no longer
+	 * in the window of a lazy commit (API: durable at atomio_close). */
+	int rs = st->lz_mine_hi ? commit_sync(st, st->lz_mine_hi, 0) : 0;
 	async_stop(st);
 	checkpoint_stop(st);
 	int r;
@@ -395,7 +414,7 @@ int atomio_close(atomio *st)
 	else
 		r = close_checkpoint(st);
 	st_free(st); /* closing the log drops LK_INIT, LK_DMS and the slot's byte */
-	return r;
+	return r ? r : rs;
 }
 
 int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
@@ -408,7 +427,9 @@ int atomio_file_open(atomio *st, const char *path, int open_flags, mode_t mode)
 	/* Another file lies under a registered path, with other processes
 	 * about (files.c, reregister): the log role first, with no lock of the
 	 * catalog held (the drain waits for batches whose leaders may open
-	 * files), then a full checkpoint, then the registration again. */
+	 * files), then a full checkpoint, then the registration again.  Lazy
+	 * groups first: queued, they name the file id by its old file. */
+	(void)commit_sync(st, UINT64_MAX, 0); /* a failed store: the checkpoint says so */
 	r = role_acquire(st);
 	if (r == 0)
 		r = checkpoint_full_role(st);
@@ -424,6 +445,10 @@ int atomio_checkpoint(atomio *st)
 		return -EINVAL;
 	if (st_forked(st))
 		return -EPERM;
+	/* Lazy groups first (plan 2.6): the checkpoint drains batches, not
+	 * the queue; after it every group committed before the call is
+	 * durable, as before lazy groups. */
+	(void)commit_sync(st, UINT64_MAX, 0); /* a failed store: the checkpoint says so */
 	role_acquire(st);
 	int r = checkpoint_full_role(st);
 	role_release(st);
