@@ -1,7 +1,7 @@
 # PostgreSQL without full-page writes: pg/ (docs/POSTGRESQL.md).  Not part of
 # check (a round takes a minute or more on 2 busy cores, and PostgreSQL is not
 # among check's packages: scripts/deps.sh pg installs postgresql-15, libpq-dev,
-# strace); test/t_preload_shared.sh is check's test of the shared mode.
+# strace); test/t_preload_shared.sh is check's test of the preload with many processes.
 #   make pg-crash     PG_MODE=atomio|fpw|off (default atomio) CUTS=200
 #                     KILLS=100: power cuts and SIGKILLs on cutfs, every
 #                     check (pg/crash.sh); SEED=N

@@ -28,6 +28,7 @@ ALL_EXTRA += $(PRELOAD_SO)
 PRELOAD_TEST_BINS := $(BUILD)/preload-test/calls $(BUILD)/preload-test/prog $(BUILD)/preload-test/shared
 PRELOAD_TEST_BINS += $(BUILD)/preload-test/posix
 PRELOAD_TEST_BINS += $(BUILD)/preload-test/dropin
+PRELOAD_TEST_BINS += $(BUILD)/preload-test/lazy
 $(BUILD)/preload-test:
 	mkdir -p $@
 $(BUILD)/preload-test/calls: test/preload/calls.c | $(BUILD)/preload-test
@@ -37,6 +38,8 @@ $(BUILD)/preload-test/shared: test/preload/shared.c | $(BUILD)/preload-test
 $(BUILD)/preload-test/posix: test/preload/posix.c | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -pthread -o $@ $<
 $(BUILD)/preload-test/dropin: test/preload/dropin.c | $(BUILD)/preload-test
+	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
+$(BUILD)/preload-test/lazy: test/preload/lazy.c | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<
 $(BUILD)/preload-test/prog: test/preload/prog.c test/preload/rec.h | $(BUILD)/preload-test
 	$(CC) -std=gnu11 $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WARN) -o $@ $<

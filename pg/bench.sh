@@ -6,10 +6,12 @@
 #   fpw     full_page_writes=on (stock)
 #   lz4     full_page_writes=on, wal_compression=lz4 (stock, compressed images)
 #   off     full_page_writes=off, unprotected: the ceiling (unsafe)
-#   atomio  full_page_writes=off under the preload library in shared mode
-#           (pg/lib.sh); a run that fails is reported, not fatal
+#   atomio  full_page_writes=off under the preload library (pg/lib.sh;
+#           ATOMIO_LAZY_MS passed on when set); a run that fails is
+#           reported, not fatal
 # Each mode runs with two configurations (PG_CONFIGS, default "frequent
-# defaults"):
+# defaults"), each with its clients and pgbench arguments (conf_clients,
+# conf_args):
 #   frequent  checkpoint_timeout=30s, max_wal_size=64MB (a checkpoint every
 #             few seconds: full-page images after each)
 #   defaults  PostgreSQL's: checkpoint_timeout=5min, max_wal_size=1GB
@@ -17,6 +19,11 @@
 #             ahead of the backends (bgwriter_delay=10ms,
 #             bgwriter_lru_maxpages=1000, bgwriter_lru_multiplier=10), so
 #             that a backend rarely writes a page out itself
+#   heavy     where full-page images cost most (issue 36, plan section 9):
+#             shared_buffers=32MB (the data about 15x), checkpoint_timeout=1min,
+#             max_wal_size=256MB, PG_HEAVY_CLIENTS (16) clients, pgbench -N
+#             (no updates of the small tables: the clients do not queue on
+#             their row locks)
 # The data directory is on an ext4 filesystem of its own, on a loop device
 # with direct I/O to its image on the real disk, so that the device's
 # counters (/sys/block/loopN/stat, sectors written) are this server's writes
@@ -28,7 +35,8 @@
 # One prepared cluster (initdb --data-checksums, pgbench -i, VACUUM, clean
 # stop), copied afresh for every run.  PG_PAIRS rounds (default 3); in each,
 # every (configuration, mode) once, the modes in a rotated order: copy,
-# start, sync, read the counters, pgbench -c PG_CLIENTS (4) -j 2 for
+# start, sync, read the counters, pgbench -c PG_CLIENTS (4; heavy:
+# PG_HEAVY_CLIENTS) -j 2 for
 # PG_SECS (default 60) seconds with a per-transaction log, a clean stop
 # (its checkpoint writes the dirty pages), sync, read the counters.
 # Per run: TPS, p99 latency (from pgbench's per-transaction log), WAL bytes
@@ -80,6 +88,19 @@ conf_opts() {
 	frequent) echo "-c checkpoint_timeout=30s -c max_wal_size=64MB" ;;
 	defaults) echo "-c checkpoint_timeout=5min -c max_wal_size=1GB" ;;
 	bgwriter) echo "-c checkpoint_timeout=5min -c max_wal_size=1GB -c bgwriter_delay=10ms -c bgwriter_lru_maxpages=1000 -c bgwriter_lru_multiplier=10" ;;
+	heavy) echo "-c checkpoint_timeout=1min -c max_wal_size=256MB -c shared_buffers=32MB" ;;
+	esac
+}
+conf_clients() {
+	case $1 in
+	heavy) echo "${PG_HEAVY_CLIENTS:-16}" ;;
+	*) echo "$PG_CLIENTS" ;;
+	esac
+}
+conf_args() {
+	case $1 in
+	heavy) echo "-N" ;;
+	*) echo "" ;;
 	esac
 }
 
@@ -88,7 +109,7 @@ mkdir -p "$FS/prep"; chown "$PG_USER:" "$FS/prep"
 pg_mode fpw "$FS/prep/data"
 pg_initdb "$PG_SCALE"
 echo "pg/bench.sh: modes $MODES; configurations $CONFIGS; $PG_PAIRS rounds of $PG_SECS s; scale $PG_SCALE" \
-	"($(du -sm "$FS/prep/data/base" | cut -f1) MB), shared_buffers $PG_SHARED, $PG_CLIENTS clients;" \
+	"($(du -sm "$FS/prep/data/base" | cut -f1) MB), shared_buffers $PG_SHARED (heavy: 32MB), $PG_CLIENTS clients (heavy: ${PG_HEAVY_CLIENTS:-16}, -N);" \
 	"ext4 on $dev (direct I/O to $IMG), buffered files, wal_sync_method=fdatasync, synchronous_commit=on;" \
 	"$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 : > "$W/results"
@@ -113,7 +134,7 @@ for i in $(seq 1 "$PG_PAIRS"); do
 			# writes a log in service no longer makes.
 			if [ "$m" = atomio ] && [ "${PG_WARM_LOG:-1}" = 1 ]; then
 				log=$FS/run/atomio.log
-				as_pg env LD_PRELOAD="$PRELOAD" ATOMIO_SHARED=1 ATOMIO_LOG="$log" \
+				as_pg env LD_PRELOAD="$PRELOAD" ATOMIO_LOG="$log" \
 					ATOMIO_LOG_SIZE="${PG_ATOMIO_LOG_SIZE:-256M}" ATOMIO_FILES="$FS/run/warm.p" \
 					sh -c 'printf x > "$1"' sh "$FS/run/warm.p"
 				rm -f "$FS/run/warm.p"
@@ -149,8 +170,9 @@ for i in $(seq 1 "$PG_PAIRS"); do
 				done >> "$W/waits" 2>/dev/null ) &
 				WPID=$!
 			fi
-			if ! (cd "$W/log" && as_pg "$PG_BIN/pgbench" -h "$PG_SOCK" -U postgres -c "$PG_CLIENTS" -j 2 -T "$PG_SECS" \
-					-n -l --log-prefix=tx bench > "$W/pgbench.out" 2>&1); then
+			# shellcheck disable=SC2046 # conf_args: words
+			if ! (cd "$W/log" && as_pg "$PG_BIN/pgbench" -h "$PG_SOCK" -U postgres -c "$(conf_clients "$c")" -j 2 \
+					-T "$PG_SECS" $(conf_args "$c") -n -l --log-prefix=tx bench > "$W/pgbench.out" 2>&1); then
 				echo "$c $m round $i: pgbench failed: $(tail -n 2 "$W/pgbench.out" | tr '\n' ' ')"
 				[ -z "$WPID" ] || kill "$WPID" 2>/dev/null || true
 				pg_kill; continue
@@ -183,11 +205,12 @@ for i in $(seq 1 "$PG_PAIRS"); do
 			if [ -n "$a1" ]; then
 				# per transaction: the store's counters over the run
 				echo "$a0" "$a1" | awk -v t="$tx" -v c="$c" -v i="$i" '{ for (k = 1; k <= NF; k++) { split($k, kv, "="); if (k <= NF / 2) b[kv[1]] = kv[2]; else a[kv[1]] = kv[2] } }
-					END { printf "%-8s atomio round %d, the store per tx: %.2f groups, %.2f log syncs, %.2f batches, %.0f bytes logged (%.0f raw), %.0f bytes home (%.0f written back early, %.0f synced by checkpoints), %.2f checkpoints\n", c, i,
-						(a["commits"] - b["commits"]) / t, (a["log_syncs"] - b["log_syncs"]) / t, (a["batches"] - b["batches"]) / t,
+					END { printf "%-8s atomio round %d, the store per tx: %.2f groups (%.2f lazy), %.2f log syncs, %.2f batches, %.0f bytes logged (%.0f raw), %.0f bytes home (%.0f written back early, %.0f synced by checkpoints), %.2f checkpoints; flushes by the delay %.3f, by pressure %.3f, by syncs %.3f; %.2f lazy reads\n", c, i,
+						(a["commits"] - b["commits"]) / t, (a["lazy_commits"] - b["lazy_commits"]) / t, (a["log_syncs"] - b["log_syncs"]) / t, (a["batches"] - b["batches"]) / t,
 						(a["bytes_logged"] - b["bytes_logged"]) / t, (a["bytes_raw"] - b["bytes_raw"]) / t, (a["bytes_home"] - b["bytes_home"]) / t, (a["bytes_written_back"] - b["bytes_written_back"]) / t,
 						(a["bytes_checkpointed"] - b["bytes_checkpointed"]) / t,
-						(a["checkpoints"] - b["checkpoints"]) / t }'
+						(a["checkpoints"] - b["checkpoints"]) / t, (a["flush_delay"] - b["flush_delay"]) / t,
+						(a["flush_press"] - b["flush_press"]) / t, (a["flush_sync"] - b["flush_sync"]) / t, (a["lazy_reads"] - b["lazy_reads"]) / t }'
 			fi
 		done
 	done

@@ -53,7 +53,7 @@
 # back to its prepared copy.  Exit 0 if no round failed.
 #
 # Mode atomio: every process of the cluster shares one store (the preload
-# library's shared mode, ATOMIO_SHARED=1: pg/lib.sh); after each crash the
+# library's one mode: pg/lib.sh); after each crash the
 # store is recovered by the first process to open it (the postmaster's
 # library before main), and after the clean stop `atomio recover` (as the
 # user postgres, the log's owner) must find nothing left to do.  A setup

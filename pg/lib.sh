@@ -65,8 +65,8 @@ pg_mode_opts() {
 # missing), base/pgsql_tmp (temporary files), temporary relations (t3_16384).
 pg_env() {
 	if [ "$PG_MODE" = atomio ]; then
-		echo "LD_PRELOAD=$PRELOAD ATOMIO_SHARED=1 ATOMIO_LOG=$(dirname "$PG_DATA")/atomio.log" \
-			"ATOMIO_LOG_SIZE=${PG_ATOMIO_LOG_SIZE:-256M}" \
+		echo "LD_PRELOAD=$PRELOAD ATOMIO_LOG=$(dirname "$PG_DATA")/atomio.log" \
+			"ATOMIO_LOG_SIZE=${PG_ATOMIO_LOG_SIZE:-256M}" ${ATOMIO_LAZY_MS:+ATOMIO_LAZY_MS=$ATOMIO_LAZY_MS} \
 			"ATOMIO_FILES=$PG_DATA/base/[0-9]*/[0-9]*:$PG_DATA/global/[0-9]*" \
 			"ATOMIO_STATS=$PG_D/atomio.stats"
 	fi

@@ -3,8 +3,8 @@
  *
  * Every write and size change of a protected file between two syncs joins
  * one pending group (sqlite/pend.c holds it: the same structure the SQLite
- * VFS keeps its transaction in); the sync commits the group, then waits for
- * it as in the default mode.  After a crash the file is as one of its syncs
+ * VFS keeps its transaction in); the sync commits the group durably
+ * (atomio_tx_commit: durable and home when it returns).  After a crash the file is as one of its syncs
  * left it (or a later group boundary): never a part of the writes between
  * two.  The file itself does not change until the group is committed, so
  * reads go through the pending group (grp_read), and fstat and lseek use the
@@ -72,17 +72,18 @@ void grp_commit(atomio *st, struct pfile *f)
 	 * writes (a later one wins where they overlap), the final size. */
 	if (r == 0 && p->truncated)
 		r = atomio_tx_truncate(tx, f->id, p->min_trunc);
-	int64_t bytes = 0;
 	for (size_t i = 0; r == 0 && i < p->n; i++) {
 		const struct pent *e = &p->v[ord[i]];
 		r = atomio_tx_write(tx, f->id, e->data, (size_t)e->len, e->off);
-		bytes += e->len;
 	}
 	if (r == 0 && (p->truncated || p->lsize > p->base_size))
 		r = atomio_tx_truncate(tx, f->id, p->lsize);
 	free(ord);
+	/* Durable: the group ends at a sync, which must return it durable; it
+	 * is also home then, so the file itself is the truth again for every
+	 * read (no group of this mode is ever pending in the store). */
 	if (r == 0)
-		r = pl_queue(st, f, tx, 0, INT64_MAX, bytes);
+		r = atomio_tx_commit(tx);
 	else if (tx)
 		atomio_tx_abort(tx);
 	if (r < 0 && !f->err) {
@@ -114,11 +115,7 @@ bool grp_read(int fd, struct pfile *f, const struct iovec *iov, int iovcnt, off_
 		pthread_mutex_unlock(&f->mu);
 		return false;
 	}
-	pthread_mutex_unlock(&f->mu);
-	/* Groups committed before this one must be home before the file is
-	 * read under the pending one. */
-	pl_wait_read(f, 0, -1);
-	pthread_mutex_lock(&f->mu);
+	/* Groups committed before this one are home (grp_commit is durable). */
 	struct base b = {pl_store(f->path), f->id};
 	ssize_t total = 0;
 	if (!b.st || b.id < 0 || !grp_pending(f)) {

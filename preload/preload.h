@@ -4,9 +4,10 @@
  *
  * The library is loaded with LD_PRELOAD.  It interposes libc's file calls;
  * for a descriptor of a file that matches ATOMIO_FILES ("protected") it turns
- * every write into one atomio group committed asynchronously, and every
- * sync into a wait for the file's groups.  Everything else goes straight to
- * libc after one lookup in the descriptor table.
+ * every write into one atomio group committed lazily (every process of the
+ * store reads it at once; durable at the next sync or within the lazy
+ * delay), and every sync into atomio_sync of the file.  Everything else
+ * goes straight to libc after one lookup in the descriptor table.
  *
  * Files:
  *   real.c   the libc functions underneath (dlsym(RTLD_NEXT)), and the ops
@@ -15,22 +16,19 @@
  *            of the store's mutating calls: ATOMIO_PRELOAD_TRACE)
  *   state.c  configuration, path matching, the store's life (recovery before
  *            main, lazy open, restart around exec/rename/unlink, fork), the
- *            descriptor table, protected files and their pending groups
+ *            descriptor table, protected files, commits and syncs
  *   wrap.c   the interposed functions
  *
  * THREADING.  g_rw (state.c) is held shared by every call that uses the
  * store, exclusive by the calls that close and reopen it (exec, rename and
  * unlink of a protected file, fork's prepare).  struct pfile.mu guards one
- * file's pending groups and logical size; struct pofd.pos_mu makes a write's
- * "read the position, commit, move the position" one step (in shared mode
- * with pl_xlock, which orders the processes too).  Lock order:
+ * file's id, error and (group mode) pending group and logical size; struct
+ * pofd.pos_mu makes a write's "read the position, commit, move the
+ * position" one step (with pl_xlock, which orders the processes too).  Lock order:
  * g_rw, then pos_mu, then pl_xlock's slot, then pfile.mu, then g_mu (the file list and the
  * mappings); a shared-mode rename or unlink takes every slot (pl_xlock_all)
  * with g_rw exclusive, so no thread of its process holds one; g_open_mu (opening the store) is taken with g_rw shared and
- * before any file's mu.  Completions: one waiter at a time polls the store
- * (state.c, poll_until: g_pmu, g_pcv, held by no one during atomio_poll);
- * the callbacks take a file's mu, so nobody polls with a file lock held.
- * The pass-through path takes none of them: one atomic load of the
+ * before any file's mu.  The pass-through path takes none of them: one atomic load of the
  * descriptor table.
  */
 #ifndef ATOMIO_PRELOAD_H
@@ -124,16 +122,14 @@ struct pfile {
 	int id;              /* atomio file id; -1 = not registered in the store */
 	bool reg_wanted;     /* register again when the store is reopened */
 	bool orphan;         /* unlinked or replaced: no longer protected */
-	int64_t size;        /* size as every issued group leaves it */
-	_Atomic uint64_t issued; /* asynchronous groups issued (changed under mu) ... */
-	_Atomic uint64_t done; /* ... and completed */
-	int64_t lo, hi;      /* bytes pending groups may change (valid while done < issued) */
+	int64_t size;        /* group mode: the size the pending group leaves (else unused:
+				the store's atomio_file_size is the truth) */
 	int err;             /* first failed group's error (negative), reported by syncs */
 	uint32_t dio_off, dio_mem; /* O_DIRECT alignment the kernel asks for */
 	_Atomic int nopen;   /* open file descriptions of it */
 	struct pend *pend;   /* group mode: the writes since the last sync (group.c) */
 	bool warned_direct;
-	_Atomic uint64_t rgen; /* shared mode: the rename count when its path was last found right */
+	_Atomic uint64_t rgen; /* the rename count when its path was last found right */
 	struct pfile *next;
 };
 
@@ -166,10 +162,11 @@ bool pl_is_store_fd(int fd);
 extern bool g_active;
 /* ATOMIO_GROUP=1: the writes between two syncs of a file are one group. */
 extern bool g_group;
-/* ATOMIO_SHARED=1: the store is shared with other processes (opened without
- * ATOMIO_EXCLUSIVE), and every write and size change of a protected file is
- * one group committed before the call returns (nothing pending anywhere). */
-extern bool g_shared;
+/* Every mode but group mode: the store is shared with the program's other
+ * processes (opened without ATOMIO_EXCLUSIVE), every write and size change
+ * of a protected file is one lazy group, nothing is pending in a process
+ * (ATOMIO_SHARED=1 is accepted and changes nothing). */
+extern bool g_multi;
 
 void pl_init(void);
 /* 1 when the canonical path is protected. */
@@ -222,35 +219,38 @@ struct pofd *pofd_get(int fd);
 extern int g_test_wdelay_ms;
 void pofd_put(struct pofd *o);            /* drop a reference */
 
-/* Issue one group on f (f->mu held): writes (iov, off) or, with iov NULL,
- * a size change to off.  Updates size and pending range (shared mode:
- * committed before it returns).  0 or -errno. */
-int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off);
-/* Shared mode: commit a write of f (file id) before returning, f->mu not
- * held; f's size follows.  0 or -errno (a failed commit is also kept in
- * f->err for the file's syncs). */
-int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off);
-/* Commit tx asynchronously as f's next group; a read of [lo, hi) waits for
- * it (f->mu held); bytes: the data it holds (the in-flight bound).  0 or
- * -errno (tx is gone either way). */
-int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi, int64_t bytes);
-/* Wait until f's groups issued so far are complete (in group mode, the
- * pending group committed first); 0 or f's error (-errno). */
-int pl_wait_file(struct pfile *f);
-/* Wait when a read of [off, off+len) could see a pending group (len < 0: any). */
-void pl_wait_read(struct pfile *f, int64_t off, int64_t len);
-/* Wait while too many groups, or bytes of them, are in flight (memory). */
-void pl_backpressure(void);
-/* Wait for every file; 0 or the first error. */
-int pl_wait_all(void);
-/* Close the store now (exec, rename, unlink): everything pending is made
- * durable first; the next use reopens it and re-registers the files. */
+/* Commit one group on f (f->mu held): writes (iov, off) or, with iov NULL,
+ * a size change to off; lazily, or durably (durable: O_SYNC and the like).
+ * Group mode: added to f's pending group.  0 or -errno (a failed commit is
+ * also kept in f->err for the file's syncs). */
+int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off, bool durable);
+/* The same for a write of f (file id), f->mu not held. */
+int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off,
+		    bool durable);
+/* fsync of f (g_rw held): every group of any process that touched f, and
+ * all before them, durable and home (atomio_sync; flags
+ * ATOMIO_SYNC_NOWAIT: only started); group mode: its pending group
+ * committed.  0 or f's error (-errno or an atomio code). */
+int pl_sync_file(struct pfile *f, unsigned flags);
+/* sync, syncfs, spawn: every group of the store (group mode: of every
+ * file); 0 or the first error.  g_rw held. */
+int pl_sync_all(void);
+/* Some process has the store open (the log's flock). */
+bool pl_store_live(void);
+/* The store and f's id in it for a read, size or sync of f (g_rw held):
+ * this process's handle, or, when it has none and another process has the
+ * store open, one opened now (f registered in it).  NULL (*id -1): nobody
+ * has the store (the file is the truth), group mode, or it cannot be
+ * joined.  *id -1 with a store: f could not be registered. */
+atomio *pl_reader_store(struct pfile *f, int *id);
+/* Close this process's handle now (exec, rename, unlink): its lazy groups
+ * are made durable first; the next use reopens it. */
 int pl_store_restart_locked(void);
 void pl_stats_flush(void);
 void pl_lock_excl(void);
 void pl_unlock_excl(void);
-/* Descriptors are protected but the store is someone else's (a child after
- * fork, or another process has it): writes are refused with this errno. */
+/* A vfork child, or (group mode) a child after fork: the store is someone
+ * else's, writes are refused. */
 bool pl_not_owner(void);
 /* Remember a mapping of a protected file for msync. */
 void pl_map_add(void *addr, size_t len, struct pfile *f);
@@ -258,11 +258,11 @@ void pl_map_del(void *addr, size_t len);
 struct pfile *pl_map_find(void *addr, size_t len);
 /* Files whose path moved (rename) or went (unlink): g_rw held exclusive. */
 void pl_file_moved(const char *from, const char *to);
-/* Shared mode: before an unlink or rename of canon (g_rw held exclusive):
+/* Before an unlink or rename of canon (g_rw held exclusive):
  * a store-wide checkpoint (every process's groups home and synced, the log
  * emptied), so that no live record names the path.  0 or -errno. */
 int pl_shared_checkpoint(const char *canon);
-/* Shared mode, paths moved by other processes (state.c says how).
+/* Paths moved by other processes (state.c says how).
  * pl_path_check: under f's slot byte (pl_xlock, pl_xlock_shared), before
  * registering f or logging for it: 0, or PL_EMOVED when some process renamed
  * or unlinked a protected path since f was last looked at and f's path no
@@ -277,19 +277,16 @@ int pl_shared_checkpoint(const char *canon);
 int pl_path_check(atomio *st, struct pfile *f);
 int pl_path_mend(struct pfile *f, int fd);
 void pl_path_moved(void);
-/* Shared mode: this process's handle closed (the others keep the store)
+/* This process's handle closed (the others keep the store)
  * and left to be opened anew by the next call: a path its handle has open
  * as a file since replaced (unlinked and created again) can then be
  * registered as the new file (ATOMIO_EIDENTITY otherwise).  g_rw not held. */
 void pl_shared_rejoin(void);
-/* Shared mode: ATOMIO_EFAILED when this process's store has failed (a
- * sync must report it), else 0. */
-int pl_store_failed(void);
 void pl_file_gone(const char *path);
 /* Adopt protected descriptors inherited across exec. */
 void pl_adopt_inherited(void);
-/* Take the store-wide lock that orders f's appends, size changes (shared
- * mode) and the calls at a description's position (shared mode, or a
+/* Take the store-wide lock that orders f's appends, size changes
+ * and the calls at a description's position (group mode: of a
  * description other processes hold) between processes and between this
  * process's threads; *slot = what to pass to pl_xunlock (-1: nothing taken:
  * a vfork child).  g_rw held; before f->mu.  0, or -errno with a message
@@ -305,13 +302,13 @@ static inline bool pl_pofd_xproc(const struct pofd *o)
 /* The same for a read or seek at the position: in a process that cannot
  * open the log for writing (nor so the store), none (0, *slot -1). */
 int pl_xlock_read(struct pfile *f, int *slot);
-/* Shared mode, a write inside the file: the same byte, shared with the other
+/* A write inside the file: the same byte, shared with the other
  * writes inside files of its slot, from the look at the size to the end of
  * the commit (state.c says why).  pl_xunlock lets it go. */
 int pl_xlock_shared(struct pfile *f, int *slot);
 void pl_xunlock(int slot);
 /* Every slot's byte exclusive (g_rw held exclusive): a rename or unlink of
- * a protected path in shared mode, ordered with every write.  0 or -errno. */
+ * a protected path, ordered with every write.  0 or -errno. */
 int pl_xlock_all(void);
 void pl_xunlock_all(void);
 /* Protect a descriptor received over a socket (SCM_RIGHTS) that names a
@@ -321,8 +318,8 @@ void pl_adopt_fd(int fd);
 /* Add a write (or with iov NULL a size change to off) to f's pending group
  * (f->mu held).  0 or -errno (-ENOSPC: the group would outgrow the log). */
 int grp_add(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off);
-/* Commit f's pending group, if any, asynchronously (f->mu held; st may be
- * NULL only when nothing is pending). */
+/* Commit f's pending group, if any, durably (f->mu held; st may be NULL
+ * only when nothing is pending). */
 void grp_commit(atomio *st, struct pfile *f);
 /* f's pending group is not empty (f->mu held). */
 bool grp_pending(const struct pfile *f);

@@ -82,6 +82,14 @@ void real_trace_mark(int kind, uint64_t a, uint64_t b)
 #define TUNLOCK() do { if (tr_fd >= 0) pthread_mutex_unlock(&tr_mu); } while (0)
 #define TRACING (tr_fd >= 0)
 
+/* A shared store's state in /dev/shm (src/shm.c, shm_where_of) is memory:
+ * a power cut takes it whole, recovery never reads it, so the crash
+ * simulator has nothing of it to replay.  Its descriptors are not traced
+ * (every process of the one mode has one, issue 36).  Under tr_mu. */
+#define TR_FDS 65536
+static uint8_t tr_mem[TR_FDS];
+static bool traced(int fd) { return TRACING && !(fd >= 0 && fd < TR_FDS && tr_mem[fd]); }
+
 /* --- the store's table -------------------------------------------------------- */
 
 static int op_open(const char *path, int flags, mode_t mode)
@@ -91,7 +99,9 @@ static int op_open(const char *path, int flags, mode_t mode)
 	int r = fd < 0 ? -errno : fd;
 	if (r >= 0)
 		pl_store_fd(r, true);
-	if (r >= 0 && TRACING)
+	if (r >= 0 && r < TR_FDS && TRACING)
+		tr_mem[r] = !strncmp(path, "/dev/shm/", 9);
+	if (r >= 0 && traced(r))
 		tr_rec(TR_OPEN, fd, flags, mode, 0, path, strlen(path) + 1, NULL, 0);
 	TUNLOCK();
 	return r;
@@ -103,8 +113,10 @@ static int op_close(int fd)
 	pl_store_fd(fd, false);
 	/* Linux releases the descriptor even when close reports EINTR. */
 	int r = real.close(fd) < 0 ? -errno : 0;
-	if (TRACING)
+	if (traced(fd))
 		tr_rec(TR_CLOSE, fd, 0, 0, 0, NULL, 0, NULL, 0);
+	if (TRACING && fd >= 0 && fd < TR_FDS)
+		tr_mem[fd] = 0;
 	TUNLOCK();
 	return r;
 }
@@ -120,7 +132,7 @@ static ssize_t op_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off
 	TLOCK();
 	ssize_t n = real.pwritev2(fd, iov, iovcnt, off, rwf);
 	ssize_t r = n < 0 ? -errno : n;
-	if (r > 0 && TRACING) {
+	if (r > 0 && traced(fd)) {
 		/* Only the part written (a short write is retried by the caller). */
 		struct iovec part[64];
 		int k = 0;
@@ -143,7 +155,7 @@ static int op_sync(int fd, bool data)
 {
 	TLOCK();
 	int r = (data ? real.fdatasync(fd) : real.fsync(fd)) < 0 ? -errno : 0;
-	if (r == 0 && TRACING)
+	if (r == 0 && traced(fd))
 		tr_rec(data ? TR_FDATASYNC : TR_FSYNC, fd, 0, 0, 0, NULL, 0, NULL, 0);
 	TUNLOCK();
 	return r;
@@ -155,7 +167,7 @@ static int op_ftruncate(int fd, off_t size)
 {
 	TLOCK();
 	int r = real.ftruncate(fd, size) < 0 ? -errno : 0;
-	if (r == 0 && TRACING)
+	if (r == 0 && traced(fd))
 		tr_rec(TR_TRUNC, fd, 0, (uint64_t)size, 0, NULL, 0, NULL, 0);
 	TUNLOCK();
 	return r;
@@ -197,7 +209,7 @@ static int op_unlink(const char *path)
 {
 	TLOCK();
 	int r = real.unlink(path) < 0 ? -errno : 0;
-	if (r == 0 && TRACING)
+	if (r == 0 && TRACING && strncmp(path, "/dev/shm/", 9)) /* not a shared state's (tr_mem) */
 		tr_rec(TR_UNLINK, -1, 0, 0, 0, path, strlen(path) + 1, NULL, 0);
 	TUNLOCK();
 	return r;
@@ -234,7 +246,7 @@ static int op_fallocate(int fd, int mode, off_t off, off_t len)
 {
 	TLOCK();
 	int r = real.fallocate(fd, mode, off, len) < 0 ? -errno : 0;
-	if (r == 0 && TRACING)
+	if (r == 0 && traced(fd))
 		tr_rec(TR_FALLOC, fd, mode, (uint64_t)off, (uint64_t)len, NULL, 0, NULL, 0);
 	TUNLOCK();
 	return r;

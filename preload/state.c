@@ -1,27 +1,35 @@
 /*
  * state.c: configuration, the store's life, protected files and descriptors.
  *
- * THE STORE'S LIFE.  Before main, the constructor recovers the store: it
- * opens it (atomio_open replays every committed group) and closes it again
- * (the close checkpoints, so the log is empty), unless another process holds
- * it.  The store is opened for good only by the first write, size change or
- * writable open of a protected file (pl_store): a shell or any other process
- * that merely inherited LD_PRELOAD never holds it, and one process per store
- * is all atomio admits.  Exec, and rename or unlink of a protected file,
- * close it (every pending group durable first) and leave it to be reopened:
- * exec because the new image must be able to open it; rename and unlink
- * because the log must hold no record for a path that is about to change,
- * or recovery would refuse the store (ATOMIO_EIDENTITY), and the catalog
- * entry of the old path must be let go.  A child after fork never uses the
- * parent's store (pl_not_owner): its writes to protected files are refused.
+ * ONE MODE (issue 36).  Every process of the program joins one store (no
+ * ATOMIO_EXCLUSIVE; ATOMIO_SHARED is accepted and ignored): a forked child
+ * joins with a handle of its own at its first write, a process that only
+ * reads joins when it finds the store open (pl_reader_store).  Before main,
+ * the constructor recovers the store when no process holds it: it opens it
+ * (atomio_open replays every committed group) and closes it again.  The
+ * store is opened for good by the first write, size change or writable open
+ * of a protected file (pl_store): a shell that merely inherited LD_PRELOAD
+ * never holds it.  Exec closes this process's handle (its lazy groups made
+ * durable first, atomio_close); a rename or unlink of a protected path
+ * checkpoints the whole store first (pl_shared_checkpoint) and closes this
+ * process's handle, so that no record names a path that is about to change.
  *
- * WRITES are asynchronous commits (pl_issue): the data is copied into the
- * group, the group queued, and write() returns.  Each file counts the groups
- * it issued and those completed; a sync waits until the second reaches what
- * the first was when the sync began, which costs one wait for the store's
- * log writes however many writes came before it.  Groups complete in commit
- * order, and a completed group is durable and written home, so a read that
- * could see a pending group's range waits for the same.
+ * WRITES are lazy groups (atomio_tx_commit_lazy): when write() returns the
+ * group has its place in the store's commit order and every process's
+ * atomio reads (atomio_preadv, atomio_file_size) return it; it becomes
+ * durable at the next sync that covers it (fsync of the file in any
+ * process, atomio_sync), at a durable commit after it, at close, or within
+ * the store's lazy delay (ATOMIO_LAZY_MS).  Nothing is pending in this
+ * process's memory: the store is the truth for every process, so reads of
+ * a file with lazy groups not yet home go through atomio_preadv, and the
+ * size through atomio_file_size (wrap.c).  O_SYNC/O_DSYNC descriptors and
+ * RWF_SYNC/RWF_DSYNC commit durably (atomio_tx_commit).
+ *
+ * GROUP MODE (ATOMIO_GROUP=1, group.c) is a different contract, not a
+ * speed mode: a file's writes between two syncs are one group held in this
+ * process's memory, so it keeps one writing process (ATOMIO_EXCLUSIVE: a
+ * second writer gets EBUSY, a forked child's writes EPERM), and commits
+ * each group durably at its sync.
  */
 
 #include <errno.h>
@@ -41,8 +49,9 @@ _Atomic(struct pofd *) *g_fdtab;
 int g_fdtab_n;
 bool g_active;
 bool g_group;
-bool g_shared;
+bool g_multi;
 static bool g_conflict; /* ATOMIO_SHARED=1 with ATOMIO_GROUP=1: refused */
+static uint64_t g_lazy_us; /* ATOMIO_LAZY_MS in µs; 0 = the library's default (200 ms) */
 uint64_t g_max_group;
 int g_test_wdelay_ms;
 
@@ -66,9 +75,9 @@ static atomio *_Atomic g_st;
 static pid_t g_pid;           /* the process the store belongs to */
 static bool g_forked;
 static struct pfile *g_files;
-static _Atomic int64_t g_inflight; /* asynchronous groups not yet completed */
-static _Atomic int64_t g_inflight_bytes; /* ... and the bytes of data they hold */
 static struct atomio_stats g_acc;  /* counters of stores already closed */
+static struct atomio_lazy_stats g_lacc; /* the store's lazy counters, as last seen */
+static struct atomio_stats g_base; /* the store's counters when this handle opened it */
 static _Atomic(uint8_t) *g_storefds;
 
 void pl_store_fd(int fd, bool mine)
@@ -91,14 +100,6 @@ bool pl_is_store_fd(int fd)
  * Static: one store at a time; a message of a concurrent failure may be
  * garbled, never written outside the buffer. */
 static char g_store_err[512];
-
-/* Bound on groups in flight: memory (each holds a copy of its data until
- * it is complete), in groups and in bytes (ATOMIO_INFLIGHT_BYTES, default
- * 64 MiB, the default log's size: a count alone let 4096 large writes hold
- * 4096 times their size, dropin bigwrites).  A write waits while either is
- * over its bound, until completions bring it under half of it. */
-#define MAX_INFLIGHT 4096
-static int64_t g_max_inflight_bytes = 64ll << 20;
 
 void pl_msg(const char *path, const char *fmt, ...)
 {
@@ -371,61 +372,9 @@ int pl_file_path(struct pfile *f, char *out)
 	return r;
 }
 
-/* One group in flight: its file and the bytes of data it holds. */
-struct qarg {
-	struct pfile *f;
-	int64_t bytes;
-};
-
-static void done_cb(void *arg, int result)
-{
-	struct qarg *q = arg;
-	struct pfile *f = q->f;
-	pthread_mutex_lock(&f->mu);
-	if (result < 0 && !f->err) {
-		f->err = result;
-		pl_msg(f->path, "a write failed in the store: %s (reported by the next sync)",
-		       atomio_strerror(result));
-	}
-	atomic_fetch_add(&f->done, 1);
-	pthread_mutex_unlock(&f->mu);
-	atomic_fetch_sub(&g_inflight_bytes, q->bytes);
-	atomic_fetch_sub(&g_inflight, 1);
-	free(q);
-}
-
-int pl_queue(atomio *st, struct pfile *f, atomio_tx *tx, int64_t lo, int64_t hi, int64_t bytes)
-{
-	struct qarg *q = malloc(sizeof(*q));
-	if (!q) {
-		atomio_tx_abort(tx);
-		return -ENOMEM;
-	}
-	q->f = f;
-	q->bytes = bytes;
-	atomic_fetch_add(&g_inflight, 1);
-	atomic_fetch_add(&g_inflight_bytes, bytes);
-	int r = atomio_tx_commit_async(tx, done_cb, q);
-	if (r < 0) {
-		atomic_fetch_sub(&g_inflight_bytes, bytes);
-		atomic_fetch_sub(&g_inflight, 1);
-		free(q);
-		return r;
-	}
-	if (atomic_load(&f->done) == atomic_load(&f->issued)) {
-		f->lo = lo;
-		f->hi = hi;
-	} else {
-		f->lo = lo < f->lo ? lo : f->lo;
-		f->hi = hi > f->hi ? hi : f->hi;
-	}
-	atomic_fetch_add(&f->issued, 1);
-	return 0;
-}
-
-/* Shared mode: a commit of f's failed (the store failed, or its outcome is
- * unknown): kept for the file's syncs, as a failed write-back would be. */
-static void shared_failed_locked(struct pfile *f, int r)
+/* A commit of f's failed (the store failed, or its outcome is unknown):
+ * kept for the file's syncs, as a failed write-back would be (f->mu held). */
+static void failed_locked(struct pfile *f, int r)
 {
 	if (!f->err) {
 		f->err = r;
@@ -435,160 +384,96 @@ static void shared_failed_locked(struct pfile *f, int r)
 	}
 }
 
-/* Shared mode: one group committed before the call returns.  Then it is
- * durable in the log and written home, which is what every process's
- * read, lseek and fstat see: nothing is pending in any process, so no
- * other process's call needs to know about it. */
-static int shared_commit(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off,
-			 bool locked)
+/* One group: the writes iov at off, or with iov NULL a size change to off.
+ * Lazy (atomio_tx_commit_lazy): when it returns, every process's atomio
+ * reads and atomio_file_size see the group, which is all another process's
+ * read, lseek or fstat of the file needs (wrap.c reads through the store
+ * while the file has lazy groups not yet home), and its place in the
+ * commit order is taken, so a crash can lose it only with every group
+ * after it.  durable (O_SYNC, O_DSYNC, RWF_SYNC, RWF_DSYNC): durable and
+ * home before the call returns, as those flags promise. */
+static int commit_group(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off,
+			bool locked, bool durable)
 {
 	atomio_tx *tx;
 	int r = atomio_tx_begin(st, &tx);
+	if (r == 0) {
+		r = iov ? atomio_tx_writev(tx, id, iov, iovcnt, off) : atomio_tx_truncate(tx, id, off);
+		if (r < 0) {
+			atomio_tx_abort(tx); /* refused before anything was written (EFBIG, ...) */
+			return r;
+		}
+		r = durable ? atomio_tx_commit(tx) : atomio_tx_commit_lazy(tx, NULL);
+	}
 	if (r < 0) {
 		if (!locked)
 			pthread_mutex_lock(&f->mu);
-		shared_failed_locked(f, r);
+		failed_locked(f, r);
 		if (!locked)
 			pthread_mutex_unlock(&f->mu);
-		return r;
 	}
-	r = iov ? atomio_tx_writev(tx, id, iov, iovcnt, off) : atomio_tx_truncate(tx, id, off);
-	if (r < 0) {
-		atomio_tx_abort(tx); /* refused before anything was written (EFBIG, ...) */
-		return r;
-	}
-	r = atomio_tx_commit(tx);
-	int64_t len = 0;
-	for (int i = 0; iov && i < iovcnt; i++)
-		len += (int64_t)iov[i].iov_len;
-	if (!locked)
-		pthread_mutex_lock(&f->mu);
-	if (r < 0)
-		shared_failed_locked(f, r);
-	else if (!iov)
-		f->size = off;
-	else if (off + len > f->size)
-		f->size = off + len;
-	if (!locked)
-		pthread_mutex_unlock(&f->mu);
 	return r;
 }
 
-int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off)
+int pl_commit_write(atomio *st, struct pfile *f, int id, const struct iovec *iov, int iovcnt, off_t off,
+		    bool durable)
 {
-	return shared_commit(st, f, id, iov, iovcnt, off, false);
+	return commit_group(st, f, id, iov, iovcnt, off, false, durable);
 }
 
-int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off)
+int pl_issue(atomio *st, struct pfile *f, const struct iovec *iov, int iovcnt, off_t off, bool durable)
 {
 	if (g_group)
 		return grp_add(st, f, iov, iovcnt, off);
-	if (g_shared)
-		return shared_commit(st, f, f->id, iov, iovcnt, off, true);
-	atomio_tx *tx;
-	int r = atomio_tx_begin(st, &tx);
-	if (r < 0)
-		return r;
-	r = iov ? atomio_tx_writev(tx, f->id, iov, iovcnt, off) : atomio_tx_truncate(tx, f->id, off);
-	if (r < 0) {
-		atomio_tx_abort(tx);
-		return r;
-	}
-	int64_t len = 0;
-	for (int i = 0; iov && i < iovcnt; i++)
-		len += (int64_t)iov[i].iov_len;
-	/* The bytes a read must wait for: the written range, or everything a
-	 * size change moves (from the smaller of the old and new size on).  A
-	 * write beyond the end also turns the bytes between the old end and
-	 * its offset into a hole of zeros, which the file does not have until
-	 * the group is home (a read there would get end of file). */
-	r = pl_queue(st, f, tx, off < f->size ? off : f->size, iov ? off + len : INT64_MAX, len);
-	if (r < 0)
-		return r;
-	if (!iov)
-		f->size = off;
-	else if (off + len > f->size)
-		f->size = off + len;
-	return 0;
+	return commit_group(st, f, f->id, iov, iovcnt, off, true, durable);
 }
 
-/* Deliver completions until f's completed groups reach target (f NULL:
- * until at most inflight_max groups are in flight).  g_rw held (shared or
- * exclusive) so the store stays open; no file lock held, since the
- * callbacks take them.  One waiter at a time is the poller: it runs
- * atomio_poll (which hands each completion to one caller) and wakes the
- * others after every round, so that a waiter whose groups another thread
- * delivered does not sleep on in atomio_poll. */
-static pthread_mutex_t g_pmu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_pcv = PTHREAD_COND_INITIALIZER;
-static bool g_poller;
-
-static void poll_until(struct pfile *f, uint64_t target, int64_t inflight_max)
-{
-	pthread_mutex_lock(&g_pmu);
-	for (;;) {
-		if (f ? atomic_load(&f->done) >= target
-		      : atomic_load(&g_inflight) <= inflight_max &&
-				atomic_load(&g_inflight_bytes) <= (inflight_max ? g_max_inflight_bytes / 2 : 0))
-			break;
-		if (g_poller) {
-			pthread_cond_wait(&g_pcv, &g_pmu);
-			continue;
-		}
-		g_poller = true;
-		pthread_mutex_unlock(&g_pmu);
-		atomio *st = atomic_load(&g_st);
-		if (!st || atomio_poll(st, 10) == 0)
-			sched_yield(); /* a completion still in another's callback */
-		pthread_mutex_lock(&g_pmu);
-		g_poller = false;
-		pthread_cond_broadcast(&g_pcv);
-	}
-	pthread_mutex_unlock(&g_pmu);
-}
-
-int pl_wait_file(struct pfile *f)
+/* Group mode: f's pending group committed (durably).  0 or f's error. */
+static int grp_sync(struct pfile *f)
 {
 	pthread_mutex_lock(&f->mu);
-	grp_commit(atomic_load(&g_st), f); /* group mode: the group ends at a sync */
-	uint64_t target = f->issued;
-	pthread_mutex_unlock(&f->mu);
-	poll_until(f, target, 0);
-	pthread_mutex_lock(&f->mu);
+	grp_commit(atomic_load(&g_st), f);
 	int r = f->err;
 	pthread_mutex_unlock(&f->mu);
 	return r;
 }
 
-void pl_wait_read(struct pfile *f, int64_t off, int64_t len)
+int pl_sync_file(struct pfile *f, unsigned flags)
 {
+	if (g_group)
+		return grp_sync(f);
 	pthread_mutex_lock(&f->mu);
-	uint64_t target = f->issued;
-	bool wait = atomic_load(&f->done) < target &&
-		    (len < 0 || (off < f->hi && off + len > f->lo));
+	int r = f->err, id = f->id;
 	pthread_mutex_unlock(&f->mu);
-	if (wait)
-		poll_until(f, target, 0);
+	if (r < 0)
+		return r;
+	/* A file this handle has no id for (a reader that never wrote it, or
+	 * one whose handle was closed by a rename) may have groups of other
+	 * processes: the store-wide sync covers them. */
+	atomio *st = pl_reader_store(f, &id);
+	return st ? atomio_sync(st, id, flags) : 0;
 }
 
-int pl_wait_all(void)
+int pl_sync_all(void)
 {
-	pthread_mutex_lock(&g_mu);
-	struct pfile *list = g_files; /* files are never freed; new ones go in front */
-	pthread_mutex_unlock(&g_mu);
 	int r = 0;
-	for (struct pfile *f = list; f; f = f->next) {
-		int e = pl_wait_file(f);
-		if (e < 0 && !r)
-			r = e;
+	if (g_group) {
+		pthread_mutex_lock(&g_mu);
+		struct pfile *list = g_files; /* files are never freed; new ones go in front */
+		pthread_mutex_unlock(&g_mu);
+		for (struct pfile *f = list; f; f = f->next) {
+			int e = grp_sync(f);
+			if (e < 0 && !r)
+				r = e;
+		}
+		return r;
 	}
+	atomio *st = atomic_load(&g_st);
+	if (!st && pl_store_live())
+		st = pl_store(NULL); /* a process that only read: the writers' groups */
+	if (st && !pl_not_owner())
+		r = atomio_sync(st, -1, 0);
 	return r;
-}
-
-void pl_backpressure(void)
-{
-	if (atomic_load(&g_inflight) > MAX_INFLIGHT || atomic_load(&g_inflight_bytes) > g_max_inflight_bytes)
-		poll_until(NULL, 0, MAX_INFLIGHT / 2);
 }
 
 /* --- the store ---------------------------------------------------------------------------- */
@@ -677,12 +562,16 @@ bool pl_not_owner(void)
 
 static int open_store(atomio **out)
 {
-	/* Shared mode joins the store every other process of the program has
-	 * open (one commit queue and order); the default takes it alone. */
-	uint32_t excl = g_shared ? 0 : ATOMIO_EXCLUSIVE;
+	/* Every process joins the store the others of the program have open
+	 * (one commit order, one read index); group mode takes it alone (its
+	 * pending groups live in this process until their sync). */
+	uint32_t excl = g_group ? ATOMIO_EXCLUSIVE : 0;
 	struct atomio_options o = {.log_size = g_log_size, .flags = ATOMIO_CREATE | excl | g_flags,
-				   .errbuf = g_store_err, .errbuf_size = sizeof(g_store_err)};
+				   .errbuf = g_store_err, .errbuf_size = sizeof(g_store_err),
+				   .lazy_delay_us = g_lazy_us};
 	int r = atomio_open(g_log, &o, out);
+	if (r == 0 && atomio_stats(*out, &g_base) < 0)
+		memset(&g_base, 0, sizeof(g_base));
 	if (r < 0)
 		pl_msg(g_log, "cannot open the store: %s%s%.*s", atomio_strerror(r), g_store_err[0] ? ": " : "",
 		       (int)sizeof(g_store_err), g_store_err);
@@ -738,15 +627,16 @@ atomio *pl_store(const char *why_path)
 			struct atomio_caps c;
 			if (atomio_caps(st, -1, &c) == 0)
 				g_max_group = c.max_group_bytes;
-			/* Files that were registered before a restart: again (in
-			 * shared mode lazily, at each one's next write: a forked
-			 * child joins without registering what its parent had). */
+			/* Files that were registered before a restart: again (but
+			 * in group mode lazily, at each one's next write or read:
+			 * a forked child joins without registering what its parent
+			 * had). */
 			pthread_mutex_lock(&g_mu);
-			struct pfile *list = g_shared ? NULL : g_files;
-			/* Shared mode: the rename count (pl_path_check) was zero
-			 * again if every process had closed the store meanwhile:
-			 * each file's path is looked at again at its next write. */
-			for (struct pfile *f = g_files; g_shared && f; f = f->next)
+			struct pfile *list = g_multi ? NULL : g_files;
+			/* The rename count (pl_path_check) was zero again if every
+			 * process had closed the store meanwhile: each file's path
+			 * is looked at again at its next write. */
+			for (struct pfile *f = g_files; g_multi && f; f = f->next)
 				atomic_store(&f->rgen, PL_RGEN_NONE);
 			pthread_mutex_unlock(&g_mu);
 			for (struct pfile *f = list; f; f = f->next) {
@@ -780,15 +670,17 @@ static void acc_stats(atomio *st)
 	struct atomio_stats s;
 	if (atomio_stats(st, &s) < 0)
 		return;
-	/* A shared store's counters are the store's, every process's groups
-	 * (atomio_stats): each process notes them as it last saw them. */
-	if (g_shared) {
-		g_acc = s;
-		return;
-	}
-	uint64_t *a = (uint64_t *)&g_acc, *b = (uint64_t *)&s;
+	struct atomio_lazy_stats ls;
+	if (atomio_lazy_stats(st, &ls) == 0)
+		g_lacc = ls; /* the store's, every process's: as last seen */
+	/* The store's counters count every process's groups (atomio_stats):
+	 * each handle adds what they grew by while it was open (with one
+	 * process, its own), and the groups recovery replayed as it saw them. */
+	uint64_t *a = (uint64_t *)&g_acc, *b = (uint64_t *)&s, *z = (uint64_t *)&g_base;
+	uint64_t rec = g_acc.groups_recovered + s.groups_recovered;
 	for (size_t i = 0; i < sizeof(s) / sizeof(uint64_t); i++)
-		a[i] += b[i];
+		a[i] += b[i] >= z[i] ? b[i] - z[i] : b[i];
+	g_acc.groups_recovered = rec;
 }
 
 int pl_store_restart_locked(void)
@@ -796,11 +688,12 @@ int pl_store_restart_locked(void)
 	atomio *st = atomic_load(&g_st);
 	if (!st || pl_not_owner())
 		return 0;
-	pl_wait_all(); /* group mode: pending groups committed first */
-	poll_until(NULL, 0, 0);
+	if (g_group)
+		pl_sync_all(); /* pending groups committed first */
 	acc_stats(st);
-	/* The close checkpoints: every group home and synced, the log empty,
-	 * so no record names a path that is about to change. */
+	/* The close makes this handle's lazy groups durable and home (and the
+	 * last closer checkpoints); a rename or unlink checkpointed the whole
+	 * store before (pl_shared_checkpoint). */
 	int r = atomio_close(st);
 	atomic_store(&g_st, NULL);
 	pthread_mutex_lock(&g_mu);
@@ -819,18 +712,43 @@ void pl_shared_rejoin(void)
 	pl_unlock_excl();
 }
 
-int pl_store_failed(void)
+/* Some process holds the store (its flock on the log, store.c claim_log):
+ * its lazy groups may not be home.  Taken for a moment when nobody holds
+ * it, as recover_at_start does (an opener meanwhile waits up to 250 ms for
+ * it, flock_patient). */
+bool pl_store_live(void)
 {
+	int fd = real.open(g_log, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool busy = flock(fd, LOCK_EX | LOCK_NB) < 0;
+	real.close(fd);
+	return busy;
+}
+
+atomio *pl_reader_store(struct pfile *f, int *id)
+{
+	*id = -1;
+	if (g_group || !g_active || pl_not_owner())
+		return NULL;
 	atomio *st = atomic_load(&g_st);
-	atomio_tx *tx;
-	if (!st || pl_not_owner())
-		return 0;
-	int r = atomio_tx_begin(st, &tx);
-	if (r == 0) {
-		atomio_tx_abort(tx);
-		return 0;
-	}
-	return r == ATOMIO_EFAILED ? r : 0;
+	if (st && (*id = f->id) >= 0)
+		return st;
+	/* Nobody holds the store: every group is home (a lone process killed
+	 * with lazy groups lost them, as at a power cut), the file is the
+	 * truth.  Else this process joins (it could not if it may not write
+	 * the log: it reads the file, the documented gap) and registers f, so
+	 * that its reads see the other processes' lazy groups. */
+	if (!st && !pl_store_live())
+		return NULL;
+	if (!st && !(st = pl_store(f->path)))
+		return NULL;
+	pthread_mutex_lock(&f->mu);
+	if (f->id < 0 && !f->orphan)
+		(void)pl_register(st, f, 0, 0); /* failed: *id -1, the store-wide answer */
+	*id = f->id;
+	pthread_mutex_unlock(&f->mu);
+	return st;
 }
 
 int pl_shared_checkpoint(const char *canon)
@@ -881,7 +799,7 @@ static _Atomic uint64_t *rgen_word(atomio *st)
 
 int pl_path_check(atomio *st, struct pfile *f)
 {
-	_Atomic uint64_t *w = g_shared ? rgen_word(st) : NULL;
+	_Atomic uint64_t *w = g_multi ? rgen_word(st) : NULL;
 	if (!w)
 		return 0;
 	uint64_t g = atomic_load(w);
@@ -1046,10 +964,11 @@ static void at_prepare(void)
 	/* No call of ours runs during the fork, and nothing is in flight: the
 	 * child's copy of every lock is free and every file's count settled. */
 	pl_lock_excl();
-	if (!pl_not_owner() && atomic_load(&g_st)) {
-		pl_wait_all(); /* group mode: a fork ends the pending groups */
-		poll_until(NULL, 0, 0);
-	}
+	/* Group mode: a fork ends the pending groups.  Otherwise nothing is
+	 * pending in this process: its lazy groups are the store's, and the
+	 * child joins the store at its first write with a handle of its own. */
+	if (g_group && !pl_not_owner() && atomic_load(&g_st))
+		pl_sync_all();
 }
 _Atomic unsigned g_forkgen;
 
@@ -1073,17 +992,15 @@ static void at_child(void)
 		pthread_setcancelstate(t_cancel_state, NULL);
 	}
 	pthread_mutex_init(&g_open_mu, NULL);
-	pthread_mutex_init(&g_pmu, NULL);
-	pthread_cond_init(&g_pcv, NULL);
-	g_poller = false;
 	pthread_mutex_init(&g_mu, NULL);
 	/* The child is single-threaded: no file lock can be held in it. */
 	for (struct pfile *f = g_files; f; f = f->next)
 		pthread_mutex_init(&f->mu, NULL);
 	memset(&g_acc, 0, sizeof(g_acc)); /* the parent's to report */
+	memset(&g_lacc, 0, sizeof(g_lacc));
 	atomic_fetch_add(&g_forkgen, 1); /* every description so far is the parent's too */
 	xlk_child();
-	if (g_shared) {
+	if (g_multi) {
 		/* The parent's handle answers -EPERM here (atomio's own fork
 		 * handler closed its descriptors in the child): the child joins
 		 * the store with a handle of its own at its first write, and
@@ -1096,7 +1013,7 @@ static void at_child(void)
 		g_pid = 0;
 		return;
 	}
-	/* A store the parent opened is the parent's, also while it is closed
+	/* Group mode: a store the parent opened is the parent's, also while it is closed
 	 * for a moment (a rename or unlink of a protected path closes it until
 	 * the next write: g_pid stays the parent's); a child of a process that
 	 * never opened one (a shell that merely inherited LD_PRELOAD) may open
@@ -1198,9 +1115,11 @@ __attribute__((constructor)) void pl_init(void)
 		g_flags |= ATOMIO_NO_COMPRESS;
 	if ((v = getenv("ATOMIO_GROUP")) && !strcmp(v, "1"))
 		g_group = true;
-	if ((v = getenv("ATOMIO_SHARED")) && !strcmp(v, "1"))
-		g_shared = true;
-	if (g_shared && g_group) {
+	/* ATOMIO_SHARED=1 is accepted and changes nothing: every process of
+	 * the program shares the store in the one mode.  With group mode
+	 * (which has one writing process) it is refused, as it always was. */
+	bool shared = (v = getenv("ATOMIO_SHARED")) && !strcmp(v, "1");
+	if (shared && g_group) {
 		/* Group mode holds a file's writes in one process's memory until
 		 * its sync: another process would neither see nor order them. */
 		pl_msg(log, "ATOMIO_SHARED=1 and ATOMIO_GROUP=1 cannot be combined (group mode holds the "
@@ -1213,8 +1132,14 @@ __attribute__((constructor)) void pl_init(void)
 		g_stats_path = v;
 	if ((v = getenv("ATOMIO_PRELOAD_TRACE")) && *v)
 		real_trace_open(v);
-	if ((v = getenv("ATOMIO_INFLIGHT_BYTES")) && *v && parse_size(v))
-		g_max_inflight_bytes = (int64_t)parse_size(v);
+	/* The lazy window: a write is durable at the latest this long after
+	 * it (plus one log write) without a sync.  0 = flush at once (1 µs,
+	 * the library's smallest; its 0 means its default). */
+	if ((v = getenv("ATOMIO_LAZY_MS")) && *v) {
+		unsigned long long ms = strtoull(v, NULL, 10);
+		g_lazy_us = ms == 0 ? 1 : ms > 60000 ? 60000000ull : ms * 1000ull;
+	}
+	g_multi = !g_group;
 	if ((v = getenv("ATOMIO_PRELOAD_TEST_WDELAY")) && *v)
 		g_test_wdelay_ms = atoi(v);
 	struct rlimit rl;
@@ -1245,23 +1170,31 @@ void pl_stats_flush(void)
 	if (g_stats_path) {
 		int fd = real.open(g_stats_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (fd >= 0) {
-			char b[512];
+			const struct atomio_stats *a = &g_acc;
+			const struct atomio_lazy_stats *l = &g_lacc;
+			char b[1024];
 			int n = snprintf(b, sizeof(b),
 					 "pid=%d commits=%llu log_syncs=%llu batches=%llu bytes_raw=%llu "
 					 "bytes_logged=%llu bytes_home=%llu bytes_checkpointed=%llu "
-					 "checkpoints=%llu groups_recovered=%llu\n",
-					 (int)getpid(), (unsigned long long)g_acc.commits,
-					 (unsigned long long)g_acc.log_syncs, (unsigned long long)g_acc.batches,
-					 (unsigned long long)g_acc.bytes_raw, (unsigned long long)g_acc.bytes_logged,
-					 (unsigned long long)g_acc.bytes_home,
-					 (unsigned long long)g_acc.bytes_checkpointed,
-					 (unsigned long long)g_acc.checkpoints,
-					 (unsigned long long)g_acc.groups_recovered);
+					 "checkpoints=%llu groups_recovered=%llu lazy_commits=%llu lazy_eager=%llu "
+					 "syncs=%llu syncs_waited=%llu flush_delay=%llu flush_press=%llu "
+					 "flush_sync=%llu lazy_reads=%llu lazy_waits=%llu\n",
+					 (int)getpid(), (unsigned long long)a->commits,
+					 (unsigned long long)a->log_syncs, (unsigned long long)a->batches,
+					 (unsigned long long)a->bytes_raw, (unsigned long long)a->bytes_logged,
+					 (unsigned long long)a->bytes_home, (unsigned long long)a->bytes_checkpointed,
+					 (unsigned long long)a->checkpoints, (unsigned long long)a->groups_recovered,
+					 (unsigned long long)l->lazy_commits, (unsigned long long)l->lazy_eager,
+					 (unsigned long long)l->syncs, (unsigned long long)l->syncs_waited,
+					 (unsigned long long)l->flush_delay, (unsigned long long)l->flush_press,
+					 (unsigned long long)l->flush_sync, (unsigned long long)l->lazy_reads,
+					 (unsigned long long)l->lazy_waits);
 			(void)!real.write(fd, b, (size_t)n);
 			real.close(fd);
 		}
 	}
 	memset(&g_acc, 0, sizeof(g_acc));
+	memset(&g_lacc, 0, sizeof(g_lacc));
 }
 
 __attribute__((destructor)) static void pl_fini(void)
@@ -1271,10 +1204,10 @@ __attribute__((destructor)) static void pl_fini(void)
 	pl_lock_excl();
 	atomio *st = atomic_load(&g_st);
 	if (st) {
-		pl_wait_all(); /* group mode: what was written since the last sync */
-		poll_until(NULL, 0, 0);
+		if (g_group)
+			pl_sync_all(); /* what was written since the last sync */
 		acc_stats(st);
-		int r = atomio_close(st);
+		int r = atomio_close(st); /* this handle's lazy groups durable first */
 		if (r < 0)
 			pl_msg(g_log, "closing the store at exit: %s", atomio_strerror(r));
 		atomic_store(&g_st, NULL);

@@ -5,13 +5,19 @@
  * and, when it is not protected, calls libc at once; a protected entry is
  * held with a reference for the call (pofd_get, HELD).  Protected descriptors:
  *
- *   write, pwrite, writev, pwritev, pwritev2   one asynchronous group each
- *       (at most the largest group the log takes: a short count beyond it);
- *       O_SYNC/O_DSYNC descriptors and RWF_SYNC/RWF_DSYNC wait for it
- *   fsync, fdatasync, sync_file_range(WAIT_AFTER), msync, sync, syncfs
- *       wait for the file's (every file's) groups issued so far
- *   read, pread, readv, preadv, preadv2, fstat, lseek(SEEK_DATA/HOLE), mmap
- *       wait when a pending group may change what they see
+ *   write, pwrite, writev, pwritev, pwritev2   one lazy group each (every
+ *       process reads it at once; at most the largest group the log takes:
+ *       a short count beyond it); O_SYNC/O_DSYNC descriptors and
+ *       RWF_SYNC/RWF_DSYNC commit it durably
+ *   fsync, fdatasync, sync_file_range(WAIT_AFTER), msync, aio_fsync
+ *       atomio_sync of the file: every process's groups of it durable
+ *   sync, syncfs, posix_spawn, system, popen   atomio_sync of the store
+ *   read, pread, readv, preadv, preadv2   through atomio_preadv while the
+ *       file has lazy groups not yet home (atomio_lazy_pending), else libc
+ *   fstat, stat*, statx, lseek(SEEK_END), O_APPEND   the size atomio_file_size
+ *       gives while the file has lazy groups not yet home
+ *   mmap, stdio reads, copy_file_range/sendfile/splice from one, AIO reads,
+ *   lseek(SEEK_DATA/HOLE)   the kernel reads: atomio_sync of the file first
  *   ftruncate, truncate, open(O_TRUNC), fallocate(0 or KEEP_SIZE),
  *   posix_fallocate    size changes are groups, ordered with the writes
  *   fallocate (other modes)        refused: EOPNOTSUPP
@@ -19,18 +25,14 @@
  *   copy_file_range, sendfile, splice into one   refused: EXDEV / EINVAL
  *   fopen, freopen, fdopen for writing           refused: EPERM (stdio's
  *       writes are inside libc, where no wrapper sees them)
- *   rename, unlink of one          the store is closed around it (state.c; shared
- *                                  mode: a store-wide checkpoint, then a rename
- *                                  closes this process's handle around it)
+ *   rename, unlink of one          a store-wide checkpoint, and this process's
+ *                                  handle closed around it (state.c)
  *   exec                           the store is closed first
  *   dup, dup2, dup3, fcntl(F_DUPFD*) the new descriptor shares the entry
  *   O_DIRECT       the kernel's alignment rules are checked (EINVAL), the data
  *                  goes through the log like any other
- *   lseek(SEEK_END), O_APPEND      use the size every issued group leaves
- *   stat, lstat, fstatat, statx    the size fstat reports (any name of the file)
  *   close_range, dup2, dup3        never take the store's descriptors
  *   fclose, freopen                the entry goes (libc closes the descriptor)
- *   posix_spawn, system, popen     pending groups home first (the child reads)
  *   ioctl(FICLONE*), aio_write     refused: EXDEV / EINVAL
  * In a vfork child (its parent's memory, its own descriptors) nothing of
  * the state changes.
@@ -125,17 +127,35 @@ static void set_dio(struct pfile *f, int fd)
 	}
 }
 
-/* f->size is the size this process's issued groups leave the file.  With
- * none of them pending, the file's own size is the truth: another process
- * may have changed the file since f->size was last set here (a process that
- * only reads while another writes, as PostgreSQL's backends size a relation
- * with lseek(SEEK_END); or one that writes after an earlier writer exited).
- * f->mu held; fd is a descriptor of f. */
+/* Group mode: f->size is the size the pending group leaves.  With none
+ * pending, the file's own size is the truth (another process may have
+ * changed it since f->size was last set here).  f->mu held; fd is a
+ * descriptor of f. */
 static void size_refresh(struct pfile *f, int fd)
 {
 	struct stat sb;
-	if (!grp_pending(f) && atomic_load(&f->done) == atomic_load(&f->issued) && REAL(fstat)(fd, &sb) == 0)
+	if (!grp_pending(f) && REAL(fstat)(fd, &sb) == 0)
 		f->size = sb.st_size;
+}
+
+/* The size of f as the next group must see it (the end an append takes, a
+ * size change's "grow only"), fd a descriptor of f, f->mu held: group mode,
+ * what the pending group leaves; else the store's, every process's lazy
+ * groups included (atomio_file_size; st NULL or no id: the file's).  -errno
+ * on failure. */
+static int64_t cur_size(atomio *st, struct pfile *f, int fd)
+{
+	if (g_group) {
+		size_refresh(f, fd);
+		return f->size;
+	}
+	uint64_t sz;
+	struct stat sb;
+	if (st && f->id >= 0) {
+		int r = atomio_file_size(st, f->id, &sz);
+		return r < 0 ? (r <= -ATOMIO_EBASE ? -EIO : r) : (int64_t)sz;
+	}
+	return REAL(fstat)(fd, &sb) < 0 ? -errno : sb.st_size;
 }
 
 static int attach(int fd, const char *canon, int flags, atomio *st, int id)
@@ -148,14 +168,15 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 	if (!o)
 		return -ENOMEM;
 	pthread_mutex_lock(&f->mu);
-	size_refresh(f, fd);
+	if (g_group)
+		size_refresh(f, fd);
 	pthread_mutex_unlock(&f->mu);
 	if (st) {
-		/* Shared mode: O_TRUNC is ordered with the other processes'
-		 * appends (p_resize). */
+		/* O_TRUNC is ordered with the other processes' appends
+		 * (p_resize). */
 		int xs = -1;
-		int r = g_shared && (flags & O_TRUNC) ? pl_xlock(f, &xs) : 0;
-		if (r == 0 && g_shared && (flags & O_TRUNC))
+		int r = g_multi && (flags & O_TRUNC) ? pl_xlock(f, &xs) : 0;
+		if (r == 0 && g_multi && (flags & O_TRUNC))
 			r = pl_path_check(st, f); /* the truncate is logged under f's id */
 		pthread_mutex_lock(&f->mu);
 		if (r == 0 && f->id < 0) {
@@ -169,7 +190,7 @@ static int attach(int fd, const char *canon, int flags, atomio *st, int id)
 			}
 		}
 		if (r == 0 && (flags & O_TRUNC))
-			r = pl_issue(st, f, NULL, 0, 0);
+			r = pl_issue(st, f, NULL, 0, 0, flags & (O_SYNC | O_DSYNC));
 		pthread_mutex_unlock(&f->mu);
 		pl_xunlock(xs);
 		if (r < 0) {
@@ -246,9 +267,9 @@ static int p_open(int dirfd, const char *path, int flags, mode_t mode)
 			/* atomio creates the file, syncs it and its directory, and
 			 * records it in the catalog before anything is written to it. */
 			id = atomio_file_open(st, canon, flags & (O_CREAT | O_EXCL | O_NOFOLLOW), mode);
-			if (id != ATOMIO_EIDENTITY || !g_shared || rejoined)
+			if (id != ATOMIO_EIDENTITY || !g_multi || rejoined)
 				break;
-			/* Shared mode: this process's handle has the path open as the
+			/* This process's handle has the path open as the
 			 * file this one replaced (unlinked, and created again):
 			 * a handle of its own anew, which registers the new file
 			 * (after a store-wide checkpoint), then again. */
@@ -504,7 +525,7 @@ static bool dio_ok(struct pofd *o, const struct iovec *iov, int cnt, off_t off)
 	return ok;
 }
 
-/* Shared mode: whether a write appends.  The flag is the open file
+/* Whether a write appends.  The flag is the open file
  * description's, which other processes share and may change (F_SETFL):
  * the kernel's, not the copy this process noted. */
 static bool shared_append(int fd, struct pofd *o, int rwf)
@@ -513,31 +534,32 @@ static bool shared_append(int fd, struct pofd *o, int rwf)
 	return ((fl >= 0 ? fl : o->flags) & O_APPEND) || (rwf & RWF_APPEND);
 }
 
-/* Shared mode: a write takes the lock that orders the processes
- * (pl_xlock) when it depends on, or moves, what they share: an append
- * (the end of the file), a write at the position (the description's
- * offset, which other processes may share), and a write that extends the
- * file (an append of another process must not take the old end meanwhile
- * and land under it).  A write inside the file changes neither, and
- * commits beside the other processes' writes without the lock. */
-static bool shared_xwant(int fd, struct pofd *o, bool append, bool pos, off_t off, size_t total)
+/* A write takes the lock that orders the processes (pl_xlock) when it
+ * depends on, or moves, what they share: an append (the end of the file),
+ * a write at the position (the description's offset, which other
+ * processes may share), and a write that extends the file (an append of
+ * another process must not take the old end meanwhile and land under it).
+ * A write inside the file changes neither, and commits beside the other
+ * processes' writes with the lock shared.  The size is the store's
+ * (cur_size: every process's lazy groups). */
+static bool shared_xwant(atomio *st, int fd, struct pofd *o, bool append, bool pos, off_t off, size_t total)
 {
-	struct stat sb;
-	if (!g_shared)
-		return pos && pl_pofd_xproc(o); /* the default: one writing process, its offset shared */
+	if (!g_multi)
+		return pos && pl_pofd_xproc(o); /* group mode: one writing process, its offset shared */
 	if (append || pos)
 		return true;
-	return REAL(fstat)(fd, &sb) < 0 || off > sb.st_size - (off_t)total;
+	int64_t size = cur_size(st, o->f, fd);
+	return size < 0 || off > size - (off_t)total;
 }
 
 /* Take the lock p_write wants: exclusive (*xwant), shared for a write
  * inside the file (*inside), whose size is looked at again under it -- one
  * that extends the file now takes it exclusive -- or none.  0 or -errno. */
-static int write_lock(int fd, struct pofd *o, bool append, bool pos, off_t off, size_t total, bool *xwant,
-		      bool *inside, int *xs)
+static int write_lock(atomio *st, int fd, struct pofd *o, bool append, bool pos, off_t off, size_t total,
+		      bool *xwant, bool *inside, int *xs)
 {
 	int r = *xwant ? pl_xlock(o->f, xs) : *inside ? pl_xlock_shared(o->f, xs) : 0;
-	if (r == 0 && *inside && shared_xwant(fd, o, append, pos, off, total)) {
+	if (r == 0 && *inside && shared_xwant(st, fd, o, append, pos, off, total)) {
 		pl_xunlock(*xs);
 		*xs = -1;
 		*inside = false;
@@ -547,7 +569,7 @@ static int write_lock(int fd, struct pofd *o, bool append, bool pos, off_t off, 
 	return r;
 }
 
-/* Shared mode: what a write or size change found under its locks (all let
+/* What a write or size change found under its locks (all let
  * go now but g_rw's shared hold) is mended where it can be, with g_rw held
  * exclusive: ATOMIO_EIDENTITY (this process's handle has the path open as
  * the file this one replaced: a handle of its own anew, once) or PL_EMOVED
@@ -557,7 +579,7 @@ static int write_lock(int fd, struct pofd *o, bool append, bool pos, off_t off, 
 static int mend(int r, struct pfile *f, int fd, unsigned *tries, atomio **st)
 {
 	bool ident = r == ATOMIO_EIDENTITY && !(*tries & 0x100);
-	if (!g_shared || !(ident || r == PL_EMOVED))
+	if (!g_multi || !(ident || r == PL_EMOVED))
 		return r;
 	if (!ident && (*tries & 0xff) >= 16) {
 		/* Each try found another rename: refused rather than waited for. */
@@ -645,42 +667,43 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 		vn = clip_to_group(o, iov, cnt, v, &total);
 		use = v;
 	}
-	pl_backpressure();
 	bool pos = at_pos && off < 0;
 	unsigned tries = 0;
-	if (g_shared)
+	/* O_SYNC/O_DSYNC: durable before the call returns, as the kernel's
+	 * flags promise; every other write is a lazy group. */
+	bool durable = (o->flags & (O_SYNC | O_DSYNC)) || (rwf & (RWF_SYNC | RWF_DSYNC));
+	if (g_multi)
 		append = shared_append(fd, o, rwf);
-	bool xwant = shared_xwant(fd, o, append, pos, off, total);
-	/* Shared mode, a write inside the file: the lock shared, the size
-	 * looked at again under it (a truncate may have come between). */
-	bool inside = g_shared && !xwant;
+	bool xwant = shared_xwant(st, fd, o, append, pos, off, total);
+	/* A write inside the file: the lock shared, the size looked at again
+	 * under it (a truncate may have come between). */
+	bool inside = g_multi && !xwant;
 	int xs = -1;
 again:
 	if (pos)
 		pthread_mutex_lock(&o->pos_mu);
-	int r = write_lock(fd, o, append, pos, off, total, &xwant, &inside, &xs);
-	if (r == 0 && g_shared)
+	int r = write_lock(st, fd, o, append, pos, off, total, &xwant, &inside, &xs);
+	if (r == 0 && g_multi)
 		r = pl_path_check(st, f); /* under the slot's byte: ordered with renames */
 	pthread_mutex_lock(&f->mu);
-	if (r == 0)
-		size_refresh(f, fd);
 	if (r == 0 && f->id < 0)
 		r = pl_register(st, f, 0, 0);
 	if (r == 0) {
 		if (append)
-			off = f->size;
+			off = (off_t)cur_size(st, f, fd); /* under the slot's byte, exclusive */
 		else if (pos)
 			off = REAL(lseek)(fd, 0, SEEK_CUR);
-		/* Shared mode: committed below, without the file's lock, so that
-		 * this process's threads' writes batch in one log write -- but
-		 * an append under it: the end it takes must be the end the
-		 * previous append left (two appends of two threads must not
-		 * both land at one offset). */
-		r = off < 0 ? -errno : g_shared && !append ? 0 : pl_issue(st, f, use, vn, off);
+		/* Committed below, without the file's lock, so that this
+		 * process's threads' writes go on side by side -- but an append
+		 * under it: the end it takes must be the end the previous
+		 * append left (two appends of two threads must not both land at
+		 * one offset).  Group mode: into the pending group. */
+		r = off < 0 ? (append ? (int)off : -errno)
+		    : g_multi && !append ? 0 : pl_issue(st, f, use, vn, off, durable);
 	}
 	int id = f->id;
 	pthread_mutex_unlock(&f->mu);
-	if ((r == ATOMIO_EIDENTITY || r == PL_EMOVED) && g_shared) {
+	if ((r == ATOMIO_EIDENTITY || r == PL_EMOVED) && g_multi) {
 		pl_xunlock(xs);
 		xs = -1;
 		if (pos)
@@ -690,8 +713,8 @@ again:
 		if (pos)
 			pthread_mutex_lock(&o->pos_mu);
 	}
-	if (r == 0 && g_shared && !append)
-		r = pl_commit_write(st, f, id, use, vn, off);
+	if (r == 0 && g_multi && !append)
+		r = pl_commit_write(st, f, id, use, vn, off, durable);
 	if (r == 0 && pos)
 		REAL(lseek)(fd, off + (off_t)total, SEEK_SET);
 	pl_xunlock(xs);
@@ -701,13 +724,11 @@ again:
 		free(v);
 	if (r == 0) {
 		real_trace_mark(TR_PWRITE, total, 0);
-		/* O_SYNC/O_DSYNC: durable before the call returns, as the
-		 * kernel's flags promise. */
-		if (!g_shared && ((o->flags & (O_SYNC | O_DSYNC)) || (rwf & (RWF_SYNC | RWF_DSYNC)))) {
-			r = pl_wait_file(f);
-			if (r == 0)
-				real_trace_mark(TR_PSYNC, 0, 0);
-		}
+		/* Group mode: O_SYNC ends the pending group (durable). */
+		if (g_group && durable)
+			r = pl_sync_file(f, 0);
+		if (r == 0 && durable)
+			real_trace_mark(TR_PSYNC, 0, 0);
 	}
 	pl_release();
 	if (r < 0) {
@@ -783,29 +804,26 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off
 
 /* --- reads ------------------------------------------------------------------------ */
 
-static void before_read(int fd, struct pofd *o, off_t off, size_t len)
+/* A reader the kernel serves (mmap, copy_file_range, sendfile, splice,
+ * stdio, AIO, SEEK_DATA/SEEK_HOLE): it sees the file, so the file's groups
+ * of every process are made home first (atomio_sync returns at once when
+ * none is pending).  Group mode: the pending group ends here. */
+static void before_read(struct pofd *o)
 {
 	struct pfile *f = o->f;
+	pl_hold();
 	if (g_group) {
-		/* A reader the wrappers cannot serve from the pending group
-		 * (mmap, copies, stdio): the group ends here. */
 		pthread_mutex_lock(&f->mu);
 		bool pending = grp_pending(f);
 		pthread_mutex_unlock(&f->mu);
-		if (pending) {
-			pl_hold();
-			pl_wait_file(f);
-			pl_release();
-			return;
-		}
+		if (pending)
+			pl_sync_file(f, 0);
+	} else {
+		int id;
+		atomio *st = pl_reader_store(f, &id);
+		if (st)
+			(void)atomio_sync(st, id, 0); /* a failure is the next fsync's to report */
 	}
-	if (atomic_load(&f->done) == atomic_load(&f->issued))
-		return; /* racy but safe: a group issued after this check is one the read may miss */
-	pl_hold();
-	if (off < 0)
-		off = REAL(lseek)(fd, 0, SEEK_CUR);
-	uint64_t n = len == SIZE_MAX ? UINT64_MAX : len; /* SIZE_MAX: to the end */
-	pl_wait_read(f, off < 0 ? 0 : off, off < 0 || n > INT64_MAX / 2 ? -1 : (int64_t)n);
 	pl_release();
 }
 
@@ -828,42 +846,116 @@ static bool group_read(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 	return done;
 }
 
-static size_t iov_len(const struct iovec *iov, int cnt)
+/* A read of a protected descriptor while its file has lazy groups not yet
+ * home (atomio_lazy_pending, st and id from pl_reader_store; g_rw held):
+ * through the store, which overlays them on the file (atomio_preadv), at
+ * off or (at_pos) at the description's position, moved by what was read
+ * (the caller holds the lock that orders the position: shared_pos_call).
+ * false: nothing pending (or not this call's to serve): libc reads the
+ * file, which then holds every group. */
+static bool lazy_read(atomio *st, int id, int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off,
+		      bool at_pos, ssize_t *res)
 {
-	size_t t = 0;
-	for (int i = 0; iov && i < cnt; i++)
-		t += iov[i].iov_len;
-	return t;
+	if (!st || id < 0 || cnt < 0 || cnt > IOV_MAX || atomio_lazy_pending(st, id) != 1 || !pofd_live(fd, o))
+		return false;
+	if ((o->flags & O_ACCMODE) == O_WRONLY) {
+		*res = fail(EBADF);
+		return true;
+	}
+	if (at_pos && (off = REAL(lseek)(fd, 0, SEEK_CUR)) < 0) {
+		*res = -1;
+		return true;
+	}
+	ssize_t n = atomio_preadv(st, id, iov, cnt, off);
+	if (n < 0) {
+		*res = fail(pl_errno((int)n));
+		return true;
+	}
+	if (at_pos && n > 0)
+		REAL(lseek)(fd, off + (off_t)n, SEEK_SET);
+	*res = n;
+	return true;
 }
 
-/* A read or seek that uses or moves the position of a description other
- * processes may hold (in shared mode: any) waits for a write of another
- * process through it that is between reading the offset and moving it
- * (p_write holds pl_xlock there): the kernel's offset then stays the one
- * truth.  Nothing is pending in shared mode, so the kernel's own read and
- * seek are right under the lock; in the default mode the read waits for
- * this process's pending groups first (before_read), as without the lock.
- * false: no lock wanted (the caller goes on); else *res is the result. */
+/* pread, preadv, preadv2 at an offset: lazy_read with the store found. */
+static bool lazy_pread(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, ssize_t *res)
+{
+	if (g_group || off < 0)
+		return false;
+	pl_hold();
+	int id;
+	atomio *st = pl_reader_store(o->f, &id);
+	bool done = lazy_read(st, id, fd, o, iov, cnt, off, false, res);
+	int e = errno;
+	pl_release();
+	errno = e;
+	return done;
+}
+
+/* The size of f as atomio's reads see it, every process's lazy groups
+ * included, when some are not yet home; else size (the kernel's). */
+static int64_t lazy_size(struct pfile *f, int64_t size)
+{
+	if (g_group || !g_active)
+		return size;
+	int e = errno;
+	pl_hold();
+	int id;
+	uint64_t s;
+	atomio *st = pl_reader_store(f, &id);
+	if (st && id >= 0 && atomio_lazy_pending(st, id) == 1 && atomio_file_size(st, id, &s) == 0)
+		size = (int64_t)s;
+	pl_release();
+	errno = e;
+	return size;
+}
+
+/* lseek at a description's position whose file may have lazy groups:
+ * SEEK_END from the store's size, SEEK_DATA/SEEK_HOLE after the groups
+ * are home (the kernel answers them). */
+static off_t seek_at(atomio *st, int id, int fd, off_t off, int whence)
+{
+	uint64_t s;
+	if (whence == SEEK_END && st && id >= 0 && atomio_lazy_pending(st, id) == 1 &&
+	    atomio_file_size(st, id, &s) == 0) {
+		if (off > INT64_MAX - (int64_t)s || (int64_t)s + off < 0)
+			return fail(EINVAL);
+		return REAL(lseek)(fd, (off_t)s + off, SEEK_SET);
+	}
+	if ((whence == SEEK_DATA || whence == SEEK_HOLE) && st)
+		(void)atomio_sync(st, id, 0);
+	return REAL(lseek)(fd, off, whence);
+}
+
+/* A read or seek that uses or moves the position of a description (any:
+ * other processes may hold it) waits for a write of another process
+ * through it that is between reading the offset and moving it (p_write
+ * holds pl_xlock there): the kernel's offset then stays the one truth.
+ * The read goes through the store while the file has lazy groups
+ * (lazy_read), else to the kernel.  Group mode takes the lock only for a
+ * description other processes hold (its writes, one process's, take it
+ * then: p_write), and leaves SEEK_END to p_lseek (the size its pending
+ * group leaves).  false: the caller goes on; else *res is the result. */
 static bool shared_pos_call(int fd, struct pofd *o, const struct iovec *iov, int cnt, int flags, bool is_seek,
 			    off_t seek, int whence, ssize_t *res)
 {
-	if (!g_shared && !(pl_pofd_xproc(o) && !g_group))
+	if (g_group && (!pl_pofd_xproc(o) || (is_seek && whence == SEEK_END)))
 		return false;
-	if (!g_shared && whence == SEEK_END && is_seek)
-		return false; /* the default's SEEK_END wants the size pending groups leave (p_lseek) */
-	if (!g_shared && !is_seek)
-		before_read(fd, o, -1, iov_len(iov, cnt));
-	if (!g_shared && is_seek && (whence == SEEK_DATA || whence == SEEK_HOLE))
-		before_read(fd, o, 0, SIZE_MAX);
+	if (g_group && is_seek && (whence == SEEK_DATA || whence == SEEK_HOLE))
+		before_read(o); /* the kernel answers: the pending group ends */
 	pl_hold();
-	int xs;
+	int id, xs;
+	atomio *st = pl_reader_store(o->f, &id); /* a join happens before the lock */
 	int r = pl_xlock_read(o->f, &xs);
 	if (r < 0) {
 		pl_release();
 		*res = fail(-r);
 		return true;
 	}
-	*res = is_seek ? (ssize_t)REAL(lseek)(fd, seek, whence) : REAL(preadv2)(fd, iov, cnt, -1, flags);
+	if (is_seek)
+		*res = (ssize_t)seek_at(st, id, fd, seek, whence);
+	else if (!lazy_read(st, id, fd, o, iov, cnt, -1, true, res))
+		*res = REAL(preadv2)(fd, iov, cnt, -1, flags);
 	int e = errno;
 	pl_xunlock(xs);
 	pl_release();
@@ -880,8 +972,6 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 		return r;
 	if (is_prot(o) && shared_pos_call(fd, o, &v, 1, 0, false, 0, 0, &r))
 		return r;
-	if (is_prot(o))
-		before_read(fd, o, -1, n);
 	return REAL(read)(fd, buf, n);
 }
 
@@ -892,8 +982,8 @@ EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	struct iovec v = {buf, n};
 	if (is_prot(o) && off >= 0 && group_read(fd, o, &v, 1, off, false, &r))
 		return r;
-	if (is_prot(o))
-		before_read(fd, o, off, n);
+	if (is_prot(o) && lazy_pread(fd, o, &v, 1, off, &r))
+		return r;
 	return REAL(pread)(fd, buf, n, off);
 }
 EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
@@ -910,8 +1000,6 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 		return r;
 	if (is_prot(o) && shared_pos_call(fd, o, iov, cnt, 0, false, 0, 0, &r))
 		return r;
-	if (is_prot(o))
-		before_read(fd, o, -1, iov_len(iov, cnt));
 	return REAL(readv)(fd, iov, cnt);
 }
 
@@ -924,8 +1012,8 @@ EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int 
 		return r;
 	if (is_prot(o) && off == -1 && shared_pos_call(fd, o, iov, cnt, flags, false, 0, 0, &r))
 		return r;
-	if (is_prot(o))
-		before_read(fd, o, off, iov_len(iov, cnt));
+	if (is_prot(o) && lazy_pread(fd, o, iov, cnt, off, &r))
+		return r;
 	return REAL(preadv2)(fd, iov, cnt, off, flags);
 }
 EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
@@ -960,43 +1048,42 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t bufl
 	return __pread_chk(fd, buf, n, off, buflen);
 }
 
+/* The size of f (NULL: not protected here) as reads see it: group mode,
+ * what its pending group leaves; else lazy_size. */
+static int64_t pending_size(struct pfile *f, int64_t size)
+{
+	if (!f || f->orphan)
+		return size;
+	if (!g_group)
+		return lazy_size(f, size);
+	pthread_mutex_lock(&f->mu);
+	if (grp_pending(f))
+		size = f->size;
+	pthread_mutex_unlock(&f->mu);
+	return size;
+}
+
 EXPORT int fstat(int fd, struct stat *sb)
 {
 	struct pofd *o HELD = pofd_get(fd);
 	int r = REAL(fstat)(fd, sb);
-	if (r == 0 && is_prot(o) && sb->st_dev == o->f->dev && sb->st_ino == o->f->ino &&
-	    (g_group || atomic_load(&o->f->done) != atomic_load(&o->f->issued))) {
-		/* The size as every issued group (and the pending one) leaves
-		 * it, without waiting (blocks and times follow later). */
-		pthread_mutex_lock(&o->f->mu);
-		if (grp_pending(o->f) || atomic_load(&o->f->done) != atomic_load(&o->f->issued))
-			sb->st_size = o->f->size;
-		pthread_mutex_unlock(&o->f->mu);
-	}
+	/* The size as every group (lazy ones of every process, group mode's
+	 * pending one) leaves it, without waiting (blocks and times follow
+	 * later). */
+	if (r == 0 && is_prot(o) && sb->st_dev == o->f->dev && sb->st_ino == o->f->ino)
+		sb->st_size = pending_size(o->f, sb->st_size);
 	return r;
 }
 EXPORT int fstat64(int fd, struct stat64 *sb) { return fstat(fd, (struct stat *)sb); }
 
 /* stat, lstat, fstatat, statx by path (glibc's stat calls its fstatat
  * inside libc, where no wrapper runs, so each name is wrapped): the size of
- * a protected file as fstat gives it, the size every issued group and the
- * pending one leave, found by the file's identity whatever the path. */
-static int64_t pending_size(dev_t dev, ino_t ino, int64_t size)
-{
-	struct pfile *f = g_active ? pl_file_find(dev, ino) : NULL;
-	if (!f || (!g_group && atomic_load(&f->done) == atomic_load(&f->issued)))
-		return size;
-	pthread_mutex_lock(&f->mu);
-	if (grp_pending(f) || atomic_load(&f->done) != atomic_load(&f->issued))
-		size = f->size;
-	pthread_mutex_unlock(&f->mu);
-	return size;
-}
-
+ * a protected file as fstat gives it, found by the file's identity
+ * whatever the path. */
 static int stat_fix(int r, struct stat *sb)
 {
 	if (r == 0 && S_ISREG(sb->st_mode))
-		sb->st_size = pending_size(sb->st_dev, sb->st_ino, sb->st_size);
+		sb->st_size = pending_size(g_active ? pl_file_find(sb->st_dev, sb->st_ino) : NULL, sb->st_size);
 	return r;
 }
 
@@ -1031,8 +1118,9 @@ EXPORT int statx(int dir, const char *path, int flags, unsigned mask, struct sta
 	NEXT(statx, statx_fn);
 	int r = next_statx ? next_statx(dir, path, flags, mask, sx) : fail(ENOSYS);
 	if (r == 0 && (sx->stx_mask & STATX_SIZE) && (sx->stx_mask & STATX_TYPE) && S_ISREG(sx->stx_mode))
-		sx->stx_size = (uint64_t)pending_size(makedev(sx->stx_dev_major, sx->stx_dev_minor),
-						      sx->stx_ino, (int64_t)sx->stx_size);
+		sx->stx_size = (uint64_t)pending_size(
+			g_active ? pl_file_find(makedev(sx->stx_dev_major, sx->stx_dev_minor), sx->stx_ino) : NULL,
+			(int64_t)sx->stx_size);
 	return r;
 }
 
@@ -1044,6 +1132,8 @@ static off_t p_lseek(int fd, off_t off, int whence)
 	ssize_t r;
 	if (shared_pos_call(fd, o, NULL, 0, 0, true, off, whence, &r))
 		return (off_t)r;
+	/* Group mode (shared_pos_call serves the others): the size the
+	 * pending group leaves. */
 	if (whence == SEEK_END) {
 		pthread_mutex_lock(&o->f->mu);
 		size_refresh(o->f, fd);
@@ -1054,7 +1144,7 @@ static off_t p_lseek(int fd, off_t off, int whence)
 		return REAL(lseek)(fd, size + off, SEEK_SET);
 	}
 	if (whence == SEEK_DATA || whence == SEEK_HOLE)
-		before_read(fd, o, 0, SIZE_MAX);
+		before_read(o);
 	return REAL(lseek)(fd, off, whence);
 }
 EXPORT off_t lseek(int fd, off_t off, int whence) { return p_lseek(fd, off, whence); }
@@ -1066,12 +1156,10 @@ EXPORT off64_t lseek64(int fd, off64_t off, int whence)
 
 /* --- syncs ------------------------------------------------------------------------ */
 
-static int p_sync(struct pofd *o)
+static int p_sync(struct pofd *o, unsigned flags)
 {
 	pl_hold();
-	int r = pl_wait_file(o->f);
-	if (r == 0 && g_shared)
-		r = pl_store_failed(); /* nothing to wait for: every write was committed */
+	int r = pl_sync_file(o->f, flags);
 	pl_release();
 	/* fsync is a cancellation point: a cancel that came during the wait
 	 * (off there, state.c) acts now, with the sync done. */
@@ -1082,19 +1170,20 @@ static int p_sync(struct pofd *o)
 	return 0;
 }
 
-/* A completed group is durable in the log (atomio's commit waited for the
- * device), and the store's checkpoint syncs the file before that log space
- * is reused: the file itself needs no fsync here. */
+/* atomio_sync of the file: every group of any process that touched it (and
+ * every group before them) durable in the log and home; the store's
+ * checkpoint syncs the file before that log space is reused, so the file
+ * itself needs no fsync here. */
 EXPORT int fsync(int fd)
 {
 	struct pofd *o HELD = pofd_get(fd);
-	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fsync)(fd);
+	return is_prot(o) && pofd_live(fd, o) ? p_sync(o, 0) : REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
 	struct pofd *o HELD = pofd_get(fd);
-	return is_prot(o) && pofd_live(fd, o) ? p_sync(o) : REAL(fdatasync)(fd);
+	return is_prot(o) && pofd_live(fd, o) ? p_sync(o, 0) : REAL(fdatasync)(fd);
 }
 
 EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
@@ -1105,9 +1194,14 @@ EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
 	if (off < 0 || n < 0 || (flags & ~(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
 					   SYNC_FILE_RANGE_WAIT_AFTER)))
 		return fail(EINVAL);
-	/* Starting writeback (WRITE alone) is the store's business: only
-	 * WAIT_AFTER promises anything, and gets the sync. */
-	return flags & SYNC_FILE_RANGE_WAIT_AFTER ? p_sync(o) : 0;
+	/* WAIT_AFTER promises the range written: the sync.  WRITE alone asks
+	 * the write-back to start: the flush of the file's groups starts
+	 * (ATOMIO_SYNC_NOWAIT), nothing waited for (PostgreSQL's
+	 * writeback_flush_after, checkpoint_flush_after).  WAIT_BEFORE alone
+	 * waits for write-back already started, which promises nothing. */
+	if (flags & SYNC_FILE_RANGE_WAIT_AFTER)
+		return p_sync(o, 0);
+	return flags & SYNC_FILE_RANGE_WRITE ? p_sync(o, ATOMIO_SYNC_NOWAIT) : 0;
 }
 
 static int sync_all(void)
@@ -1115,7 +1209,7 @@ static int sync_all(void)
 	if (!g_active)
 		return 0;
 	pl_hold();
-	int r = pl_wait_all();
+	int r = pl_sync_all();
 	pl_release();
 	return r;
 }
@@ -1138,7 +1232,7 @@ EXPORT int msync(void *addr, size_t len, int flags)
 	struct pfile *f = g_active ? pl_map_find(addr, len) : NULL;
 	if (f && !f->orphan) {
 		pl_hold();
-		int r = pl_wait_file(f);
+		int r = pl_sync_file(f, 0);
 		pl_release();
 		if (r < 0)
 			return fail(pl_errno(r));
@@ -1151,6 +1245,7 @@ EXPORT int msync(void *addr, size_t len, int flags)
 static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 {
 	struct pfile *f = o->f;
+	bool durable = o->flags & (O_SYNC | O_DSYNC); /* as a write of the descriptor */
 	int r;
 	pl_hold();
 	atomio *st = pl_store(f->path);
@@ -1160,27 +1255,29 @@ static int p_resize(int fd, struct pofd *o, off_t size, bool only_grow)
 		return fail(e);
 	}
 	for (unsigned tries = 0;;) {
-		/* Shared mode: ordered with the other processes' appends and
-		 * extending writes (shared_xwant), which take the end of the
-		 * file, and with renames (pl_path_check). */
+		/* Ordered with the other processes' appends and extending
+		 * writes (shared_xwant), which take the end of the file, and
+		 * with renames (pl_path_check).  A lazy size-change group; the
+		 * end it compares with is the store's (cur_size). */
 		int xs = -1;
-		r = g_shared ? pl_xlock(f, &xs) : 0;
-		if (r == 0 && g_shared)
+		r = g_multi ? pl_xlock(f, &xs) : 0;
+		if (r == 0 && g_multi)
 			r = pl_path_check(st, f);
 		pthread_mutex_lock(&f->mu);
-		if (r == 0)
-			size_refresh(f, fd);
 		if (r == 0 && f->id < 0)
 			r = pl_register(st, f, 0, 0);
-		if (r == 0 && (!only_grow || size > f->size))
-			r = pl_issue(st, f, NULL, 0, size);
+		int64_t end = r == 0 && only_grow ? cur_size(st, f, fd) : 0;
+		if (end < 0)
+			r = (int)end;
+		if (r == 0 && (!only_grow || size > end))
+			r = pl_issue(st, f, NULL, 0, size, durable);
 		pthread_mutex_unlock(&f->mu);
 		pl_xunlock(xs);
 		if ((r != ATOMIO_EIDENTITY && r != PL_EMOVED) || (r = mend(r, f, fd, &tries, &st)) != 0)
 			break;
 	}
-	if (r == 0 && !g_shared && (o->flags & (O_SYNC | O_DSYNC)))
-		r = pl_wait_file(f);
+	if (r == 0 && g_group && durable)
+		r = pl_sync_file(f, 0); /* group mode: O_SYNC ends the pending group */
 	pl_release();
 	if (r == -ESTALE) {
 		/* The path names another file now (replaced where the library
@@ -1344,7 +1441,7 @@ static void *p_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
 	/* The mapping shows the page cache: wait for the groups pending in its
 	 * range.  Later writes show in it once they complete (at the latest
 	 * when the next sync returns). */
-	before_read(fd, o, off, len);
+	before_read(o);
 	void *p = shared_ro_map(addr, len, prot, flags, fd, off, o);
 	if (p == NULL)
 		p = REAL(mmap)(addr, len, prot, flags, fd, off);
@@ -1391,7 +1488,7 @@ static void wait_src(int fd)
 {
 	struct pofd *o HELD = pofd_get(fd);
 	if (is_prot(o))
-		before_read(fd, o, 0, SIZE_MAX);
+		before_read(o);
 }
 
 EXPORT ssize_t copy_file_range(int in, off64_t *oin, int out, off64_t *oout, size_t len, unsigned flags)
@@ -1531,7 +1628,7 @@ EXPORT int io_submit(void *ctx, long nr, struct iocb **ios)
 			continue;
 		unsigned op = ios[i]->aio_lio_opcode;
 		if (op == IOCB_CMD_PREAD || op == IOCB_CMD_PREADV) {
-			before_read((int)ios[i]->aio_fildes, o, 0, SIZE_MAX);
+			before_read(o);
 			continue;
 		}
 		pl_msg(o->f->path, "io_submit (Linux AIO) of a write or sync refused (EINVAL): the kernel "
@@ -1606,7 +1703,7 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 			errno = EPERM;
 			return NULL;
 		}
-		before_read(fd, o, 0, SIZE_MAX);
+		before_read(o);
 	}
 	return REAL(fdopen)(fd, mode);
 }
@@ -1628,7 +1725,7 @@ EXPORT int fclose(FILE *s)
 
 /* --- rename, unlink -------------------------------------------------------------------- */
 
-/* Shared mode, before a rename or unlink of protected path a (g_rw held
+/* Before a rename or unlink of protected path a (g_rw held
  * exclusive): every slot's byte taken (pl_xlock_all: no process's write or
  * size change of a protected file is between its look at the rename count
  * and the end of its commit), the whole store checkpointed (no live record
@@ -1659,13 +1756,13 @@ static int p_rename(int odir, const char *from, int ndir, const char *to, unsign
 	 * where other processes' home writes, and recovery, open it (gone, or
 	 * another file).  So this process's handle is closed around the rename,
 	 * in every mode: its next write registers the file under its new name.
-	 * Shared mode first checkpoints the whole store (the store stays open
+	 * First the whole store is checkpointed (the store stays open
 	 * for the others): no live record, of any process, names the old path. */
-	int r = g_shared ? moved_begin(a) : 0;
+	int r = g_multi ? moved_begin(a) : 0;
 	if (r == 0)
 		r = pl_store_restart_locked();
 	if (r < 0) {
-		if (g_shared)
+		if (g_multi)
 			pl_xunlock_all();
 		pl_unlock_excl();
 		return fail(pl_errno(r));
@@ -1683,7 +1780,7 @@ static int p_rename(int odir, const char *from, int ndir, const char *to, unsign
 			pl_file_moved(a, b);
 		}
 	}
-	if (g_shared)
+	if (g_multi)
 		pl_xunlock_all();
 	pl_unlock_excl();
 	errno = e;
@@ -1708,9 +1805,9 @@ static int p_unlink(int dir, const char *path, int flags, bool at)
 	    !pl_involves(a))
 		return at ? REAL(unlinkat)(dir, path, flags) : REAL(unlink)(path);
 	pl_lock_excl();
-	int r = g_shared ? moved_begin(a) : pl_store_restart_locked();
+	int r = g_multi ? moved_begin(a) : pl_store_restart_locked();
 	if (r < 0) {
-		if (g_shared)
+		if (g_multi)
 			pl_xunlock_all();
 		pl_unlock_excl();
 		return fail(pl_errno(r));
@@ -1719,7 +1816,7 @@ static int p_unlink(int dir, const char *path, int flags, bool at)
 	int e = errno;
 	if (s == 0)
 		pl_file_gone(a);
-	if (g_shared)
+	if (g_multi)
 		pl_xunlock_all();
 	pl_unlock_excl();
 	errno = e;
@@ -1796,10 +1893,11 @@ EXPORT int execveat(int dir, const char *path, char *const argv[], char *const e
 }
 
 /* posix_spawn, system and popen start a program without fork's handlers
- * or an exec wrapper (glibc clones and execs inside libc): the child reads
- * the protected files as they are on the file, so every pending group is
- * made home first, as before a fork.  The child that writes them is a
- * second process (EBUSY, unless ATOMIO_SHARED=1). */
+ * or an exec wrapper (glibc clones and execs inside libc): the child may
+ * not be under the preload and reads the protected files as they are on
+ * the file, so every group of the store is made home first (atomio_sync of
+ * the store).  A child under the preload joins the store (group mode:
+ * EBUSY, a second writer). */
 static void before_spawn(void)
 {
 	if (g_active && !pl_not_owner())
@@ -1867,7 +1965,7 @@ static bool aio_refused(const struct aiocb *cb, int op)
 	if (!is_prot(o))
 		return false;
 	if (op == LIO_READ) {
-		before_read(cb->aio_fildes, o, 0, SIZE_MAX);
+		before_read(o);
 		return false;
 	}
 	pl_msg(o->f->path, "POSIX AIO write refused (EINVAL): glibc's threads would write it outside the log");
@@ -1899,7 +1997,7 @@ EXPORT int aio_fsync(int op, struct aiocb *cb)
 {
 	NEXT(aio_fsync, int (*)(int, struct aiocb *));
 	struct pofd *o HELD = pofd_get(cb->aio_fildes);
-	if (is_prot(o) && p_sync(o) < 0)
+	if (is_prot(o) && p_sync(o, 0) < 0)
 		return -1;
 	return next_aio_fsync(op, cb);
 }
@@ -1907,7 +2005,7 @@ EXPORT int aio_fsync64(int op, struct aiocb64 *cb)
 {
 	NEXT(aio_fsync64, int (*)(int, struct aiocb64 *));
 	struct pofd *o HELD = pofd_get(cb->aio_fildes);
-	if (is_prot(o) && p_sync(o) < 0)
+	if (is_prot(o) && p_sync(o, 0) < 0)
 		return -1;
 	return next_aio_fsync64(op, cb);
 }

@@ -7,15 +7,16 @@
 # a second run under the library (recovery before main) that checks every
 # file against the durability contract (pfsx.c's head); then power cuts of
 # cutfs under the protected files and the log, at seeded ops, each followed
-# by a remount and the same check of the protected files.  Default mode,
-# then group mode (ATOMIO_GROUP=1); and shared mode (ATOMIO_SHARED=1), three
-# processes on one store, one of them killed.
+# by a remount and the same check of the protected files.  The one mode,
+# then group mode (ATOMIO_GROUP=1); and shared rounds: three processes on
+# one store, one of them killed (the one mode; ATOMIO_SHARED=1 is no longer
+# needed, issue 36).
 #
 #   PFSX_SEED (default $ATOMIO_SEED, else 1)  PFSX_SEEDS runs per mode (default 1)
 #   PFSX_OPS ops a run (default 2000)         PFSX_KILLS kill rounds, half in group mode (default 10)
 #   PFSX_KILL_OPS ops of a kill round's run, killed at a seeded one of them (default 2000)
 #   PFSX_KILL_FROM the first kill round (default 0: a long run resumed at a round)
-#   PFSX_SHARED rounds of 3 processes on one store, ATOMIO_SHARED=1, one killed (default 1)
+#   PFSX_SHARED rounds of 3 processes on one store, one killed (default 1)
 #   PFSX_SHARED_OPS ops of each process of a shared round (default 1000); PFSX_SHARED_X its exclusions
 #   PFSX_CUTS power-cut rounds on cutfs, half in group mode (default 4; skipped without FUSE)
 #   PFSX_CUT_OPS ops of a cut round's run, the power cut at a seeded one of them (default 600)
@@ -104,7 +105,7 @@ while [ $k -lt "$KILLS" ]; do
 done
 echo "$((KILLS - ${PFSX_KILL_FROM:-0})) kills (after $kops ops in all), each recovered and every file checked against the contract"
 
-# Shared mode (ATOMIO_SHARED=1): three pfsx processes, each on a directory
+# Shared rounds: three pfsx processes, each on a directory
 # of its own, write through one store; the first is killed at a seeded op
 # while the others run on, then a run under the library checks its files.
 # Excluded in shared rounds by default (PFSX_SHARED_X): vfork, as above.
@@ -116,7 +117,7 @@ srun() { # DIR J ARGS...: process J of a shared round
 	d=$1 j=$2
 	shift 2
 	mkdir -p "$d/data$j"
-	ATOMIO_SHARED=1 ATOMIO_LOG="$d/log" ATOMIO_FILES="$d/data*/*.db" ATOMIO_LOG_SIZE=4M LD_PRELOAD=$SOP \
+	ATOMIO_LOG="$d/log" ATOMIO_FILES="$d/data*/*.db" ATOMIO_LOG_SIZE=4M LD_PRELOAD=$SOP \
 		$PP $SXO "$@" "$d/data$j"
 }
 r=0 sops=0

@@ -1,4 +1,5 @@
-/* The preload library's shared mode (ATOMIO_SHARED=1): a pwrite inside the
+/* The preload library's one mode (every process joins the store; before
+ * issue 36 the shared mode, ATOMIO_SHARED=1): a pwrite inside the
  * file (P1), a truncate below it (P2) and an append (P3), in three
  * processes, must leave what some serial order of the three leaves.  A write
  * inside the file took no lock between the processes (its look at the size
@@ -94,7 +95,7 @@ static pid_t spawn(const char *what)
 		char e1[PATH_MAX + 32], e4[PATH_MAX + 32];
 		snprintf(e1, sizeof(e1), "ATOMIO_LOG=%s", log_path);
 		snprintf(e4, sizeof(e4), "LD_PRELOAD=%s", so);
-		char *env[] = {e1, "ATOMIO_FILES=*.p", "ATOMIO_SHARED=1", "ATOMIO_LOG_SIZE=1M", e4, NULL};
+		char *env[] = {e1, "ATOMIO_FILES=*.p", "ATOMIO_LOG_SIZE=1M", e4, NULL};
 		char *argv[] = {self, "op", (char *)what, data, NULL};
 		execve(self, argv, env);
 		_exit(3);

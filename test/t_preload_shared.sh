@@ -1,6 +1,6 @@
 #!/bin/sh
-# The preload library's shared mode (ATOMIO_SHARED=1), as PostgreSQL uses
-# it: test/preload/shared.c forks NPROC processes from a parent that wrote
+# The preload library's one mode (issue 36: every process joins the store;
+# no ATOMIO_SHARED=1 needed), as PostgreSQL uses it: test/preload/shared.c forks NPROC processes from a parent that wrote
 # first; they read and write the same protected files (each read must be the
 # newest write of any process), extend, truncate, create and unlink files,
 # fsync what others wrote; one is SIGKILLed and a new one forked meanwhile,
@@ -29,11 +29,11 @@ while [ "$r" -le "$ROUNDS" ]; do
 	seed=$((SEED * 1000 + r))
 	nproc=$((3 + r % 3))
 	# a small log: it laps and checkpoints under the processes
-	ATOMIO_SHARED=1 ATOMIO_LOG="$d/log" ATOMIO_FILES='*.p' ATOMIO_LOG_SIZE=1M LD_PRELOAD=$SOP \
+	ATOMIO_LOG="$d/log" ATOMIO_FILES='*.p' ATOMIO_LOG_SIZE=1M LD_PRELOAD=$SOP \
 		$P run "$d" $nproc "$WRITES" $seed >"$d/out" 2>"$d/err" ||
 		{ cat "$d/out" "$d/err"; fail "round $r (seed $seed, $nproc processes): the run"; }
 	sed "s/^/round $r: /" "$d/out"
-	ATOMIO_SHARED=1 ATOMIO_LOG="$d/log" ATOMIO_FILES='*.p' ATOMIO_STATS="$d/stats" LD_PRELOAD=$SOP \
+	ATOMIO_LOG="$d/log" ATOMIO_FILES='*.p' ATOMIO_STATS="$d/stats" LD_PRELOAD=$SOP \
 		$P check "$d" >"$d/cout" 2>"$d/cerr" ||
 		{ cat "$d/cout" "$d/cerr" "$d/err"; fail "round $r (seed $seed): the check after recovery"; }
 	sed "s/^/round $r: /" "$d/cout"

@@ -15,6 +15,7 @@
 #include <linux/aio_abi.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,6 +392,12 @@ static void t_aio(void)
 	close(fd);
 }
 
+static bool group_mode(void)
+{
+	const char *g = getenv("ATOMIO_GROUP");
+	return g && !strcmp(g, "1");
+}
+
 static void t_fork(void)
 {
 	char b[100], r[100];
@@ -401,12 +408,25 @@ static void t_fork(void)
 	pid_t c = fork();
 	CHECK(c >= 0);
 	if (c == 0) {
-		/* the child reads what the parent wrote, and may not write */
+		/* the child reads what the parent wrote, and writes too: it
+		 * joins the store with a handle of its own (one mode, issue 36;
+		 * it was refused with EPERM before) */
+		char w[100];
+		fill(w, 100, 13);
 		if (pread(fd, r, 100, 0) != 100 || memcmp(r, b, 100))
 			_exit(2);
-		if (pwrite(fd, b, 1, 0) != -1 || errno != EPERM)
+		if (group_mode()) {
+			/* group mode keeps one writing process */
+			if (pwrite(fd, b, 1, 0) != -1 || errno != EPERM)
+				_exit(3);
+			if (open(P("k.p"), O_RDWR) != -1 || errno != EPERM)
+				_exit(4);
+			_exit(open(P("k.p"), O_RDONLY) < 0 ? 5 : 0);
+		}
+		if (pwrite(fd, w, 100, 200) != 100)
 			_exit(3);
-		if (open(P("k.p"), O_RDWR) != -1 || errno != EPERM)
+		int f2 = open(P("k.p"), O_RDWR);
+		if (f2 < 0 || pread(f2, r, 100, 200) != 100 || memcmp(r, w, 100))
 			_exit(4);
 		if (open(P("k.p"), O_RDONLY) < 0)
 			_exit(5);
@@ -416,6 +436,8 @@ static void t_fork(void)
 	CHECK(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(pwrite(fd, b, 100, 100) == 100); groups++;
 	expect(fd, 100, 100, 12);
+	if (!group_mode())
+		expect(fd, 200, 100, 13); /* the child's */
 	close(fd);
 }
 

@@ -30,9 +30,10 @@
  * (ATOMIO_GROUP=1) a sync, the close of the file's last descriptor, a fork or
  * exec, a rename or unlink, an mmap or stdio read).  Unprotected files are
  * exactly as the model has them (the kernel keeps a killed process's writes).
- * In shared mode (ATOMIO_SHARED=1) several pfsx processes, each on a
- * directory of its own, write through one store; a forked child's writes of
- * protected files are served too.
+ * Several pfsx processes, each on a directory of its own, may write
+ * through one store (the one mode of issue 36, the shared rounds of
+ * t_preload_fsx.sh); a forked child's writes of protected files are served
+ * too (group mode: refused, EPERM).
  * After a power cut (-C, on cutfs: every write not synced is lost or torn at
  * 512-byte sectors) the protected files have the same contract: what was
  * synced is there, and nothing is torn.
@@ -384,8 +385,8 @@ static void fill(uint32_t tag, int64_t off, int64_t len)
 /* --- children -------------------------------------------------------------------- */
 /* A forked child's ops: its own generator (seeded from the op), replayed by the parent
  * for the model.  Reads of every linked file, pwrites to unprotected files, and a
- * pwrite to a protected one, which must fail with EPERM (one writer per store),
- * or in shared mode (ATOMIO_SHARED=1: every process of the store writes) succeed. */
+ * pwrite to a protected one, which must succeed (every process of the store
+ * writes), or in group mode fail with EPERM (one writer per store). */
 static void child_ops(bool real, int *bad)
 {
 	uint64_t save = rng;
@@ -1082,8 +1083,7 @@ int main(int argc, char **argv)
 	dir = argv[optind];
 	e = getenv("ATOMIO_GROUP");
 	group_mode = e && !strcmp(e, "1");
-	e = getenv("ATOMIO_SHARED");
-	shared_mode = e && !strcmp(e, "1");
+	shared_mode = !group_mode; /* the one mode: every process writes (ATOMIO_SHARED is ignored) */
 	e = getenv("ATOMIO_FILES");
 	preloaded = e && *e;
 	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
