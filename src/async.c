@@ -211,7 +211,7 @@ int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)
 	tx->done_arg = arg;
 	tx->state = TX_COMMITTING;
 	/* Even an empty group is queued: its callback comes in commit order. */
-	r = commit_submit_and_lock(tx, true);
+	r = commit_submit_and_lock(tx, SUBMIT_ASYNC);
 	if (r < 0) {
 		tx_release(tx);
 		return r;

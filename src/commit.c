@@ -82,6 +82,37 @@
  * home turn, so no later group is acknowledged before the pad is durable --
  * and a later group can only be acknowledged once recovery would walk past
  * the pad to its record.
+ * A batch holding a visible (lazy) group is RE-LOGGED instead of padded
+ * (adopt_relog_locked_drops): its records written again, byte for byte, at
+ * its place, durably, then its home turn.  Its groups were readable by
+ * every process from their commit on; queued again they would be logged
+ * after later batches that may be durable already, and a crash could keep
+ * a later group without an earlier one (or, live, write them home in the
+ * wrong order).
+ *
+ * LAZY GROUPS (atomio_tx_commit_lazy, issue 36).  A lazy group is queued
+ * like any other -- its ticket (S->tk_next) is its place in the one commit
+ * order -- and indexed for reads in every process (lazy.c), and its
+ * committer returns at once: nobody waits for it, so whoever finishes it
+ * frees it (finish_ent_locked).  Its bytes stay in the arena until it is
+ * home; it is never private (its bytes must outlive its process: a
+ * survivor commits it) and never takes the fast path.  A batch whose head
+ * is lazy starts only when due (flush_due_locked): an eager group queued
+ * after it (a durable or asynchronous commit: it may only be logged after
+ * every group before it, so it flushes them -- the prefix), a sync that
+ * wants it (commit_sync: S->sync_want), shared memory filling (lz_press:
+ * without it a full arena would wait for the delay), a failed store, or the
+ * lazy delay since its enqueue.  Why not at once: one device wait for many
+ * groups, and none for a group overwritten before the flush is still one
+ * record each, but the committer pays no device wait at all.  The flusher
+ * (one worker of the store: S->lz_flusher) sleeps until the head is due;
+ * with ATOMIO_NO_BG_CHECKPOINT there is none, and a committer that finds
+ * the delay expired leads.  A sync waits until every visible group up to
+ * its target is done -- durable AND home, so the kernel's own reads of the
+ * file (mmap, sendfile) see it after a sync -- leading the flush itself when
+ * it can.  Durability follows commit order: groups are logged in ticket
+ * order (I1), home only after their record is durable (I2), so a crash
+ * loses a suffix of the commit order, never a part of a group.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -433,30 +464,42 @@ static uint64_t log_place_locked(const atomio *st, uint64_t len, uint64_t *room)
 	return UINT64_MAX;
 }
 
-/* Lay a batch's records out in the slot's staging buffer.  Log role held
- * (the guard is the role's), mutex not held. */
-static int build_batch_role(atomio *st, struct logslot *ls, const struct view *v, uint64_t bytes,
-			    uint64_t live_seq)
+/* Lay the records of v's groups out at out (bytes of them, then zeros to
+ * the block); guard: add them to the fast path's guard (the log role's,
+ * held then).  0, or ATOMIO_ECORRUPT when they do not add up to bytes. */
+static int build_records(atomio *st, char *out, const struct view *v, uint64_t bytes, bool guard,
+			 uint64_t live_seq)
 {
-	ASSERT_ROLE(st);
-	uint64_t len = align_up(bytes, st->block);
-	int r = stage_reserve(ls, len);
-	if (r < 0)
-		return r;
-	char *p = ls->stage;
+	uint64_t len = align_up(bytes, st->block), sum = 0;
+	for (uint32_t i = 0; i < v->n; i++)
+		sum += v->g[i].nsegs ? v->g[i].rec_len : 0;
+	if (sum != bytes)
+		return ATOMIO_ECORRUPT;
+	char *p = out;
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct grp *g = &v->g[i];
 		if (!g->nsegs)
 			continue; /* an empty group has no record */
 		struct rec_src rs = {.segs = g->segs, .nsegs = g->nsegs, .data_len = g->data_len,
 				     .rec_len = g->rec_len, .cdata = g->cdata, .clen = g->clen};
-		bool last = (uint64_t)(p - (char *)ls->stage) + g->rec_len == bytes;
+		bool last = (uint64_t)(p - out) + g->rec_len == bytes;
 		codec_rec_build(p, &rs, g->seq, st->rec_epoch, last, st->store_id);
-		guard_add_role(st, g, live_seq);
+		if (guard)
+			guard_add_role(st, g, live_seq);
 		p += g->rec_len;
 	}
 	memset(p, 0, len - bytes);
 	return 0;
+}
+
+/* Lay a batch's records out in the slot's staging buffer.  Log role held
+ * (the guard is the role's), mutex not held. */
+static int build_batch_role(atomio *st, struct logslot *ls, const struct view *v, uint64_t bytes,
+			    uint64_t live_seq)
+{
+	ASSERT_ROLE(st);
+	int r = stage_reserve(ls, align_up(bytes, st->block));
+	return r < 0 ? r : build_records(st, ls->stage, v, bytes, true, live_seq);
 }
 
 /* Write the built batch at area offset off, durably.  A write slot held,
@@ -1093,15 +1136,17 @@ static void fill_wait_locked_drops(atomio *st)
 	ASSERT_LOCKED_DROPS(st);
 	ASSERT_ROLE_HELD(st);
 	struct shm_state *S = st->S;
+	/* A lazy flush is as full as it gets (no wait), and its groups are no
+	 * cohort that comes back: fill_want learns from eager groups only. */
+	if (S->lz_n)
+		return;
 	uint32_t pop = S->q_len + S->pipe_groups;
 	if (pop >= S->fill_want)
 		S->fill_want = pop;
 	else
 		S->fill_want--;
 	/* (A fast-path group is a batch of its own: nothing to wait for.) */
-	/* Nor when lazy groups are queued: a flush is as full as it gets. */
-	if (S->q_len >= S->fill_want || S->log_inflight || !S->q_head || S->q_len > S->q_eager ||
-	    head_fast_locked(st, S->q_head))
+	if (S->q_len >= S->fill_want || S->log_inflight || !S->q_head || head_fast_locked(st, S->q_head))
 		return;
 	uint64_t ns = S->log_write_ns / 4;
 	ns = ns < FILL_WAIT_MIN_NS ? FILL_WAIT_MIN_NS : ns > FILL_WAIT_MAX_NS ? FILL_WAIT_MAX_NS : ns;
@@ -1317,12 +1362,117 @@ static void adopt_finish_locked(atomio *st, uint64_t k, int r, bool counted)
 	shm_wake(st, &st->sh->ev_home);
 }
 
+/* Batch k holds a visible group (a lazy one: its owner returned, and every
+ * process may have read it).  Mutex held. */
+static bool bat_visible_locked(atomio *st, uint64_t k)
+{
+	ASSERT_LOCKED(st);
+	uint32_t *v, n;
+	if (batch_members_locked(st, k, &v, &n) < 0)
+		return true; /* (the re-log is right for any batch; the pad only is faster) */
+	bool vis = false;
+	for (uint32_t c = 0; c < n && !vis; c++)
+		vis = atomic_load(&ENT(v[c])->flags) & ENT_VISIBLE;
+	free(v);
+	return vis;
+}
+
+/* Write batch k's records again, byte for byte, at its place, durably: the
+ * same groups (from the arena) with the same seqs.  Mutex held, dropped
+ * while writing.  0, or an error (ATOMIO_ECORRUPT: its entries do not add
+ * up to its records). */
+static int adopt_relog_write_locked_drops(atomio *st, uint64_t k, struct view *vw)
+{
+	ASSERT_LOCKED_DROPS(st);
+	const struct shm_bat *B = shm_bat(st->sh, k);
+	const uint64_t off = B->off, bytes = B->bytes, len = align_up(bytes, st->block);
+	uint32_t *v, n;
+	int r = batch_members_locked(st, k, &v, &n);
+	if (r < 0)
+		return r;
+	shm_unlock(st);
+	/* The arena blocks stay: the groups are the batch's (this thread's now). */
+	r = view_build(st, v, n, vw);
+	free(v);
+	void *buf = NULL;
+	if (r == 0 && bytes && posix_memalign(&buf, 4096, len))
+		r = -ENOMEM;
+	if (r == 0 && bytes)
+		r = build_records(st, buf, vw, bytes, false, 0);
+	if (r == 0 && bytes)
+		r = log_write_at(st, buf, len, off);
+	free(buf);
+	shm_lock(st);
+	return r;
+}
+
+/* Adopt batch k (taken, logging or logged: no home write begun) holding a
+ * visible group: RE-LOG instead of pad (see ADOPTION at the top).  A pad
+ * would queue its groups again behind later batches that may be logged
+ * already, and a crash then could keep a later lazy group and lose an
+ * earlier one, which every process may have read (I1).  Its records are
+ * rewritten at the same place with the same seqs; then its home turn, as
+ * its leader would have taken it.  No guard_add_role: a leader that died
+ * with the role held set guard_bad (reap_one_locked), and one that gave it
+ * up had added them.  The dead leader's write, if any, ended with its
+ * process (its lock byte goes after its descriptors), so nothing races the
+ * rewrite.  Mutex held, dropped while writing. */
+static void adopt_relog_locked_drops(atomio *st, uint64_t k, int state)
+{
+	ASSERT_LOCKED_DROPS(st);
+	struct view vw = {0};
+	int r = adopt_relog_write_locked_drops(st, k, &vw);
+	struct shm_state *S = st->S;
+	/* (counted until the rewrite is durable: an adopter that dies during
+	 * it leaves the batch as it found it, for the next) */
+	if (state == BAT_LOGGING)
+		S->log_inflight--; /* its leader's write ended with its process */
+	S->bstate[k % SHM_BATCHES] = BAT_LOGGED;
+	if (r == ATOMIO_ECORRUPT)
+		shm_damaged_locked(st, "a dead leader's batch");
+	else if (r < 0)
+		st_fail_locked(st, r); /* its records whole or torn: recovery decides */
+	wake_next_locked(st);
+	while (st->S->home_next != k) {
+		if (st->S->orphans && adopt_below_locked_drops(st, k))
+			continue;
+		shm_wait_locked_drops(st, &st->sh->ev_home);
+	}
+	S = st->S;
+	if (r == 0 && S->failed)
+		r = ATOMIO_EUNKNOWN; /* durable, but not to be applied out of order (home_stage_locked_drops) */
+	S->bstate[k % SHM_BATCHES] = BAT_HOMING;
+	HOLD_SET(st->home_holder);
+	if (r == 0)
+		ckpt_home_begin_locked(st, k, vw.g, vw.n);
+	shm_unlock(st);
+	if (r == 0) {
+		r = engine_home(st, vw.g, vw.n);
+		if (r < 0)
+			home_err(st, &vw, r);
+	}
+	shm_lock(st);
+	home_done_locked(st, k, &vw, r, false);
+	/* the records were written (by the dead leader, or here): a failure
+	 * leaves the groups' fate to recovery */
+	adopt_finish_locked(st, k, r < 0 ? ATOMIO_EUNKNOWN : 0, true);
+	view_free(&vw);
+}
+
 static void adopt_one_locked_drops(atomio *st, uint64_t k)
 {
 	ASSERT_LOCKED_DROPS(st);
 	int state = st->S->bstate[k % SHM_BATCHES];
 	int r = 0;
 	struct view vw = {0};
+	/* Visible groups keep their place in the log (I1): re-logged.  The
+	 * others are padded and committed again later (nobody saw them). */
+	if ((state == BAT_TAKEN || state == BAT_LOGGING || state == BAT_LOGGED) && !shm_bat(st->sh, k)->fast &&
+	    bat_visible_locked(st, k)) {
+		adopt_relog_locked_drops(st, k, state);
+		atomic_fetch_add(&st->sh->stats.adoptions, 1);
+		return;
+	}
 	if (state == BAT_TAKEN || state == BAT_LOGGING || state == BAT_LOGGED) {
 		r = adopt_pad_locked_drops(st, k, state);
 		if (r < 0) {
@@ -1491,26 +1641,6 @@ static void block_fill(atomio *st, const atomio_tx *tx, uint64_t off)
 	}
 }
 
-/* The newest ticket that touched each of a visible group's files (what
- * atomio_sync(file) waits for), where the read index is laid out.  Mutex
- * held. */
-static void lz_hi_note_locked(atomio *st, const struct shm_ent *e)
-{
-	ASSERT_LOCKED(st);
-	struct shm *sh = st->sh;
-	if (!sh->lzf_off || e->blk == UINT64_MAX)
-		return;
-	const struct arena_blk *b = shm_blk(sh, e->blk);
-	const struct shm_seg *d = (const struct shm_seg *)(b + 1);
-	for (uint32_t j = 0; j < e->nsegs; j++) {
-		if (d[j].file >= MAX_FILES)
-			continue;
-		struct lz_file *f = shm_lzf(sh, d[j].file);
-		if (atomic_load(&f->hi) < e->ticket)
-			atomic_store(&f->hi, e->ticket); /* (mutex held: the only writer) */
-	}
-}
-
 /* Queue entry idx1: its ticket (its place in the commit order) and, a
  * visible group, its place in the read index and the FIFO -- all in the
  * one critical section that publishes it, so a reader sees it with the
@@ -1536,7 +1666,6 @@ static int enqueue_locked(atomio *st, uint32_t idx1)
 		S->lz_n++;
 		if (e->blk != UINT64_MAX)
 			S->lz_bytes += shm_blk(st->sh, e->blk)->size;
-		lz_hi_note_locked(st, e);
 		lazy_pressure_locked(st);
 	} else {
 		S->q_eager++;
@@ -1791,8 +1920,9 @@ int commit_sync(atomio *st, uint64_t target, unsigned flags)
 		S->sync_want = target;
 	wake_next_locked(st); /* the flusher, or whoever may lead now */
 	if (flags & ATOMIO_SYNC_NOWAIT) {
+		r = S->failed ? lz_sync_err_locked(st, target) : 0;
 		shm_unlock(st);
-		return 0;
+		return r;
 	}
 	atomic_fetch_add(&st->sh->stats.syncs_waited, 1);
 	/* Done (durable AND home: a sync, then the kernel reading the file, is

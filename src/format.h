@@ -214,6 +214,14 @@
  *   pad:        written (one block, RWF_DSYNC) over the start of a batch's
  *               space before any later batch's home writes begin, and only
  *               while none of that batch's did.
+ *   lazy:       a group committed with atomio_tx_commit_lazy: its records are
+ *               written at the flush (a sync, a durable commit after it,
+ *               close, pressure or the lazy delay), as a commit's, then home;
+ *               groups are logged in commit order.
+ *   re-log:     adoption of a dead leader's batch holding a lazy group: its
+ *               records are written again, byte for byte (same seqs, epoch,
+ *               data, LAST flag), at the same place, durably, before its home
+ *               turn -- never padded, so no later batch outlives it.
  *   fast path:  a group of one write may instead be written in place with
  *               RWF_ATOMIC | RWF_DSYNC and no record, but only when no live
  *               record (seq >= the durable head seq) covers any of its bytes or

@@ -472,6 +472,10 @@ int log_write_sb(atomio *st, uint64_t head_off, uint64_t head_seq, uint64_t epoc
 /* A pad record over the area space [off, off + len) standing for count seqs
  * from seq (format.h, PAD RECORD), durably. */
 int log_write_pad(atomio *st, uint64_t off, uint64_t len, uint64_t seq, uint32_t count);
+/* Write len bytes (buf aligned, len a multiple of the block) at area offset
+ * off, durably: an adopter's re-log of a dead leader's batch (commit.c,
+ * ADOPTION).  0 or a negative errno. */
+int log_write_at(atomio *st, const void *buf, uint64_t len, uint64_t off);
 
 /* files.c */
 /* atomio_file_open (store.c) but for the log role: its id, an error, or

@@ -125,6 +125,20 @@ int log_write_pad(atomio *st, uint64_t off, uint64_t len, uint64_t seq, uint32_t
 	return r;
 }
 
+int log_write_at(atomio *st, const void *buf, uint64_t len, uint64_t off)
+{
+	/* Byte for byte the records the dead leader wrote or was to write
+	 * (same seqs, epoch, data, LAST flag): whatever of its write landed is
+	 * overwritten by the same bytes.  Durable before the batch's home turn
+	 * (commit.c, ADOPTION; format.h SYNC ORDER). */
+	int r = sys_pwrite_durable(st->log_fd, buf, len, (off_t)(st->area_off + off));
+	if (r < 0)
+		st_err(st, "writing the log %s again for a process that died: %s", st->log_path, strerror(-r));
+	else
+		atomic_fetch_add(&st->sh->stats.log_syncs, 1);
+	return r;
+}
+
 /* The current superblock of the two slots in buf (2 * SB_SLOT bytes) of a
  * log file_size bytes long: 0 with *out set, or the most specific reason
  * none is (a bad checksum on a slot with our magic is corruption, not a
