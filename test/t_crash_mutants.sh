@@ -36,7 +36,7 @@ seed=${ATOMIO_SEED:-1}
 echo "mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
 fail=0
 one="seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover ckptany lzhome lzsync lzread"
-dying="pad paddsync homeredo reconcile sbsync syncall adoptlog padturn"
+dying="pad paddsync homeredo reconcile sbsync syncall adoptlog padturn lzorder"
 case ${CRASH_MUTANTS_SET:-check} in
 check) list=$one ;;
 procs) list=$dying ;;
@@ -115,6 +115,10 @@ for m in $list; do
 	# seed 1 took 3245 to 12656 crash states in four runs (two threads,
 	# sync_pct=50: 1981 to 30545 in seven)
 	lzsync) cfg="threads=4,lazy_pct=100,sync_pct=100,pwrite_pct=0,nest_pct=0,ckpt_pct=0" states=80000 ;;
+	# lzorder needs a leader to die with a batch of lazy groups (its
+	# adopter pads and requeues them behind later ones): processes dying in
+	# their log writes, every group lazy
+	lzorder) cfg="procs=1,threads=4,kill_pct=70,kill_at=1,lazy_pct=100" states=40000 ;;
 	*) cfg="threads=1,bg=0" ;;
 	esac
 	states=${MUTANT_STATES:-$states}

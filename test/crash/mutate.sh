@@ -37,6 +37,7 @@ ckptany)  file=checkpoint.c ; expr='s/struct afile \*f = file_get_any\(st, id, &
 lzhome)   file=commit.c     ; expr='s/(\tr = commit_submit_and_lock\(tx, SUBMIT_LAZY\);\n\tif \(r < 0\)\n\t\treturn r;\n)/$1\t{\n\t\tstruct view hv = {0};\n\t\tuint32_t hi1 = tx->ent;\n\t\tif (view_build(st, \&hi1, 1, \&hv) == 0)\n\t\t\t(void)engine_home(st, hv.g, hv.n);\n\t\tview_free(\&hv);\n\t}\n/' ;; # a lazy group is written home at its commit, before any record of it (I2)
 lzsync)   file=commit.c     ; expr='s/(\tfor \(;;\) \{\n\t\tS = st->S;\n\t\tif \()!lz_pending_locked\(st, target\)(\) \{)/$1!S->q_head || ENT(S->q_head)->ticket > target$2/' ;; # a sync returns once its groups are batched, not once they are durable
 lzread)   file=lazy.c       ; expr='s/(\t\t\tconst struct lz_seg \*s = shm_lzseg\(sh, c\);\n)(\t\t\tuint64_t lo = s->off > po)/$1\t\t\tif (atomic_load(\&shm_ent(sh, s->ent)->owner) != st->me)\n\t\t\t\tcontinue;\n$2/' ;; # a read misses the lazy groups of other processes (the overlay takes only its own)
+lzorder)  file=commit.c     ; expr='s/(\t    )(bat_visible_locked\(st, k\)\) \{\n\t\tadopt_relog_locked_drops)/${1}0 \&\& $2/' ;; # a dead leader's batch of visible groups is padded and requeued, not re-logged in place: later lazy groups, logged meanwhile, come before them (I1)
 *) echo "mutate.sh: unknown mutant '$name'" >&2; exit 2 ;;
 esac
 src=$(dirname "$0")/../../src/$file
