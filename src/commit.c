@@ -220,17 +220,21 @@ static void wake_next_locked(atomio *st)
 	if (may_start_locked(st)) {
 		unsigned looked = 0;
 		uint32_t steps = 0;
-		if (atomic_load(&ENT(S->q_head)->flags) & ENT_LAZY) {
+		bool lazy_head = atomic_load(&ENT(S->q_head)->flags) & ENT_LAZY;
+		if (lazy_head) {
 			/* Nobody waits for a lazy group: the flusher leads it, or
 			 * a sync waiting on ev_done, or an eager group's owner
-			 * further on (below). */
+			 * further on (below: lazy groups are passed over
+			 * uncounted, and only while an eager one is queued). */
 			lz_wake_flusher_locked(st);
 			shm_wake(st, &sh->ev_done);
 		}
-		for (uint32_t i = S->q_head; i && i <= SHM_ENTRIES && looked < 64 && steps < S->q_len;
-		     looked++, steps++) {
+		for (uint32_t i = S->q_head; i && i <= SHM_ENTRIES && looked < 64 && steps < S->q_len &&
+					     (!lazy_head || S->q_eager);
+		     steps++) {
 			struct shm_ent *e = ENT(i);
 			uint32_t fl = atomic_load(&e->flags);
+			looked += !(fl & ENT_LAZY);
 			if (fl & ENT_ASYNC) {
 				uint32_t o = atomic_load(&e->owner);
 				struct shm_proc *p = o && o <= SHM_PROCS ? &shm_procs(sh)[o - 1] : NULL;
@@ -1274,7 +1278,10 @@ static int adopt_pad_locked_drops(atomio *st, uint64_t k, int state)
 	for (uint32_t c = n; c-- > 0;) {
 		struct shm_ent *e = ENT(v[c]);
 		uint32_t fl = atomic_load(&e->flags);
-		if (fl & (ENT_ORPHAN | ENT_PRIVATE)) {
+		/* (a dead process's lazy group stays: it was visible, and its
+		 * sync waits for it -- adopt_one_locked_drops re-logs such a
+		 * batch anyway) */
+		if ((fl & ENT_PRIVATE) || ((fl & ENT_ORPHAN) && !(fl & ENT_LAZY))) {
 			shm_ent_free(st, v[c]);
 			continue;
 		}

@@ -220,8 +220,10 @@
  *               groups are logged in commit order.
  *   re-log:     adoption of a dead leader's batch holding a lazy group: its
  *               records are written again, byte for byte (same seqs, epoch,
- *               data, LAST flag), at the same place, durably, before its home
- *               turn -- never padded, so no later batch outlives it.
+ *               data, LAST flag), at the same place, durably, then the log
+ *               is fdatasynced (the dead leader's own write of that space is
+ *               durable or superseded), before its home turn -- never padded,
+ *               so no later batch outlives it.
  *   fast path:  a group of one write may instead be written in place with
  *               RWF_ATOMIC | RWF_DSYNC and no record, but only when no live
  *               record (seq >= the durable head seq) covers any of its bytes or

@@ -132,6 +132,12 @@ int log_write_at(atomio *st, const void *buf, uint64_t len, uint64_t off)
 	 * overwritten by the same bytes.  Durable before the batch's home turn
 	 * (commit.c, ADOPTION; format.h SYNC ORDER). */
 	int r = sys_pwrite_durable(st->log_fd, buf, len, (off_t)(st->area_off + off));
+	/* And a flush of the whole log: the dead leader's own write of this
+	 * space (ended with its process, maybe only in the device's cache) is
+	 * then durable or superseded, never a stale copy that could still land
+	 * after these bytes -- over a later checkpoint's reuse of the space. */
+	if (r == 0)
+		r = sys_fdatasync_full(st->log_fd);
 	if (r < 0)
 		st_err(st, "writing the log %s again for a process that died: %s", st->log_path, strerror(-r));
 	else

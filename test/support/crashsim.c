@@ -1403,6 +1403,12 @@ static void check_tickets(struct ctx *x)
  * flight while it is written (commit.c). */
 static void order_add(struct ctx *x, uint64_t gid, uint64_t seq, bool fast)
 {
+	/* A re-log (commit.c, adopt_relog_locked_drops): a dead leader's
+	 * records written again, byte for byte, at their place: the group
+	 * keeps the place it has (a padded group logged again has a new seq). */
+	for (size_t j = 0; j < x->norder && !fast; j++)
+		if (x->order[j] == gid && x->oseq[j] == seq)
+			return;
 	size_t p = x->norder;
 	while (!fast && p > x->sort_from && x->oseq[p - 1] > seq)
 		p--;
