@@ -287,8 +287,23 @@ struct lz_snap {
 static int snap_take(atomio *st, uint32_t file, uint64_t po, uint64_t pl, struct lz_snap *sn)
 {
 	struct shm *sh = st->sh;
+	size_t need_ops = 64, need_bytes = pl; /* the usual case: one pass */
 	for (;;) {
-		size_t need_ops = 0, need_bytes = 0;
+		if (need_ops > sn->cap_ops || need_bytes > sn->cap_bytes) {
+			/* grown outside the mutex, then taken again */
+			size_t co = need_ops * 2 + 16, cb = need_bytes + need_bytes / 2 + 4096;
+			struct lz_op *o = realloc(sn->ops, co * sizeof(*o));
+			if (!o)
+				return -ENOMEM;
+			sn->ops = o;
+			sn->cap_ops = co;
+			char *b = realloc(sn->bytes, cb);
+			if (!b)
+				return -ENOMEM;
+			sn->bytes = b;
+			sn->cap_bytes = cb;
+		}
+		need_ops = need_bytes = 0;
 		bool fits = true;
 		sn->nops = sn->nbytes = 0;
 		shm_lock(st);
@@ -322,18 +337,6 @@ static int snap_take(atomio *st, uint32_t file, uint64_t po, uint64_t pl, struct
 		shm_unlock(st);
 		if (fits)
 			return 0;
-		/* Too small: grow (outside the mutex) and take it again. */
-		size_t co = need_ops * 2 + 16, cb = need_bytes + need_bytes / 2 + 4096;
-		struct lz_op *o = realloc(sn->ops, co * sizeof(*o));
-		if (!o)
-			return -ENOMEM;
-		sn->ops = o;
-		sn->cap_ops = co;
-		char *b = realloc(sn->bytes, cb);
-		if (!b)
-			return -ENOMEM;
-		sn->bytes = b;
-		sn->cap_bytes = cb;
 	}
 }
 

@@ -157,6 +157,14 @@ static void rand_group(struct rng *rng, struct tgrp *g)
 	}
 }
 
+static void lazy_commit(int file, const char *text, off_t off)
+{
+	atomio_tx *tx;
+	CHECK_OK(atomio_tx_begin(st, &tx));
+	CHECK_OK(atomio_tx_write(tx, file, text, strlen(text), off));
+	CHECK_OK(atomio_tx_commit_lazy(tx, NULL));
+}
+
 /* Rebuild the index from a FIFO of the groups listed, as normalize_locked
  * does after a holder's death; the state's FIFO is put back afterwards (the
  * groups are the test's, queued nowhere). */
@@ -227,6 +235,7 @@ int main(void)
 	struct rng rng = {seed};
 	struct atomio_options o = t_opts(64u << 20);
 	o.flags |= ATOMIO_NO_BG_CHECKPOINT;
+	o.lazy_delay_us = 60000000; /* the lazy commits at the end: only a sync flushes */
 	fid = t_open_written(t_path("log"), &o, t_path("f"), "0123456789", &st);
 	hfd = open(t_path("f"), O_RDWR);
 	CHECK(hfd >= 0);
@@ -267,8 +276,29 @@ int main(void)
 		printf("O_DIRECT not supported here: the buffered file only\n");
 		hfd = -1;
 	}
+	/* The eager count (lz_eager, the preload's for a mapped file): while it
+	 * is raised, a lazy commit to the file is made durable at once. */
+	int e = atomio_file_open(st, t_path("e"), O_CREAT, 0644);
+	CHECK(e >= 0);
+	CHECK_EQ(lz_eager(st, 9999, true), -EINVAL);
+	CHECK_OK(lz_eager(st, e, true));
+	CHECK_OK(lz_eager(st, e, true));
+	CHECK_OK(lz_eager(st, e, false));
+	lazy_commit(e, "eager", 0);
+	CHECK_EQ(atomio_lazy_pending(st, e), 0); /* home already */
+	CHECK_OK(lz_eager(st, e, false));
+	CHECK_OK(lz_eager(st, e, false)); /* stays at 0 */
+	CHECK_EQ(atomic_load(&shm_lzf(st->sh, (uint32_t)e)->eager), 0u);
+	lazy_commit(e, "lazy!", 0);
+	CHECK_EQ(atomio_lazy_pending(st, e), 1);
+	char eb[8];
+	CHECK_EQ(atomio_pread(st, e, eb, sizeof(eb), 0), 5);
+	CHECK(!memcmp(eb, "lazy!", 5));
 	struct atomio_lazy_stats ls;
 	CHECK_OK(atomio_lazy_stats(st, &ls));
+	CHECK_EQ(ls.lazy_eager, 1u);
+	CHECK_OK(atomio_sync(st, e, 0));
+	CHECK_EQ(atomio_lazy_pending(st, e), 0);
 	CHECK(ls.lazy_reads > 0);
 	printf("lazy_reads %llu\n", (unsigned long long)ls.lazy_reads);
 	if (hfd >= 0)
