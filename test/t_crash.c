@@ -113,6 +113,10 @@ static const struct entry suite[] = {
 	 "nodsync=1,samples=4,lazy_pct=50,sync_pct=10", 10, false},
 	{"3 processes, deaths in checkpoints", "threads=3,procs=1,kill_pct=70,kill_at=4,files=2,ckpt_pct=30,"
 	 "samples=4", 10, false},
+	/* a dead leader's batch of lazy groups is re-logged, not padded
+	 * (commit.c, ADOPTION): the pads, without them */
+	{"3 processes, deaths in log writes, no RWF_DSYNC", "threads=3,procs=1,kill_pct=70,kill_at=1,files=2,"
+	 "nodsync=1,samples=4", 10, false},
 };
 
 #ifndef ATOMIO_SAN
