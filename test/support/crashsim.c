@@ -578,6 +578,8 @@ struct ctx {
 	/* the pad rule */
 	struct pad pads[MAXPADS];
 	uint8_t *relog;    /* by gid: a pad took it out of the order; it may be logged again */
+	uint64_t *inplace; /* by gid: crash point of the newest write of its record again, same
+			      seq (an adopter's re-log in place, commit.c), 0 none */
 	struct alt alts[MAXALTS];
 	int nalt;          /* alternative orders at the crash point being checked */
 	int matched_alt;   /* the last match: -1 the order, else alts[i] */
@@ -1496,6 +1498,11 @@ static void parse_log_write(struct ctx *x, const struct simfs_opinfo *op)
 		}
 		if (nrec == 0)
 			x->last_rec0_len = h.rec_len;
+		for (size_t j = x->norder; x->c.procs && j-- > 0;)
+			if (x->order[j] == gid && x->oseq[j] == h.seq) {
+				x->inplace[gid] = op->index; /* the same record again */
+				break;
+			}
 		/* (several processes: a group logged again with no pad before is
 		 * not refused here -- both records may be replayed, and the
 		 * order has both; what recovery makes of them is checked) */
@@ -1620,6 +1627,21 @@ static void check_home_placed(struct ctx *x, const struct simfs_opinfo *op, int 
 	report(x, NULL, why, &w);
 }
 
+/* Was pending log write v[i] (group gid's record) written again in place,
+ * byte for byte, by a later write that is no longer pending (an adopter's
+ * re-log of a dead leader's batch: the dead leader's write stays pending
+ * for good, and whichever way it lands it writes the same bytes)? */
+static bool rewritten_durably(const struct ctx *x, const struct simfs_item *v, size_t n, size_t i, uint64_t gid)
+{
+	uint64_t at = x->inplace[gid];
+	if (!at || at <= v[i].point)
+		return false;
+	for (size_t j = 0; j < n; j++)
+		if (v[j].point == at && v[j].kind == SIMFS_DATA && !strcmp(v[j].path, LOG_PATH))
+			return false; /* the re-log is pending too */
+	return true;
+}
+
 /* Classic bug 3: a home write must never be issued while the log write
  * carrying its record is not yet durable (it could reach the media first).
  * (Other log writes may be in flight: the next batch's, or a checkpoint's
@@ -1647,7 +1669,8 @@ static void check_home_order(struct ctx *x, struct simfs *fs, const struct simfs
 			uint64_t dp = p + REC_HDR + REC_DESC * (uint64_t)h.nsegs + d.data_off, gid = 0;
 			if (dp + 8 <= p + h.rec_len)
 				memcpy(&gid, v[i].data + dp, 8);
-			if (write_of_group(x, gid, f, op) && current_record(x, gid, h.seq)) {
+			if (write_of_group(x, gid, f, op) && current_record(x, gid, h.seq) &&
+			    !rewritten_durably(x, v, n, i, gid)) {
 				char why[300];
 				snprintf(why, sizeof(why), "home write to %s (group %llu) issued while the log "
 					 "write of its record (off %llu len %llu) is not durable", op->path,
@@ -2822,10 +2845,11 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	x->grps = calloc(x->ngids, sizeof(*x->grps));
 	x->relog = calloc(x->ngids, 1);
 	x->lzg = calloc(x->ngids, 1);
+	x->inplace = calloc(x->ngids, sizeof(*x->inplace));
 	x->ticket = calloc(x->ngids, sizeof(*x->ticket));
 	x->gbeg = calloc(x->ngids, sizeof(*x->gbeg));
 	x->gend = calloc(x->ngids, sizeof(*x->gend));
-	if (!x->order || !x->oseq || !x->acked || !x->grps || !x->relog || !x->lzg || !x->ticket || !x->gbeg ||
+	if (!x->order || !x->oseq || !x->acked || !x->grps || !x->relog || !x->lzg || !x->inplace || !x->ticket || !x->gbeg ||
 	    !x->gend)
 		abort();
 	x->np = x->c.procs ? x->c.threads : 1;
@@ -2913,6 +2937,7 @@ int cs_run(const struct cs_cfg *c, const struct cs_replay *replay, struct cs_sta
 	pads_retire_all(x);
 	free(x->relog);
 	free(x->lzg);
+	free(x->inplace);
 	free(x->ticket);
 	free(x->gbeg);
 	free(x->gend);
