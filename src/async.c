@@ -189,6 +189,27 @@ void async_stop(atomio *st)
 	lz_flusher_leave(st);
 }
 
+/* A lazy group (commit.c, LAZY GROUPS) is flushed when due by a worker:
+ * this process's is started here, so that the flusher role has a thread to
+ * go to while this process commits lazily. */
+int atomio_tx_commit_lazy(atomio_tx *tx, uint64_t *ticket)
+{
+	if (!tx || tx->magic != TX_MAGIC || tx->state != TX_OPEN)
+		return -EINVAL;
+	atomio *st = tx->st;
+	if (st_forked(st))
+		return -EPERM; /* the group stays the parent's (internal.h, FORK) */
+	enum lz_flusher fl = LZ_COMMITTER;
+	if (!(st->flags & ATOMIO_NO_BG_CHECKPOINT))
+		fl = async_worker(st) == 0 ? LZ_WORKER : LZ_NO_THREAD;
+	uint64_t t = 0;
+	int r = commit_lazy(tx, &t, fl);
+	tx_release(tx);
+	if (ticket)
+		*ticket = t;
+	return r;
+}
+
 int atomio_tx_commit_async(atomio_tx *tx, atomio_done_fn done, void *arg)
 {
 	if (!tx || tx->magic != TX_MAGIC || tx->state != TX_OPEN)

@@ -300,12 +300,6 @@ void ckpt_home_begin_locked(atomio *st, uint64_t k, const struct grp *g, uint32_
 		}
 }
 
-uint64_t ckpt_wrote_mark(atomio *st, uint32_t id)
-{
-	uint64_t a = id < MAX_FILES ? atomic_load(&st->sh->fwrote[id]) : 0, b = atomic_load(&st->sh->fwrote_all);
-	return a > b ? a : b;
-}
-
 /* May a sync through f->hfd be trusted (TRUSTED DESCRIPTORS)? */
 static bool fd_trusted(atomio *st, const struct afile *f)
 {

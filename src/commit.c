@@ -1838,7 +1838,7 @@ static bool lazy_fits(atomio *st, const atomio_tx *tx)
 	return true;
 }
 
-int commit_lazy(atomio_tx *tx, uint64_t *ticket)
+int commit_lazy(atomio_tx *tx, uint64_t *ticket, enum lz_flusher fl)
 {
 	atomio *st = tx->st;
 	*ticket = 0; /* an empty group: nothing to wait for (a sync of ticket 0 returns at once) */
@@ -1847,11 +1847,12 @@ int commit_lazy(atomio_tx *tx, uint64_t *ticket)
 	int r = commit_prepare(tx);
 	if (r < 0)
 		return r;
-	/* The flusher: this process's worker (unless the caller wants no
-	 * thread: ATOMIO_NO_BG_CHECKPOINT, then committers lead a due flush
-	 * below).  No thread, no lazy group: it is made durable now. */
-	bool thread = !(st->flags & ATOMIO_NO_BG_CHECKPOINT);
-	if (!lazy_fits(st, tx) || (thread && async_worker(st) < 0)) {
+	/* The flusher: this process's worker (async.c started it), or, with
+	 * ATOMIO_NO_BG_CHECKPOINT, the committers, which lead a due flush
+	 * below.  A worker that could not be started: no lazy group, it is
+	 * made durable now. */
+	bool thread = fl == LZ_WORKER;
+	if (!lazy_fits(st, tx) || fl == LZ_NO_THREAD) {
 		atomic_fetch_add(&st->sh->stats.lazy_eager, 1);
 		return commit_prepared(tx);
 	}

@@ -385,7 +385,7 @@ static int file_open_home(atomio *st, struct afile *f, int fd)
 {
 	/* read after fd's open: a batch that began writing the file later is
 	 * counted newer (checkpoint.c, TRUSTED DESCRIPTORS) */
-	f->hfd_wrote = ckpt_wrote_mark(st, f->id);
+	f->hfd_wrote = shm_wrote_mark(st->sh, f->id);
 	f->hfd = fd;
 	f->direct_home = f->direct;
 	if (!f->direct || (st->flags & ATOMIO_DIRECT_HOME))
@@ -842,7 +842,7 @@ struct afile *file_get_any(atomio *st, uint32_t id, int *err)
 			f->max_size = file_max_size(fd);
 			f->gen = st->exclusive ? 0 : atomic_load(&st->sh->fgen[f->id]);
 			/* after the open (checkpoint.c, TRUSTED DESCRIPTORS) */
-			__atomic_store_n(&f->hfd_wrote, ckpt_wrote_mark(st, f->id), __ATOMIC_RELAXED);
+			__atomic_store_n(&f->hfd_wrote, shm_wrote_mark(st->sh, f->id), __ATOMIC_RELAXED);
 			if (f->fd < 0) {
 				f->direct = f->direct_home = false;
 				memset(&f->caps, 0, sizeof(f->caps));
@@ -1033,3 +1033,39 @@ void files_close_all(atomio *st)
 		st->files[id] = NULL;
 	}
 }
+
+/* --- reading a registered file's home bytes (read.c, lazy.c) -------------------- */
+
+/* Read through a descriptor opened with O_DIRECT: aligned requests go
+ * straight, others through an aligned bounce span. */
+static ssize_t direct_read(int fd, uint32_t align, void *buf, size_t len, off_t off)
+{
+	uint64_t a = align ? align : 4096;
+	if (!((uintptr_t)buf % a) && !(len % a) && !((uint64_t)off % a))
+		return sys_pread_full(fd, buf, len, off);
+	uint64_t lo = (uint64_t)off / a * a, hi = align_up((uint64_t)off + len, a);
+	char *tmp = aligned_alloc_zero(a > 4096 ? a : 4096, hi - lo);
+	if (!tmp)
+		return -ENOMEM;
+	ssize_t n = sys_pread_full(fd, tmp, hi - lo, (off_t)lo);
+	if (n >= 0) {
+		uint64_t skip = (uint64_t)off - lo;
+		n = (uint64_t)n > skip ? (ssize_t)((uint64_t)n - skip) : 0;
+		if ((size_t)n > len)
+			n = (ssize_t)len;
+		memcpy(buf, tmp + skip, (size_t)n);
+	}
+	free(tmp);
+	return n;
+}
+
+ssize_t file_read_home(atomio *st, struct afile *f, void *buf, size_t len, off_t off)
+{
+	(void)st;
+	int fd = __atomic_load_n(&f->hfd, __ATOMIC_ACQUIRE);
+	bool direct = f->direct && (fd == f->fd || fd < 0);
+	if (fd < 0)
+		fd = f->fd;
+	return direct ? direct_read(fd, f->dio_off_align, buf, len, off) : sys_pread_full(fd, buf, len, off);
+}
+

@@ -230,6 +230,11 @@ struct atomio {
 	bool sh_malloced;    /* no shm_map in the ops table: plain memory */
 	int (*sh_unmap)(void *p, size_t len); /* the table's, when it was mapped */
 	int shm_fd;          /* -1 exclusive */
+	/* What a layer above keeps in the mapping and must derive again after a
+	 * holder died inside the mutex (shm.c, normalize_locked): the read index
+	 * of lazy groups (lazy.c, lz_rebuild_locked), set at atomio_open.  A hook,
+	 * so that shm.c, the bottom of the store's layers, calls nothing above it. */
+	void (*rebuild_locked)(atomio *st);
 	uint32_t me;         /* this process's slot + 1 */
 	struct shm_state *S; /* the writable state while this thread holds sh->mu */
 	/* which thread holds sh->mu, st->lock, cat_lock, the log role, the
@@ -560,7 +565,6 @@ bool checkpoint_must_wait_locked(const atomio *st);
 /* A batch's home writes are done: note its files and blocks (mutex held). */
 void dirty_note_locked(atomio *st, const struct grp *g, uint32_t n);
 void ckpt_home_begin_locked(atomio *st, uint64_t k, const struct grp *g, uint32_t n);
-uint64_t ckpt_wrote_mark(atomio *st, uint32_t id);
 int replay_files(atomio *st, const uint8_t *only);
 void checkpoint_after_home_locked(atomio *st);
 int checkpoint_request_locked(atomio *st);
@@ -601,7 +605,12 @@ void role_release(atomio *st);
  * commit_sync: wait until every visible group with a ticket <= target is
  * done (durable and home), leading the flush if need be; flags
  * ATOMIO_SYNC_NOWAIT.  0, ATOMIO_EFAILED or ATOMIO_EUNKNOWN. */
-int commit_lazy(atomio_tx *tx, uint64_t *ticket);
+enum lz_flusher {
+	LZ_WORKER,    /* the process's worker thread runs (async.c): it flushes when due */
+	LZ_COMMITTER, /* no thread wanted (ATOMIO_NO_BG_CHECKPOINT): committers lead a due flush */
+	LZ_NO_THREAD, /* the worker could not be started: the group is made durable now */
+};
+int commit_lazy(atomio_tx *tx, uint64_t *ticket, enum lz_flusher fl);
 int commit_sync(atomio *st, uint64_t target, unsigned flags);
 /* The target of atomio_sync(st, file): the newest ticket that touched
  * file (file < 0: the newest ticket handed out). */

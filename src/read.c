@@ -10,29 +10,6 @@
 #include "internal.h"
 #include "shm.h"
 
-/* Read through a descriptor opened with O_DIRECT: aligned requests go
- * straight, others through an aligned bounce span. */
-static ssize_t direct_read(int fd, uint32_t align, void *buf, size_t len, off_t off)
-{
-	uint64_t a = align ? align : 4096;
-	if (!((uintptr_t)buf % a) && !(len % a) && !((uint64_t)off % a))
-		return sys_pread_full(fd, buf, len, off);
-	uint64_t lo = (uint64_t)off / a * a, hi = align_up((uint64_t)off + len, a);
-	char *tmp = aligned_alloc_zero(a > 4096 ? a : 4096, hi - lo);
-	if (!tmp)
-		return -ENOMEM;
-	ssize_t n = sys_pread_full(fd, tmp, hi - lo, (off_t)lo);
-	if (n >= 0) {
-		uint64_t skip = (uint64_t)off - lo;
-		n = (uint64_t)n > skip ? (ssize_t)((uint64_t)n - skip) : 0;
-		if ((size_t)n > len)
-			n = (ssize_t)len;
-		memcpy(buf, tmp + skip, (size_t)n);
-	}
-	free(tmp);
-	return n;
-}
-
 static ssize_t preadv_file(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off);
 
 /* Which reads see what (docs/API.md): a committed group's home writes are
@@ -53,16 +30,6 @@ ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt,
 	fd_use_end(st);
 	files_close_stale(st);
 	return r;
-}
-
-ssize_t file_read_home(atomio *st, struct afile *f, void *buf, size_t len, off_t off)
-{
-	(void)st;
-	int fd = __atomic_load_n(&f->hfd, __ATOMIC_ACQUIRE);
-	bool direct = f->direct && (fd == f->fd || fd < 0);
-	if (fd < 0)
-		fd = f->fd;
-	return direct ? direct_read(fd, f->dio_off_align, buf, len, off) : sys_pread_full(fd, buf, len, off);
 }
 
 static ssize_t preadv_file(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off)

@@ -433,7 +433,8 @@ static void normalize_lazy_locked(atomio *st)
 		i = shm_ent(sh, i)->next;
 	}
 	S->q_eager = eager;
-	lz_rebuild_locked(st);
+	if (st->rebuild_locked)
+		st->rebuild_locked(st); /* the read index, from the FIFO just made whole (lazy.c) */
 }
 
 /* After a holder died inside the mutex: its writes outside the state that the
@@ -497,7 +498,7 @@ static void normalize_locked(atomio *st)
 		else
 			atomic_store(&e->state, ENT_FILLING);
 	}
-	normalize_lazy_locked(st); /* (which rebuilds the read index, lazy.c) */
+	normalize_lazy_locked(st); /* (which has the read index rebuilt: st->rebuild_locked) */
 }
 
 static void reap_one_locked(atomio *st, uint32_t slot1);

@@ -392,6 +392,14 @@ static inline struct lz_seg *shm_lzseg(struct shm *sh, uint32_t idx1)
 {
 	return (struct lz_seg *)((char *)sh + sh->lzseg_off) + (idx1 - 1);
 }
+/* k + 1 of the newest batch whose home stage began writing file id, or
+ * wrote files not known (fwrote, fwrote_all: checkpoint.c, TRUSTED
+ * DESCRIPTORS): what a descriptor opened now must see synced to be trusted. */
+static inline uint64_t shm_wrote_mark(struct shm *sh, uint32_t id)
+{
+	uint64_t a = id < MAX_FILES ? atomic_load(&sh->fwrote[id]) : 0, b = atomic_load(&sh->fwrote_all);
+	return a > b ? a : b;
+}
 static inline struct shm_ent *shm_ent(struct shm *sh, uint32_t idx1) { return &shm_ents(sh)[idx1 - 1]; }
 static inline uint64_t shm_private_min(const struct shm *sh) { return sh->arena_size / 8; }
 static inline struct shm_bat *shm_bat(struct shm *sh, uint64_t k) { return &shm_bats(sh)[k % SHM_BATCHES]; }

@@ -258,6 +258,7 @@ int atomio_open(const char *log_path, const struct atomio_options *opts, atomio 
 	if (!st)
 		return -ENOMEM;
 	st->log_fd = st->shm_fd = -1;
+	st->rebuild_locked = lz_rebuild_locked;
 	st->fork_slot = st->fork_slot2 = st->fork_pending = -1;
 	st->fork_gen = fork_init();
 	st->flags = opts->flags;

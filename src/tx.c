@@ -313,20 +313,6 @@ int atomio_tx_commit(atomio_tx *tx)
 	return r;
 }
 
-int atomio_tx_commit_lazy(atomio_tx *tx, uint64_t *ticket)
-{
-	if (!tx_ok(tx))
-		return -EINVAL;
-	if (st_forked(tx->st))
-		return -EPERM; /* the group stays the parent's (internal.h, FORK) */
-	uint64_t t = 0;
-	int r = commit_lazy(tx, &t);
-	tx_release(tx);
-	if (ticket)
-		*ticket = t;
-	return r;
-}
-
 void atomio_tx_abort(atomio_tx *tx)
 {
 	if (tx_ok(tx) && !st_forked(tx->st))
