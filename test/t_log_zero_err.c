@@ -79,7 +79,11 @@ int main(void)
 	ssize_t r = 0;
 	for (; n < 20000 && !__atomic_load_n(&injected, __ATOMIC_ACQUIRE); n++) {
 		r = atomio_pwrite(st, f, page, sizeof(page), (off_t)(n % 64) * 4096);
-		CHECK(r == (ssize_t)sizeof(page) || (r == ATOMIO_EUNKNOWN && injected));
+		/* A commit under way when the sync fails ends ATOMIO_EUNKNOWN if
+		 * its record was issued, ATOMIO_EFAILED if it was still queued
+		 * (nothing written: fail_queue_locked): both only after the
+		 * injection (seen 4 in 40 runs under ASan, as EFAILED) */
+		CHECK(r == (ssize_t)sizeof(page) || ((r == ATOMIO_EUNKNOWN || r == ATOMIO_EFAILED) && injected));
 	}
 	if (!__atomic_load_n(&injected, __ATOMIC_ACQUIRE))
 		t_skip("the lazy zeroing never ran in %d commits", n);
