@@ -461,6 +461,45 @@ static int am_detach(void *own, char *why, size_t n)
 	return r;
 }
 
+
+/* g as one group of the store's (atomio_tx_begin, a write per range): 0
+ * with *tx open, or an error with it aborted. */
+static int am_group(struct am *a, const struct bench_group *g, atomio_tx **tx)
+{
+	int r = atomio_tx_begin(a->st, tx);
+	for (unsigned i = 0; r == 0 && i < g->n; i++)
+		r = atomio_tx_write(*tx, a->files[g->r[i].file], g->r[i].buf, a->page, (off_t)g->r[i].off);
+	if (r < 0)
+		atomio_tx_abort(*tx);
+	return r;
+}
+
+/* A mode's state that wraps a store's (struct am_async, struct am_lazy:
+ * struct am *a first): size bytes zeroed, its store opened, or NULL with
+ * *r set (BENCH_SKIP for more than max_threads writers). */
+static void *am_wrap_open(const struct bench_env *env, size_t size, unsigned max_threads, char *why, size_t n,
+			  int *r)
+{
+	if (env->threads > max_threads) {
+		snprintf(why, n, "at most %u threads", max_threads);
+		*r = BENCH_SKIP;
+		return NULL;
+	}
+	struct am **x = calloc(1, size);
+	if (!x) {
+		*r = -ENOMEM;
+		return NULL;
+	}
+	void *a;
+	*r = am_open(env, &a, why, n, 0);
+	if (*r < 0) {
+		free(x);
+		return NULL;
+	}
+	*x = a;
+	return x;
+}
+
 static int am_op(void *state, unsigned thread, const struct bench_group *g, char *why, size_t n)
 {
 	struct am *a = state;
@@ -474,13 +513,9 @@ static int am_op(void *state, unsigned thread, const struct bench_group *g, char
 		return r;
 	}
 	atomio_tx *tx;
-	r = atomio_tx_begin(a->st, &tx);
-	for (unsigned i = 0; r == 0 && i < g->n; i++)
-		r = atomio_tx_write(tx, a->files[g->r[i].file], g->r[i].buf, a->page, (off_t)g->r[i].off);
+	r = am_group(a, g, &tx);
 	if (r == 0)
 		r = atomio_tx_commit(tx);
-	else
-		atomio_tx_abort(tx);
 	if (r < 0)
 		snprintf(why, n, "atomio group: %s", atomio_strerror(r));
 	return r;
@@ -600,20 +635,10 @@ static void async_cb(void *arg, int result)
 
 static int am_async_setup(const struct bench_env *env, void **state, char *why, size_t n)
 {
-	if (env->threads > ASYNC_MAX_THREADS) {
-		snprintf(why, n, "at most %u threads", ASYNC_MAX_THREADS);
-		return BENCH_SKIP;
-	}
-	struct am_async *x = calloc(1, sizeof(*x));
+	int r;
+	struct am_async *x = am_wrap_open(env, sizeof(*x), ASYNC_MAX_THREADS, why, n, &r);
 	if (!x)
-		return -ENOMEM;
-	void *a;
-	int r = am_open(env, &a, why, n, 0);
-	if (r < 0) {
-		free(x);
 		return r;
-	}
-	x->a = a;
 	*state = x;
 	return 0;
 }
@@ -637,15 +662,13 @@ static int am_async_op(void *state, unsigned thread, const struct bench_group *g
 {
 	struct am_async *x = state;
 	atomio_tx *tx;
-	int r = atomio_tx_begin(x->a->st, &tx);
-	for (unsigned i = 0; r == 0 && i < g->n; i++)
-		r = atomio_tx_write(tx, x->a->files[g->r[i].file], g->r[i].buf, x->a->page,
-				    (off_t)g->r[i].off);
+	int r = am_group(x->a, g, &tx);
 	struct async_slot *s = r == 0 ? malloc(sizeof(*s)) : NULL;
-	if (r == 0 && !s)
-		r = -ENOMEM;
-	if (r < 0) {
+	if (r == 0 && !s) {
 		atomio_tx_abort(tx);
+		r = -ENOMEM;
+	}
+	if (r < 0) {
 		snprintf(why, n, "atomio group: %s", atomio_strerror(r));
 		return r;
 	}
@@ -723,20 +746,10 @@ struct am_lazy {
 
 static int am_lazy_open(const struct bench_env *env, void **state, char *why, size_t n, unsigned every)
 {
-	if (env->threads > SYNC_MAX_THREADS) {
-		snprintf(why, n, "at most %u threads", SYNC_MAX_THREADS);
-		return BENCH_SKIP;
-	}
-	struct am_lazy *x = calloc(1, sizeof(*x));
+	int r;
+	struct am_lazy *x = am_wrap_open(env, sizeof(*x), SYNC_MAX_THREADS, why, n, &r);
 	if (!x)
-		return -ENOMEM;
-	void *a;
-	int r = am_open(env, &a, why, n, 0);
-	if (r < 0) {
-		free(x);
 		return r;
-	}
-	x->a = a;
 	x->every = every;
 	*state = x;
 	return 0;
@@ -771,11 +784,8 @@ static int am_lazy_op(void *state, unsigned thread, const struct bench_group *g,
 	struct am_lazy *x = state;
 	struct am *a = x->a;
 	atomio_tx *tx;
-	int r = atomio_tx_begin(a->st, &tx);
-	for (unsigned i = 0; r == 0 && i < g->n; i++)
-		r = atomio_tx_write(tx, a->files[g->r[i].file], g->r[i].buf, a->page, (off_t)g->r[i].off);
+	int r = am_group(a, g, &tx);
 	if (r < 0) {
-		atomio_tx_abort(tx);
 		snprintf(why, n, "atomio group: %s", atomio_strerror(r));
 		return r;
 	}
