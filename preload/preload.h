@@ -130,6 +130,8 @@ struct pfile {
 	struct pend *pend;   /* group mode: the writes since the last sync (group.c) */
 	bool warned_direct;
 	_Atomic uint64_t rgen; /* the rename count when its path was last found right */
+	_Atomic bool extends; /* its last write here extended it: the next looks at the size
+				 before it locks (p_write); a hint, right or wrong alike safe */
 	struct pfile *next;
 };
 
@@ -247,6 +249,8 @@ atomio *pl_reader_store(struct pfile *f, int *id);
  * are made durable first; the next use reopens it. */
 int pl_store_restart_locked(void);
 void pl_stats_flush(void);
+/* The store closed as at exit (its lazy groups durable): exit and _exit. */
+void pl_fini_now(void);
 void pl_lock_excl(void);
 void pl_unlock_excl(void);
 /* A vfork child, or (group mode) a child after fork: the store is someone
@@ -304,7 +308,8 @@ static inline bool pl_pofd_xproc(const struct pofd *o)
 int pl_xlock_read(struct pfile *f, int *slot);
 /* A write inside the file: the same byte, shared with the other
  * writes inside files of its slot, from the look at the size to the end of
- * the commit (state.c says why).  pl_xunlock lets it go. */
+ * the commit (state.c says why).  pl_xunlock lets it go.  Only for a
+ * process pl_store let through (not a vfork child). */
 int pl_xlock_shared(struct pfile *f, int *slot);
 void pl_xunlock(int slot);
 /* Every slot's byte exclusive (g_rw held exclusive): a rename or unlink of

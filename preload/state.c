@@ -1197,7 +1197,13 @@ void pl_stats_flush(void)
 	memset(&g_lacc, 0, sizeof(g_lacc));
 }
 
-__attribute__((destructor)) static void pl_fini(void)
+/* At exit (the destructor) and at _exit/_Exit (wrap.c), which run none:
+ * the store closed, so this process's lazy groups are durable first.  A
+ * process that leaves the store last, without it, would leave its lazy
+ * groups only in the shared memory of a store that no process has open,
+ * whose next opener recovers from the log (store.c, shared_open): its
+ * writes, acknowledged to it and seen by the others, would be gone. */
+void pl_fini_now(void)
 {
 	if (!g_active || pl_not_owner())
 		return;
@@ -1215,6 +1221,8 @@ __attribute__((destructor)) static void pl_fini(void)
 	pl_stats_flush();
 	pl_unlock_excl();
 }
+
+__attribute__((destructor)) static void pl_fini(void) { pl_fini_now(); }
 
 void pl_adopt_inherited(void)
 {
@@ -1401,9 +1409,10 @@ static int xlock(struct pfile *f, int *slot, bool reader)
 
 int pl_xlock_shared(struct pfile *f, int *slot)
 {
+	/* No getpid() here, as xlock makes (a system call per write): the
+	 * only caller, p_write, has its store from pl_store, which refuses a
+	 * vfork child (pl_not_owner). */
 	*slot = -1;
-	if (getpid() != g_xpid)
-		return 0; /* a vfork child: as xlock */
 	int s = xlk_slot(f);
 	pthread_rwlock_rdlock(&g_xrw[s]);
 	pthread_mutex_lock(&g_xmu[s]);

@@ -476,7 +476,9 @@ static int p_fcntl(int fd, int cmd, void *arg)
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_to(fd, r);
 	struct pofd *o HELD = NULL;
-	if (cmd == F_SETFL && (o = pofd_get(fd)) && !pl_vfork_child()) {
+	if (cmd == F_SETFL && g_active && pl_vfork_child())
+		atomic_fetch_add(&g_forkgen, 1); /* the parent's F_GETFL per write again (shared_append) */
+	else if (cmd == F_SETFL && (o = pofd_get(fd))) {
 		int e = errno;
 		int fl = REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0) {
@@ -526,11 +528,15 @@ static bool dio_ok(struct pofd *o, const struct iovec *iov, int cnt, off_t off)
 }
 
 /* Whether a write appends.  The flag is the open file
- * description's, which other processes share and may change (F_SETFL):
- * the kernel's, not the copy this process noted. */
+ * description's, which other processes that share it may change
+ * (F_SETFL): the kernel's, not the copy this process noted -- but only
+ * where another process may hold the description (pl_pofd_xproc: made
+ * before a fork, spawn or exec, inherited, sent or received over a socket).
+ * One this process made since is its alone, and its F_SETFL goes through
+ * p_fcntl, which keeps o->flags: no F_GETFL, a system call per write. */
 static bool shared_append(int fd, struct pofd *o, int rwf)
 {
-	int fl = REAL(fcntl)(fd, F_GETFL);
+	int fl = pl_pofd_xproc(o) ? REAL(fcntl)(fd, F_GETFL) : -1;
 	return ((fl >= 0 ? fl : o->flags) & O_APPEND) || (rwf & RWF_APPEND);
 }
 
@@ -674,9 +680,15 @@ static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt,
 	bool durable = (o->flags & (O_SYNC | O_DSYNC)) || (rwf & (RWF_SYNC | RWF_DSYNC));
 	if (g_multi)
 		append = shared_append(fd, o, rwf);
-	bool xwant = shared_xwant(st, fd, o, append, pos, off, total);
-	/* A write inside the file: the lock shared, the size looked at again
-	 * under it (a truncate may have come between). */
+	/* A write that may be inside the file takes the lock shared and looks
+	 * at the size under it (a truncate may have come between), once:
+	 * write_lock takes it exclusive instead if the write extends the
+	 * file.  Only after a write of this file that extended it here (one
+	 * extending write tends to follow another: a file growing at its end)
+	 * is the size looked at before, to take the exclusive lock at once. */
+	bool xwant = g_multi && !append && !pos && !atomic_load_explicit(&f->extends, memory_order_relaxed)
+			     ? false
+			     : shared_xwant(st, fd, o, append, pos, off, total);
 	bool inside = g_multi && !xwant;
 	int xs = -1;
 again:
@@ -713,8 +725,10 @@ again:
 		if (pos)
 			pthread_mutex_lock(&o->pos_mu);
 	}
-	if (r == 0 && g_multi && !append)
+	if (r == 0 && g_multi && !append) {
 		r = pl_commit_write(st, f, id, use, vn, off, durable);
+		atomic_store_explicit(&f->extends, xwant && !pos, memory_order_relaxed);
+	}
 	if (r == 0 && pos)
 		REAL(lseek)(fd, off + (off_t)total, SEEK_SET);
 	pl_xunlock(xs);
@@ -1833,6 +1847,11 @@ EXPORT int unlinkat(int dir, const char *path, int flags) { return p_unlink(dir,
  * exec fails, the store reopens at the next write. */
 static void exec_prepare(void)
 {
+	/* The new image holds every description not close-on-exec: another
+	 * process's too from now on (pl_pofd_xproc).  Also in a vfork child,
+	 * whose memory is its parent's: the parent sees it. */
+	if (g_active)
+		atomic_fetch_add(&g_forkgen, 1);
 	if (!g_active || pl_not_owner())
 		return;
 	pl_lock_excl();
@@ -1843,6 +1862,24 @@ static void exec_failed(void)
 {
 	if (g_active && !pl_not_owner())
 		pl_unlock_excl();
+}
+
+/* _exit and _Exit run no destructor: the store is closed here as at exit
+ * (pl_fini_now says why).  exit() reaches the kernel through libc's own
+ * _exit, which this does not see; its destructor does the same. */
+EXPORT void _exit(int status)
+{
+	NEXT(_exit, void (*)(int));
+	pl_fini_now();
+	next__exit(status);
+	__builtin_unreachable();
+}
+EXPORT void _Exit(int status)
+{
+	NEXT(_Exit, void (*)(int));
+	pl_fini_now();
+	next__Exit(status);
+	__builtin_unreachable();
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -1900,6 +1937,8 @@ EXPORT int execveat(int dir, const char *path, char *const argv[], char *const e
  * EBUSY, a second writer). */
 static void before_spawn(void)
 {
+	if (g_active)
+		atomic_fetch_add(&g_forkgen, 1); /* the child holds the descriptions too (pl_pofd_xproc) */
 	if (g_active && !pl_not_owner())
 		sync_all();
 }

@@ -356,8 +356,10 @@ static int snap_take(atomio *st, uint32_t file, uint64_t po, uint64_t pl, struct
  * it writes every byte any of them wrote with the newest one's value, and
  * applies their size changes in order, ending where the file ends once
  * all of them are home: the same bytes, whichever prefix was already there.
- * The file's size is taken before the read and the bytes read past it are
- * dropped, so a group half home cannot show through the end either. */
+ * The size read (where a short read ended, or the piece's end) is the
+ * file's as read: one of G1..Gk half home at the end is replayed whole
+ * over it, as inside; a concurrent group's bytes past the old end are
+ * concurrent with the read as those inside are. */
 static void replay(const struct lz_snap *sn, char *buf, uint64_t po, uint64_t pl, uint64_t *size)
 {
 	uint64_t sz = *size;
@@ -398,18 +400,16 @@ static int home_size(struct afile *f, uint64_t *size)
 static ssize_t piece_read(atomio *st, struct afile *f, struct lz_snap *sn, char *buf, uint64_t po, uint64_t pl)
 {
 	int r = snap_take(st, f->id, po, pl, sn);
-	uint64_t size = 0;
-	if (r == 0)
-		r = home_size(f, &size);
 	if (r < 0)
 		return r;
-	uint64_t want = size > po ? (size - po < pl ? size - po : pl) : 0;
-	ssize_t n = want ? file_read_home(st, f, buf, (size_t)want, (off_t)po) : 0;
+	/* The file's size is not looked at (an fstat per read): a short read
+	 * says where the file ends, a whole one that it ends at po + pl or
+	 * later, which is all replay needs within the piece. */
+	ssize_t n = file_read_home(st, f, buf, (size_t)pl, (off_t)po);
 	if (n < 0)
 		return n;
 	memset(buf + n, 0, (size_t)(pl - (uint64_t)n));
-	if ((uint64_t)n < want)
-		size = po + (uint64_t)n; /* shortened meanwhile (concurrent) */
+	uint64_t size = po + (uint64_t)n;
 	replay(sn, buf, po, pl, &size);
 	return size > po ? (ssize_t)(size - po < pl ? size - po : pl) : 0;
 }

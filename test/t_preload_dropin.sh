@@ -44,6 +44,8 @@ done
 run hole shared
 run vfork group after
 run vfork default after
+run setfl default
+run exitlast default
 run stat group
 run stat default
 for mode in default group; do

@@ -33,6 +33,11 @@
  *                         without a pause (the lock, shared): it must get in while they run
  *   dropin bigwrites DIR  many large writes with no sync: memory stays bounded (no copy
  *                         of a write is kept in the process; the store's arena is the bound)
+ *   dropin setfl DIR      another process (a vfork child, one it execs, a posix_spawn child)
+ *                         sets O_APPEND on a description this process made: its next
+ *                         write appends, as the kernel's would
+ *   dropin exitlast DIR   a child, the store's only process, writes and leaves by _exit
+ *                         (and by _Exit): its parent reads what it wrote
  *   dropin check DIR CASE the files as the case left them (run without the
  *                         library: what is on disk after the process exited)
  */
@@ -365,6 +370,95 @@ static void c_spawn(void)
 	posix_spawn_file_actions_destroy(&fa);
 	want_out("out3", "SPAWN3");
 	CHECK(close(fd) == 0);
+}
+
+/* F_SETFL O_APPEND on descriptor fd, by another process: "dropin
+ * setflchild DIR FD" (exec'd or spawned by c_setfl). */
+static int setfl_child(const char *fd)
+{
+	return fcntl(atoi(fd), F_SETFL, O_APPEND) == 0 ? 0 : 3;
+}
+
+/* A vfork child sets O_APPEND on fd itself (in its parent's memory), or
+ * execs "dropin setflchild" to. */
+static pid_t vfork_setfl(int fd, int exec, const char *self, const char *fds)
+{
+	pid_t pid = vfork();
+	if (pid == 0) {
+		if (!exec)
+			_exit(fcntl(fd, F_SETFL, O_APPEND) == 0 ? 0 : 3);
+		execl(self, "dropin", "setflchild", dir, fds, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* A description this process made is its alone -- until a child holds it
+ * too: then another process may set O_APPEND on it (the preload looks at
+ * the description's flags again at each write: wrap.c, shared_append), and
+ * the next write appends. */
+static void c_setfl(const char *self)
+{
+	for (int way = 0; way < 3; way++) {
+		char name[16], fds[16], want[16] = "0123456789XY", got[32] = {0};
+		snprintf(name, sizeof(name), "f%d.db", way);
+		int fd = open(P(name), O_RDWR | O_CREAT | O_TRUNC, 0644);
+		CHECK(fd >= 0);
+		CHECK(write(fd, "0123456789", 10) == 10);
+		CHECK(lseek(fd, 0, SEEK_SET) == 0);
+		snprintf(fds, sizeof(fds), "%d", fd);
+		pid_t pid;
+		if (way == 2) {
+			char *argv[] = {"dropin", "setflchild", (char *)dir, fds, NULL};
+			extern char **environ;
+			CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
+		} else {
+			pid = vfork_setfl(fd, way == 1, self, fds);
+		}
+		int st;
+		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		CHECK(write(fd, "XY", 2) == 2);
+		if (pread(fd, got, sizeof(got), 0) != 12 || strcmp(got, want)) {
+			fprintf(stderr, "FAIL: way %d (%s): the file holds \"%s\", not \"%s\"\n", way,
+				way == 0 ? "vfork" : way == 1 ? "vfork + exec" : "posix_spawn", got, want);
+			exit(1);
+		}
+		CHECK(close(fd) == 0);
+	}
+}
+
+/* A child writes a protected file and leaves by _exit (or _Exit), which
+ * runs no destructor, while no other process has the store open (the
+ * parent's closed at a failed exec): its write is a lazy group of a store no process
+ * has open.  The parent, opening the store next, must read it. */
+static void c_exitlast(void)
+{
+	for (int way = 0; way < 2; way++) {
+		char name[16], got[16] = {0};
+		snprintf(name, sizeof(name), "x%d.db", way);
+		int fd = open(P(name), O_RDWR | O_CREAT | O_TRUNC, 0644);
+		CHECK(fd >= 0);
+		/* An exec closes the store first (the new image opens its own);
+		 * one that fails leaves it closed until the next write. */
+		CHECK(execl(P("no-such-program"), "none", (char *)NULL) < 0 && errno == ENOENT);
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			if (pwrite(fd, "CHILD", 5, 0) != 5)
+				_exit(3);
+			if (way)
+				_Exit(0);
+			_exit(0);
+		}
+		int st;
+		CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		if (pread(fd, got, sizeof(got), 0) != 5 || strcmp(got, "CHILD")) {
+			fprintf(stderr, "FAIL: after the child's %s the file holds \"%s\", not \"CHILD\"\n",
+				way ? "_Exit" : "_exit", got);
+			exit(1);
+		}
+		CHECK(close(fd) == 0);
+	}
 }
 
 /* execveat replaces the image: the writes made before must be in the file
@@ -902,6 +996,12 @@ int main(int argc, char **argv)
 		c_storefd();
 	else if (!strcmp(c, "vfork"))
 		c_vfork();
+	else if (!strcmp(c, "exitlast"))
+		c_exitlast();
+	else if (!strcmp(c, "setfl"))
+		c_setfl(realpath("/proc/self/exe", NULL));
+	else if (!strcmp(c, "setflchild") && argc > 3)
+		return setfl_child(argv[3]);
 	else if (!strcmp(c, "hole"))
 		c_hole();
 	else if (!strcmp(c, "stat"))
