@@ -11,7 +11,7 @@ SECONDS ?= 600
 # Mutants: one core source file with one crash-safety defence removed
 # (test/crash/mutate.sh), linked in front of the normal library.
 CRASH_MUTANTS := seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover \
-	pad paddsync homeredo reconcile sbsync syncall adoptlog padturn ckptany lzhome lzsync lzread lzorder
+	pad paddsync homeredo reconcile sbsync syncall adoptlog padturn ckptany lzhome lzsync lzread lzchunk lzorder
 CRASH_MUTANT_BINS := $(addprefix $(BUILD)/mutants/t_crash-,$(CRASH_MUTANTS))
 CHECK_DEPS += $(CRASH_MUTANT_BINS)
 

@@ -21,6 +21,21 @@
  * THE OVERLAY (lz_preadv).  Snapshot under the mutex, read the file without
  * it, replay the snapshot over what was read; see replay() for why a group
  * that goes home meanwhile does no harm.
+ *
+ * THE CHUNK FILTER.  A file with pending groups is mostly read where none
+ * of them wrote (a database's pages), and the snapshot walks every seg of
+ * the file under the store's mutex.  So a counter per (file, 16 KiB chunk),
+ * hashed into SHM_LZCHUNKS slots (sh->lzc), counts the indexed writes that
+ * touch the chunk: raised as a write's seg is indexed (under the mutex,
+ * before the commit returns), lowered as it is unindexed (after its home
+ * writes returned), both also under the mutex.  A read whose chunks all
+ * count zero, of a file with no pending size change (nsize), reads the file
+ * alone: every group that wrote there is home, or committed after the read
+ * began (concurrent: old or new).  A collision only sends a read the slow
+ * way.  A short read where a pending write ends further (max_end) goes the
+ * slow way too (the zeros up to it are the overlay's).  lz_rebuild_locked
+ * recounts the filter; it makes sh->lzc_gen odd meanwhile, and a read that
+ * saw it odd, or changed, across its look and its read goes the slow way.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -35,6 +50,37 @@
 #define LZ_PIECE (256u * 1024u)
 
 static struct lz_hdr *lzh(atomio *st) { return &st->sh->lz; }
+
+static uint32_t chunk_slot(uint32_t file, uint64_t chunk)
+{
+	uint64_t h = (chunk ^ ((uint64_t)file << 40)) * 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(h >> 32) % SHM_LZCHUNKS;
+}
+
+/* The chunk filter's counters of a write [off, off + len) of file, by d
+ * (+1 indexed, -1 unindexed).  Mutex held. */
+static void chunks_add_locked(struct shm *sh, uint32_t file, uint64_t off, uint64_t len, int d)
+{
+	if (!len)
+		return;
+	_Atomic uint32_t *c = shm_lzc(sh);
+	for (uint64_t k = off >> LZ_CHUNK_SHIFT; k <= (off + len - 1) >> LZ_CHUNK_SHIFT; k++) {
+		if (d > 0)
+			atomic_fetch_add_explicit(&c[chunk_slot(file, k)], 1, memory_order_relaxed);
+		else
+			atomic_fetch_sub_explicit(&c[chunk_slot(file, k)], 1, memory_order_release);
+	}
+}
+
+/* No indexed write touches [off, off + len) of file (lock-free). */
+static bool chunks_clear(struct shm *sh, uint32_t file, uint64_t off, uint64_t len)
+{
+	_Atomic uint32_t *c = shm_lzc(sh);
+	for (uint64_t k = off >> LZ_CHUNK_SHIFT; len && k <= (off + len - 1) >> LZ_CHUNK_SHIFT; k++)
+		if (atomic_load_explicit(&c[chunk_slot(file, k)], memory_order_acquire))
+			return false;
+	return true;
+}
 
 /* The descriptors of entry idx1's block, or NULL when they do not add up
  * (a damaged state: nothing is indexed from it). */
@@ -128,6 +174,8 @@ static int index_ent_locked(atomio *st, uint32_t idx1, bool counts)
 						    .off = d[j].off, .len = d[j].len,
 						    .data = e->blk + d[j].data, .ticket = e->ticket};
 		seg_link_locked(st, lf, i);
+		if (d[j].kind == SEG_WRITE) /* also in a rebuild, which zeroed the filter */
+			chunks_add_locked(sh, d[j].file, d[j].off, d[j].len, 1);
 		if (e->ticket > atomic_load(&lf->hi))
 			atomic_store(&lf->hi, e->ticket);
 		if (!counts)
@@ -167,6 +215,8 @@ static void file_sweep_locked(atomio *st, struct lz_file *lf, uint32_t ent, uint
 				lf->head = next;
 			if (lf->tail == c)
 				lf->tail = prev;
+			if (ent && s->kind == SEG_WRITE)
+				chunks_add_locked(sh, s->file, s->off, s->len, -1);
 			if (ent)
 				seg_put_locked(st, c);
 		} else {
@@ -236,6 +286,11 @@ void lz_rebuild_locked(atomio *st)
 		lf->head = lf->tail = 0;
 	}
 	sh->lz = (struct lz_hdr){0};
+	/* The filter recounted by the re-indexing below; readers meanwhile go
+	 * the slow way (THE CHUNK FILTER). */
+	atomic_fetch_add(&sh->lzc_gen, 1);
+	for (uint32_t k = 0; k < SHM_LZCHUNKS; k++)
+		atomic_store_explicit(&shm_lzc(sh)[k], 0, memory_order_relaxed);
 	uint32_t steps = 0;
 	for (uint32_t i = S->lz_head; i && i <= SHM_ENTRIES && steps < S->lz_n; steps++) {
 		struct shm_ent *e = shm_ent(sh, i);
@@ -261,6 +316,7 @@ void lz_rebuild_locked(atomio *st)
 		}
 		file_counts_store(lf, n, nsize, max_end);
 	}
+	atomic_fetch_add(&sh->lzc_gen, 1); /* even again: the filter counts what is indexed */
 }
 
 /* --- the overlay ------------------------------------------------------------- */
@@ -414,6 +470,25 @@ static ssize_t piece_read(atomio *st, struct afile *f, struct lz_snap *sn, char 
 	return size > po ? (ssize_t)(size - po < pl ? size - po : pl) : 0;
 }
 
+/* The read of one buffer where the chunk filter says no pending write
+ * touches it (THE CHUNK FILTER): the file's bytes, or -1 where the slow way
+ * must answer (the filter being recounted, or changed, a pending size
+ * change, or the file ending short of a pending write's end). */
+static ssize_t clear_read(atomio *st, struct afile *f, void *buf, size_t len, off_t off)
+{
+	struct shm *sh = st->sh;
+	const struct lz_file *lf = shm_lzf(sh, f->id);
+	uint64_t g = atomic_load_explicit(&sh->lzc_gen, memory_order_acquire);
+	if ((g & 1) || atomic_load(&lf->nsize) || !chunks_clear(sh, f->id, (uint64_t)off, len))
+		return -1;
+	ssize_t n = file_read_home(st, f, buf, len, off);
+	if (n < 0 || atomic_load_explicit(&sh->lzc_gen, memory_order_acquire) != g)
+		return n < 0 ? n : -1;
+	if ((size_t)n < len && atomic_load(&lf->max_end) > (uint64_t)off + (uint64_t)n)
+		return -1;
+	return n;
+}
+
 ssize_t lz_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off_t off)
 {
 	struct afile *f = file_app(st, file);
@@ -422,6 +497,11 @@ ssize_t lz_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt, off
 	size_t total;
 	if (iov_total(iov, iovcnt, &total) < 0)
 		return -EINVAL;
+	if (iovcnt == 1 && total) {
+		ssize_t n = clear_read(st, f, iov[0].iov_base, total, off);
+		if (n != -1)
+			return n;
+	}
 	atomic_fetch_add(&st->sh->stats.lazy_reads, 1);
 	size_t pmax = total < LZ_PIECE ? total : LZ_PIECE;
 	char *buf = malloc(pmax ? pmax : 1);

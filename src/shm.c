@@ -207,6 +207,8 @@ static void layout(struct shm *h, uint64_t dcap, uint64_t arena)
 	off = h->lzf_off + (uint64_t)MAX_FILES * sizeof(struct lz_file);
 	h->lzseg_off = align_up(off, 64);
 	off = h->lzseg_off + (uint64_t)SHM_LZSEGS * sizeof(struct lz_seg);
+	h->lzc_off = align_up(off, 64);
+	off = h->lzc_off + (uint64_t)SHM_LZCHUNKS * sizeof(uint32_t);
 	h->arena_off = align_up(off, 4096);
 	h->arena_size = arena;
 	h->size = h->arena_off + arena;
@@ -293,6 +295,7 @@ int shm_build(atomio *st, const struct shm_start *in)
 	sh->guard_off = geo.guard_off;
 	sh->lzf_off = geo.lzf_off;
 	sh->lzseg_off = geo.lzseg_off;
+	sh->lzc_off = geo.lzc_off;
 	sh->dcap = geo.dcap;
 	sh->arena_size = geo.arena_size;
 	sh->ckpt_at = ckpt_at;
@@ -368,7 +371,7 @@ int shm_join(atomio *st)
 		if (geo.size != sh->size || geo.ents_off != sh->ents_off || geo.bats_off != sh->bats_off ||
 		    geo.procs_off != sh->procs_off || geo.arena_off != sh->arena_off ||
 		    geo.dtab_off != sh->dtab_off || geo.guard_off != sh->guard_off ||
-		    geo.lzf_off != sh->lzf_off || geo.lzseg_off != sh->lzseg_off)
+		    geo.lzf_off != sh->lzf_off || geo.lzseg_off != sh->lzseg_off || geo.lzc_off != sh->lzc_off)
 			why = "its layout does not add up";
 	}
 	if (why) {

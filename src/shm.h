@@ -66,7 +66,7 @@
 #include "internal.h"
 
 #define SHM_MAGIC 0x4d48534f494d4f54ull /* "TOMIOSHM" */
-#define SHM_VERSION 4u
+#define SHM_VERSION 5u
 
 #define SHM_PROCS 128u     /* processes attached at once */
 #define SHM_ENTRIES 4096u  /* groups between their commit call and its return, at once */
@@ -295,6 +295,10 @@ struct shm_stats {
  * blocks' descriptors: rebuilt after a holder's death (lz_rebuild_locked).
  * Written under sh->mu; n is read without it (atomio_lazy_pending). */
 #define SHM_LZSEGS 65536u
+/* The read index's chunk filter (lazy.c, THE CHUNK FILTER): counters of
+ * indexed writes per (file, 16 KiB chunk), hashed into this many slots. */
+#define SHM_LZCHUNKS 65536u
+#define LZ_CHUNK_SHIFT 14
 struct lz_file {
 	_Atomic uint32_t n;     /* indexed segs of this file (0: reads go to the file) */
 	_Atomic uint32_t nsize; /* ... of them size changes */
@@ -329,6 +333,8 @@ struct shm {
 	/* geometry of the parts below (byte offsets from the start) */
 	uint64_t ents_off, bats_off, procs_off, arena_off, dtab_off, guard_off;
 	uint64_t lzf_off, lzseg_off; /* the lazy read index (lazy.c): MAX_FILES lz_file, SHM_LZSEGS lz_seg */
+	uint64_t lzc_off;            /* ... and its chunk filter: SHM_LZCHUNKS _Atomic uint32_t */
+	_Atomic uint64_t lzc_gen;    /* odd while lz_rebuild_locked recounts the filter */
 	uint64_t lz_delay_ns; /* the lazy delay (atomio_options.lazy_delay_us) of the first process */
 	uint64_t dcap;       /* keys per dirty-set table */
 	uint64_t arena_size; /* bytes of the arena (a multiple of 4096) */
@@ -387,6 +393,10 @@ static inline struct gkey *shm_guard(struct shm *sh, unsigned i)
 static inline struct lz_file *shm_lzf(struct shm *sh, uint32_t file)
 {
 	return (struct lz_file *)((char *)sh + sh->lzf_off) + file;
+}
+static inline _Atomic uint32_t *shm_lzc(struct shm *sh)
+{
+	return (_Atomic uint32_t *)((char *)sh + sh->lzc_off);
 }
 static inline struct lz_seg *shm_lzseg(struct shm *sh, uint32_t idx1)
 {

@@ -26,7 +26,7 @@
 # configurations every time), MUTANT_STATES (budget per mutant, overriding
 # the defaults below).
 # CRASH_MUTANTS_SET: `check` (the default, `make check`: the fourteen of
-# one process, ckptany, which needs no death, and the three of lazy groups), `procs` (the nine whose
+# one process, ckptany, which needs no death, and the four of lazy groups), `procs` (the nine whose
 # processes die: `make check-crash-procs`), or `all`.
 # timeout: 900
 # (`check`: about a minute on an idle machine, several at a load of 30;
@@ -36,7 +36,7 @@ cd "$(dirname "$0")/.." || exit 1
 seed=${ATOMIO_SEED:-1}
 echo "mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
 fail=0
-one="seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover ckptany lzhome lzsync lzread"
+one="seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover ckptany lzhome lzsync lzread lzchunk"
 dying="pad paddsync homeredo reconcile sbsync syncall adoptlog padturn lzorder"
 case ${CRASH_MUTANTS_SET:-check} in
 check) list=$one ;;
@@ -110,7 +110,7 @@ for m in $list; do
 	# checkpointer thread, replayable (lzhome: seeds 1-3 took 143, 182,
 	# 133 crash states; lzread, with the reader handle: the same).
 	lzhome) cfg="threads=1,bg=0,lazy_pct=100,sync_pct=10" states=2000 ;;
-	lzread) cfg="threads=1,bg=0,lazy_pct=100,sync_pct=10,reader=1" states=2000 ;;
+	lzread|lzchunk) cfg="threads=1,bg=0,lazy_pct=100,sync_pct=10,reader=1" states=2000 ;;
 	# lzsync's sync returns early only while another thread leads the
 	# batch its groups are in: four threads that sync before every group;
 	# seed 1 took 3245 to 12656 crash states in four runs (two threads,
