@@ -170,7 +170,12 @@ static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsi
 	if (have > e->len)
 		have = e->len;
 	const unsigned char *cmp = base;
-	if (have == e->len && map_base(c, base_end)) {
+	/* The map shows the file, without lazy groups not yet home (ours at
+	 * synchronous=NORMAL, anyone's): then the base is read through
+	 * base_read, which overlays them, since recovery replays this group
+	 * after them (a crash that loses them loses this one too: commit
+	 * order). */
+	if (have == e->len && !c->lazy_base && map_base(c, base_end)) {
 		cmp = c->map + e->off; /* no copy, no syscall */
 	} else {
 		if (have > 0 && base_read(c, base, have, e->off) < 0)
@@ -216,6 +221,10 @@ static int add_group(aconn *c, atomio_tx *tx, int fid, int64_t *spare)
 	size_t *ord = pend_order(p);
 	/* Only the bytes that change, where writes cannot overlap. */
 	bool diff = c->diff && p->uniform && *spare >= 0;
+	atomio *st = diff ? writer_store(c->db) : NULL;
+	/* Once per group: EXCLUSIVE is held, so no group is committed
+	 * meanwhile; one going home meanwhile is in the file either way. */
+	c->lazy_base = st && atomio_lazy_pending(st, c->db->fid) != 0;
 	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
 	struct span *sp = diff ? malloc(((size_t)p->plen / 33 + 1) * sizeof(*sp)) : NULL;
 	int r = ord && ((base && sp) || !diff) ? 0 : -ENOMEM;
@@ -319,8 +328,19 @@ int commit_group(aconn *c, bool fold)
 	if (r == 0)
 		r = add_group(c, tx, d->fid, &spare);
 	bool committed = false, to_wal = r == 0 && group_sets_wal(c);
+	/* SYNCHRONOUS (internals.h): at NORMAL and OFF the commit of one
+	 * database's group with its journal in memory (fold: phase two, or a
+	 * batch-atomic commit) is lazy, as SQLite's WAL at NORMAL makes a
+	 * commit atomic at once and durable later.  SQLite's lock is given up
+	 * after this returns, and every reader of every process sees the
+	 * group at once (lazy_read).  At FULL and EXTRA, and where a journal
+	 * on disk or a super-journal is the commit point (not fold), or the
+	 * database goes to WAL (its store is closed right after), the commit
+	 * is durable before SQLite may unlock: a reader never sees a commit
+	 * a power cut could take back. */
+	bool lazy = fold && !to_wal && c->sync_level <= 1;
 	if (r == 0) {
-		r = atomio_tx_commit(tx);
+		r = lazy ? atomio_tx_commit_lazy(tx, NULL) : atomio_tx_commit(tx);
 		committed = true;
 	} else if (tx) {
 		atomio_tx_abort(tx);
