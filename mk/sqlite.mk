@@ -72,7 +72,7 @@ check-sqlite-sim: deps
 # databases, WAL's syncs), test/t_sqlite_vfs_mutants.sh that the test named
 # before each of SQ_VFS_MUTANTS (TEST:MUTANT) catches it (journals in memory,
 # WAL without a live group).
-SQ_MUTANTS := separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync
+SQ_MUTANTS := separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync fulllazy lzbase
 SQ_MUTANT_BINS := $(addprefix $(BUILD)/mutants/t_sqlite_sim-,$(SQ_MUTANTS))
 CHECK_DEPS += $(SQ_MUTANT_BINS)
 SQ_VFS_MUTANTS := t_sqlite_journal:hotmem t_sqlite_journal:readycommit t_sqlite_xattach:supermem t_sqlite_xattach:nomembers \

@@ -309,14 +309,17 @@ static int pragma(aconn *c, char **az)
 	if (!sqlite3_stricmp(name, "atomio_stats")) {
 		atomio *st = store_pin(c->db);
 		struct atomio_stats s = {0};
+		struct atomio_lazy_stats lz = {0};
 		if (st) {
 			atomio_stats(st, &s);
+			atomio_lazy_stats(st, &lz);
 			store_unpin(c->db);
 		}
-		az[0] = sqlite3_mprintf("writer=%d commits=%llu bytes_logged=%llu bytes_home=%llu "
+		az[0] = sqlite3_mprintf("writer=%d commits=%llu lazy_commits=%llu bytes_logged=%llu bytes_home=%llu "
 					"log_syncs=%llu data_syncs=%llu checkpoints=%llu "
 					"groups_recovered=%llu",
 					st != NULL, (unsigned long long)s.commits,
+					(unsigned long long)lz.lazy_commits,
 					(unsigned long long)s.bytes_logged,
 					(unsigned long long)s.bytes_home, (unsigned long long)s.log_syncs,
 					(unsigned long long)s.data_syncs, (unsigned long long)s.checkpoints,
