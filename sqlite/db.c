@@ -149,6 +149,7 @@ void release_db(struct adb *d)
 	free(d->db_path);
 	free(d->log_path);
 	free(d->mark_log);
+	bc_drop(d);
 	free(d);
 }
 

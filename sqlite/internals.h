@@ -228,6 +228,16 @@ struct adb {
 	 * (unmark).  NULL: none.  Set and cleared under this database's
 	 * EXCLUSIVE lock. */
 	char *mark_log;
+	/* BASE CACHE (group.c, bc_*): while lazy groups of this database are
+	 * pending, the diff's base is not the file.  From a moment when none
+	 * was pending, every page this process's commits wrote, as they left
+	 * it, so long as each commit's change counter follows the last one's
+	 * (no other connection committed).  Used and changed under SQLite's
+	 * EXCLUSIVE lock only. */
+	struct pend bc;
+	bool bc_ok;
+	uint32_t bc_counter; /* the change counter our last cached commit wrote */
+	atomio *bc_st;       /* the store of that chain */
 };
 
 /* A registered VFS. */
@@ -251,7 +261,9 @@ typedef struct aconn {
 				2 FULL, 3 EXTRA (sync_level_of); <= 1 commits lazily (SYNCHRONOUS) */
 	bool counted;        /* in the database's nres (a write transaction) */
 	bool ready;          /* the group was synced: commit it with the others */
-	bool lazy_base;      /* the group's diff reads its base through atomio (add_group) */
+	int base_mode;       /* where the group's diff finds its base (add_group: enum base_mode) */
+	bool chain;          /* commit_group: the database's base cache holds this group's base */
+	int64_t file_real;   /* BASE_CHAIN: the file's size (pages below it not cached are the file's) */
 	unsigned streak;     /* write locks taken since it last handed one off (turns) */
 	struct aconn *rnext; /* g_ready */
 	pthread_t rowner;    /* the thread that synced the group (ready_add) */
@@ -298,6 +310,8 @@ int mf_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int
 int mf_delete(sqlite3_vfs *real, const char *name, int sync);
 
 /* group.c */
+enum base_mode { BASE_FILE, BASE_CHAIN, BASE_READ };
+void bc_drop(struct adb *d);
 int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off);
 int64_t lazy_read(aconn *c, void *buf, int64_t n, int64_t off);
 bool journal_on_disk(struct adb *d);

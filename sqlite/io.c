@@ -315,11 +315,12 @@ static int pragma(aconn *c, char **az)
 			atomio_lazy_stats(st, &lz);
 			store_unpin(c->db);
 		}
-		az[0] = sqlite3_mprintf("writer=%d commits=%llu lazy_commits=%llu bytes_logged=%llu bytes_home=%llu "
+		az[0] = sqlite3_mprintf("writer=%d commits=%llu lazy_commits=%llu lazy_reads=%llu bytes_logged=%llu "
+					"bytes_home=%llu "
 					"log_syncs=%llu data_syncs=%llu checkpoints=%llu "
 					"groups_recovered=%llu",
 					st != NULL, (unsigned long long)s.commits,
-					(unsigned long long)lz.lazy_commits,
+					(unsigned long long)lz.lazy_commits, (unsigned long long)lz.lazy_reads,
 					(unsigned long long)s.bytes_logged,
 					(unsigned long long)s.bytes_home, (unsigned long long)s.log_syncs,
 					(unsigned long long)s.data_syncs, (unsigned long long)s.checkpoints,

@@ -22,6 +22,12 @@
  *  6. ATTACH: a COMMIT over two databases is durable at NORMAL (one group,
  *     checkpointed).
  *  7. The last close makes everything durable and home.
+ *  9. The diff's base cache (group.c, BASE CACHE) follows this process's
+ *     commits only while no other process commits: a row set to 'x' here,
+ *     'y' by another process, 'x' here again (all lazy) reads 'x', also
+ *     after a reopen.  (Mutant bcnochain, the chain kept across the other
+ *     process's commit: the page's diff against the stale 'x' is empty,
+ *     and the row reads 'y'.)
  *  8. A failed flush (the log's writes fail with EIO after a lazy commit;
  *     delay 20 ms) surfaces as SQLITE_IOERR at the next COMMIT, never
  *     silently (a child process: its store is failed).
@@ -108,6 +114,61 @@ static void check_reader(sqlite3 *db, long long rows)
 	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 	close(down[1]);
 	close(up[0]);
+}
+
+/* 9: another process's commit between two of ours. */
+/* It keeps the store open until told (its close would flush every lazy
+ * group, and the next commit here would begin a new chain). */
+static void other_writer(int in, int out)
+{
+	sqlite3 *db = open_uri(path2, "");
+	sq_ok(db, "PRAGMA synchronous=NORMAL; UPDATE r SET v = 'y'");
+	char c = 'w';
+	KCHECK(write(out, &c, 1) == 1);
+	KCHECK(read(in, &c, 1) == 1);
+	KCHECK(sqlite3_close(db) == SQLITE_OK);
+	_exit(0);
+}
+
+static void check_chain(void)
+{
+	sqlite3 *db = open_uri(path2, "");
+	sq_ok(db, "PRAGMA synchronous=NORMAL; CREATE TABLE r(v); INSERT INTO r VALUES('o')");
+	sq_ok(db, "UPDATE r SET v = 'x'"); /* lazy: the chain begins (or goes on) */
+	int down[2], up[2];
+	CHECK_OK(pipe(down));
+	CHECK_OK(pipe(up));
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(down[1]);
+		close(up[0]);
+		other_writer(down[0], up[1]);
+	}
+	close(down[0]);
+	close(up[1]);
+	char v[8];
+	CHECK_EQ(read(up[0], v, 1), 1);
+	sq_text(db, "SELECT v FROM r", v, sizeof(v));
+	CHECK(!strcmp(v, "y"));
+	sq_ok(db, "UPDATE r SET v = 'x'");
+	sq_text(db, "SELECT v FROM r", v, sizeof(v));
+	CHECK(!strcmp(v, "x"));
+	CHECK_EQ(write(down[1], "g", 1), 1);
+	int ws;
+	CHECK_EQ(waitpid(pid, &ws, 0), pid);
+	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	close(down[1]);
+	close(up[0]);
+	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+	db = open_uri(path2, "");
+	sq_text(db, "SELECT v FROM r", v, sizeof(v));
+	if (strcmp(v, "x")) {
+		fprintf(stderr, "after a reopen the row reads '%s', not 'x'\n", v);
+		exit(1);
+	}
+	sq_integrity(db);
+	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
 }
 
 /* 8: every write of the store fails from the switch on (the flush's). */
@@ -204,6 +265,8 @@ int main(void)
 	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 60);
 	sq_integrity(db);
 	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+	/* 9 */
+	check_chain();
 	/* 8 */
 	pid_t pid = fork();
 	CHECK(pid >= 0);
