@@ -356,9 +356,12 @@ static void bc_begin(aconn *c, atomio *st)
 	c->chain = d->bc_ok;
 }
 
-/* c's group committed (r == 0) or not: the cache takes its pages as the
- * new base, or the chain ends.  EXCLUSIVE held. */
-static void bc_end(aconn *c, int r)
+/* c's group committed (r == 0; lazily or not) or not: the cache takes its
+ * pages as the new base, or the chain ends (a durable commit: its pages and
+ * every group before it are home when it returns, so the next commit finds
+ * none pending and begins a chain anew: nothing to copy at FULL).  EXCLUSIVE
+ * held. */
+static void bc_end(aconn *c, int r, bool lazy)
 {
 	struct adb *d = c->db;
 	struct pend *p = &c->pend;
@@ -366,7 +369,7 @@ static void bc_end(aconn *c, int r)
 	c->chain = false;
 	if (!d->bc_ok)
 		return;
-	if (r != 0 || ctr < 0 || p->truncated || !p->uniform || d->bc.n + p->n > BC_MAX) {
+	if (r != 0 || !lazy || ctr < 0 || p->truncated || !p->uniform || d->bc.n + p->n > BC_MAX) {
 		bc_drop(d);
 		return;
 	}
@@ -420,7 +423,7 @@ int commit_group(aconn *c, bool fold)
 		atomio_tx_abort(tx);
 	}
 	int64_t lsize = p->lsize;
-	bc_end(c, r);
+	bc_end(c, r, lazy);
 	pend_clear(p);
 	__atomic_store_n(&d->size, r == 0 ? lsize : -1, __ATOMIC_RELAXED);
 	if (r == 0 && to_wal) {
