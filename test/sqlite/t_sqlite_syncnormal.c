@@ -28,10 +28,15 @@
  *     after a reopen.  (Mutant bcnochain, the chain kept across the other
  *     process's commit: the page's diff against the stale 'x' is empty,
  *     and the row reads 'y'.)
+ * 10. A writer process that dies (SIGKILL) right after lazy commits loses
+ *     nothing while another process of the store lives: this process reads
+ *     them at once, and its close (the last of the store) makes them
+ *     durable: the file has them after it.
  *  8. A failed flush (the log's writes fail with EIO after a lazy commit;
  *     delay 20 ms) surfaces as SQLITE_IOERR at the next COMMIT, never
  *     silently (a child process: its store is failed).
  */
+#include <signal.h>
 #include <sys/wait.h>
 
 #include "sq_t.h"
@@ -171,6 +176,41 @@ static void check_chain(void)
 	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
 }
 
+/* 10: lazy commits, then killed with its store open. */
+static void dying_writer(const char *p3)
+{
+	sqlite3 *db = open_uri(p3, "");
+	sq_ok(db, "PRAGMA synchronous=NORMAL");
+	inserts(db, 5);
+	kill(getpid(), SIGKILL);
+	_exit(3);
+}
+
+static void check_death(void)
+{
+	const char *p3 = t_path("death.db");
+	char p3c[4200];
+	snprintf(p3c, sizeof(p3c), "%s", p3); /* t_path's buffer is shared */
+	sqlite3 *db = open_uri(p3c, "");
+	sq_ok(db, "CREATE TABLE t(x)"); /* FULL: the store is ours too */
+	uint32_t c0 = file_counter(p3c);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		dying_writer(p3c);
+	int ws;
+	CHECK_EQ(waitpid(pid, &ws, 0), pid);
+	CHECK(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+	CHECK_EQ(file_counter(p3c), c0); /* lazy: not home */
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 5);
+	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+	CHECK_EQ(file_counter(p3c), c0 + 5);
+	db = open_uri(p3c, "");
+	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 5);
+	sq_integrity(db);
+	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+}
+
 /* 8: every write of the store fails from the switch on (the flush's). */
 static int fail_log = 0;
 static struct atomio_sysops eio_ops;
@@ -267,6 +307,8 @@ int main(void)
 	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
 	/* 9 */
 	check_chain();
+	/* 10 */
+	check_death();
 	/* 8 */
 	pid_t pid = fork();
 	CHECK(pid >= 0);
