@@ -175,7 +175,8 @@ ssize_t atomio_preadv(atomio *st, int file, const struct iovec *iov, int iovcnt,
 int atomio_checkpoint(atomio *st);
 /* Wait until every group that any process of the store has queued or
  * logged is written home whole (groups of a process that died are
- * committed, or given up, by this call if need be); no sync.  For a reader
+ * committed, or given up, by this call if need be); no sync.  Queued lazy
+ * groups are not waited for (reads overlay them).  For a reader
  * that keeps live writers out by a lock of its own and must not read a group
  * a dead writer left half home (docs/API.md, atomio_settle). */
 int atomio_settle(atomio *st);

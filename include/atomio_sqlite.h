@@ -18,7 +18,12 @@
  * atomio_log_size=BYTES, default 8 times the database, 8 to 64 MiB); a
  * transaction that does not fit grows it.  A transaction over several
  * ATTACHed databases commits as one group in every mode but WAL
- * (docs/SQLITE.md).
+ * (docs/SQLITE.md).  At PRAGMA synchronous=NORMAL or OFF (or URI
+ * atomio_synchronous=normal) a one-database commit is a lazy group: atomic
+ * and visible to every process at once, durable at the next FULL commit,
+ * the last close or within the store's lazy delay (URI atomio_lazy_ms=N,
+ * default 200); at FULL (SQLite's default) and EXTRA it is durable when the
+ * COMMIT returns (docs/SQLITE.md, "synchronous").
  *
  * The VFS also answers the SQLITE_FCNTL_BEGIN_, COMMIT_ and
  * ROLLBACK_ATOMIC_WRITE file controls, and, to an SQLite built with

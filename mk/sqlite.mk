@@ -72,12 +72,12 @@ check-sqlite-sim: deps
 # databases, WAL's syncs), test/t_sqlite_vfs_mutants.sh that the test named
 # before each of SQ_VFS_MUTANTS (TEST:MUTANT) catches it (journals in memory,
 # WAL without a live group).
-SQ_MUTANTS := separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync
+SQ_MUTANTS := separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync fulllazy lzbase
 SQ_MUTANT_BINS := $(addprefix $(BUILD)/mutants/t_sqlite_sim-,$(SQ_MUTANTS))
 CHECK_DEPS += $(SQ_MUTANT_BINS)
 SQ_VFS_MUTANTS := t_sqlite_journal:hotmem t_sqlite_journal:readycommit t_sqlite_xattach:supermem t_sqlite_xattach:nomembers \
 	t_sqlite_wal:noopendrop t_sqlite_wal:nosetdrop \
-	t_sqlite_writers:nosettle t_sqlite_turns:noturns
+	t_sqlite_writers:nosettle t_sqlite_turns:noturns t_sqlite_syncnormal:bcnochain
 define SQ_VFS_MUTANT
 $$(BUILD)/mutants/$(1)-$(2): test/sqlite/$(1).c $$(SQ_TEST_HDRS) $$(BUILD)/mutants/sqlite-vfs-$(2).o $$(BUILD)/libatomio_sqlite.a $$(BUILD)/libatomio.a
 	$$(CC) $$(BASE_CFLAGS) $$(CPPFLAGS) -Itest -Isqlite $$(CFLAGS) $$(LDFLAGS) -DATOMIO_DEBUG -o $$@ $$< $$(BUILD)/mutants/sqlite-vfs-$(2).o $$(BUILD)/libatomio_sqlite.a $$(BUILD)/libatomio.a $$(SQ_LIBS)

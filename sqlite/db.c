@@ -37,7 +37,7 @@ struct adb *db_by_id(dev_t dev, ino_t ino)
 	return d;
 }
 
-struct adb *get_db(int fd, const char *path, uint64_t log_size)
+struct adb *get_db(int fd, const char *path, uint64_t log_size, uint64_t lazy_us)
 {
 	struct stat sb;
 	if (fstat(fd, &sb) < 0)
@@ -68,6 +68,7 @@ struct adb *get_db(int fd, const char *path, uint64_t log_size)
 			snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", fd);
 			d->wfd = open(fdp, O_RDONLY | O_CLOEXEC);
 			d->log_size = log_size;
+			d->lazy_us = lazy_us; /* the first connection's, as atomio_log_size= */
 			d->next = g_dbs;
 			g_dbs = d;
 		}
@@ -148,6 +149,7 @@ void release_db(struct adb *d)
 	free(d->db_path);
 	free(d->log_path);
 	free(d->mark_log);
+	bc_drop(d);
 	free(d);
 }
 

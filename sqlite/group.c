@@ -170,7 +170,18 @@ static int add_diff(aconn *c, atomio_tx *tx, int fid, const struct pent *e, unsi
 	if (have > e->len)
 		have = e->len;
 	const unsigned char *cmp = base;
-	if (have == e->len && map_base(c, base_end)) {
+	/* The map shows the file, without lazy groups not yet home (ours at
+	 * synchronous=NORMAL, anyone's): then the base is the page as our last
+	 * commit left it (BASE CACHE), or the file where no group since the
+	 * chain began wrote the page, or else read through base_read, which
+	 * overlays them -- recovery replays this group after them (a crash
+	 * that loses them loses this one too: commit order). */
+	const unsigned char *cached =
+		c->base_mode == BASE_CHAIN && c->db->bc.plen == e->len ? pend_page(&c->db->bc, e->off) : NULL;
+	bool file_ok = c->base_mode == BASE_FILE || (c->base_mode == BASE_CHAIN && e->off + e->len <= c->file_real);
+	if (have == e->len && cached) {
+		cmp = cached;
+	} else if (have == e->len && file_ok && map_base(c, base_end)) {
 		cmp = c->map + e->off; /* no copy, no syscall */
 	} else {
 		if (have > 0 && base_read(c, base, have, e->off) < 0)
@@ -216,6 +227,12 @@ static int add_group(aconn *c, atomio_tx *tx, int fid, int64_t *spare)
 	size_t *ord = pend_order(p);
 	/* Only the bytes that change, where writes cannot overlap. */
 	bool diff = c->diff && p->uniform && *spare >= 0;
+	atomio *st = diff ? writer_store(c->db) : NULL;
+	/* Once per group: EXCLUSIVE is held, so no group is committed
+	 * meanwhile; one going home meanwhile is in the file either way. */
+	c->base_mode = !st || atomio_lazy_pending(st, c->db->fid) == 0 ? BASE_FILE : c->chain ? BASE_CHAIN : BASE_READ;
+	if (c->base_mode == BASE_CHAIN && (c->file_real = f_size(c->db->wfd)) < 0)
+		c->base_mode = BASE_READ;
 	unsigned char *base = diff ? malloc((size_t)p->plen) : NULL;
 	struct span *sp = diff ? malloc(((size_t)p->plen / 33 + 1) * sizeof(*sp)) : NULL;
 	int r = ord && ((base && sp) || !diff) ? 0 : -ENOMEM;
@@ -298,6 +315,74 @@ static int unmark(struct adb *d)
 	return SQLITE_OK;
 }
 
+/* BASE CACHE (struct adb).  At most this many pages (4 MiB of 4 KiB
+ * pages); beyond, the chain ends until no lazy group is pending. */
+#define BC_MAX 1024
+
+void bc_drop(struct adb *d)
+{
+	pend_clear(&d->bc);
+	d->bc_ok = false;
+	d->bc_st = NULL;
+}
+
+/* The change counter c's group writes (page 1's, with the valid-for
+ * number beside it), or -1. */
+static int64_t group_counter(const struct pend *p)
+{
+	const unsigned char *h = p->uniform && p->plen >= 100 ? pend_page(p, 0) : NULL;
+	return h && be32(h + 24) == be32(h + 92) ? (int64_t)be32(h + 24) : -1;
+}
+
+/* Before c's group is built: may its diff take its base from the cache
+ * (c->chain)?  A chain begins where no lazy group of the database is
+ * pending (the file is then every page's base), and goes on while each
+ * group is this process's and follows the last one: its change counter
+ * one more than the last cached commit's (every SQLite commit bumps it,
+ * whichever connection or process makes it).  EXCLUSIVE held. */
+static void bc_begin(aconn *c, atomio *st)
+{
+	struct adb *d = c->db;
+	int64_t ctr = group_counter(&c->pend);
+	if (d->bc_st != st || !c->diff)
+		bc_drop(d);
+	if (st && atomio_lazy_pending(st, d->fid) == 0) {
+		bc_drop(d);
+		d->bc_ok = true;
+		d->bc_st = st;
+	} else if (!d->bc_ok || ctr < 0 || (uint32_t)ctr != d->bc_counter + 1) {
+		bc_drop(d);
+	}
+	c->chain = d->bc_ok;
+}
+
+/* c's group committed (r == 0; lazily or not) or not: the cache takes its
+ * pages as the new base, or the chain ends (a durable commit: its pages and
+ * every group before it are home when it returns, so the next commit finds
+ * none pending and begins a chain anew: nothing to copy at FULL).  EXCLUSIVE
+ * held. */
+static void bc_end(aconn *c, int r, bool lazy)
+{
+	struct adb *d = c->db;
+	struct pend *p = &c->pend;
+	int64_t ctr = group_counter(p);
+	c->chain = false;
+	if (!d->bc_ok)
+		return;
+	if (r != 0 || !lazy || ctr < 0 || p->truncated || !p->uniform || d->bc.n + p->n > BC_MAX) {
+		bc_drop(d);
+		return;
+	}
+	if (!d->bc.active)
+		pend_begin(&d->bc, 0);
+	for (size_t i = 0; i < p->n; i++)
+		if (pend_write(&d->bc, p->v[i].data, p->v[i].len, p->v[i].off) < 0 || !d->bc.uniform) {
+			bc_drop(d);
+			return;
+		}
+	d->bc_counter = (uint32_t)ctr;
+}
+
 int commit_group(aconn *c, bool fold)
 {
 	struct pend *p = &c->pend;
@@ -313,19 +398,32 @@ int commit_group(aconn *c, bool fold)
 		pend_clear(p);
 		return urc;
 	}
+	bc_begin(c, st);
 	atomio_tx *tx = NULL;
 	int r = atomio_tx_begin(st, &tx);
 	int64_t spare = (int64_t)d->max_segs - group_ranges(p);
 	if (r == 0)
 		r = add_group(c, tx, d->fid, &spare);
 	bool committed = false, to_wal = r == 0 && group_sets_wal(c);
+	/* SYNCHRONOUS (internals.h): at NORMAL and OFF the commit of one
+	 * database's group with its journal in memory (fold: phase two, or a
+	 * batch-atomic commit) is lazy, as SQLite's WAL at NORMAL makes a
+	 * commit atomic at once and durable later.  SQLite's lock is given up
+	 * after this returns, and every reader of every process sees the
+	 * group at once (lazy_read).  At FULL and EXTRA, and where a journal
+	 * on disk or a super-journal is the commit point (not fold), or the
+	 * database goes to WAL (its store is closed right after), the commit
+	 * is durable before SQLite may unlock: a reader never sees a commit
+	 * a power cut could take back. */
+	bool lazy = fold && !to_wal && c->sync_level <= 1;
 	if (r == 0) {
-		r = atomio_tx_commit(tx);
+		r = lazy ? atomio_tx_commit_lazy(tx, NULL) : atomio_tx_commit(tx);
 		committed = true;
 	} else if (tx) {
 		atomio_tx_abort(tx);
 	}
 	int64_t lsize = p->lsize;
+	bc_end(c, r, lazy);
 	pend_clear(p);
 	__atomic_store_n(&d->size, r == 0 ? lsize : -1, __ATOMIC_RELAXED);
 	if (r == 0 && to_wal) {
@@ -524,6 +622,7 @@ static int commit_set(aconn **m, int n)
 		atomio_tx_abort(tx);
 	}
 	for (int i = 0; i < n; i++) {
+		bc_drop(m[i]->db); /* its base is no longer this process's chain */
 		/* Without a commit, or once it is synced everywhere, the group
 		 * is nowhere to recover from: no marker.  Else the markers stay
 		 * for whoever recovers next (repair_store below, if not). */

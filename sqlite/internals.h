@@ -24,6 +24,19 @@
  * committed: SQLite rolled the transaction back or failed it, so it is
  * discarded and the file is exactly as before the transaction.
  *
+ * SYNCHRONOUS.  With PRAGMA synchronous=NORMAL or OFF (SQLite's level, which
+ * it never passes to the VFS: xSync gets SQLITE_SYNC_NORMAL at FULL too,
+ * so the VFS reads it from SQLITE_FCNTL_PRAGMA, per connection and
+ * database; at open from SQLite's compiled default or the URI parameter
+ * atomio_synchronous) a single database's group is committed lazily
+ * (atomio_tx_commit_lazy): atomic and visible to every process at once,
+ * durable at the store's next sync, durable commit, last close or within
+ * its lazy delay (URI atomio_lazy_ms), a prefix of commit order after a
+ * crash.  FULL and EXTRA commit durably, and SQLite's lock is never given
+ * up before that: no reader sees a commit that a power cut can take back.
+ * Commits over several databases, into WAL, and with a rollback journal
+ * on disk stay durable at every level.
+ *
  * JOURNALS.  So a rollback journal on disk adds nothing, and the VFS keeps
  * the ones SQLite creates in memory (journal.c): in DELETE, TRUNCATE and
  * PERSIST mode, SQLite's default included, every transaction commits as
@@ -187,6 +200,7 @@ struct adb {
 	char *db_path;
 	char *log_path;
 	uint64_t log_size;   /* for creating the log (0 = atomio's default) */
+	uint64_t lazy_us;    /* URI atomio_lazy_ms: the store's lazy delay (0 = atomio's default) */
 	atomio *st;          /* this process is the writer; atomic load/store */
 	struct turns *turns; /* in st's shared area while st is published; atomic (turns_pin) */
 	int npin;            /* threads using turns (turns_pin); atomic */
@@ -214,6 +228,16 @@ struct adb {
 	 * (unmark).  NULL: none.  Set and cleared under this database's
 	 * EXCLUSIVE lock. */
 	char *mark_log;
+	/* BASE CACHE (group.c, bc_*): while lazy groups of this database are
+	 * pending, the diff's base is not the file.  From a moment when none
+	 * was pending, every page this process's commits wrote, as they left
+	 * it, so long as each commit's change counter follows the last one's
+	 * (no other connection committed).  Used and changed under SQLite's
+	 * EXCLUSIVE lock only. */
+	struct pend bc;
+	bool bc_ok;
+	uint32_t bc_counter; /* the change counter our last cached commit wrote */
+	atomio *bc_st;       /* the store of that chain */
 };
 
 /* A registered VFS. */
@@ -233,8 +257,13 @@ typedef struct aconn {
 	int elock;           /* SQLITE_LOCK_* held */
 	bool diff;           /* log only changed bytes (URI atomio_diff, default on) */
 	bool nolock;         /* URI nolock=1: SQLite never calls xLock */
+	int sync_level;      /* SQLite's PRAGMA synchronous as the VFS knows it: 0 OFF, 1 NORMAL,
+				2 FULL, 3 EXTRA (sync_level_of); <= 1 commits lazily (SYNCHRONOUS) */
 	bool counted;        /* in the database's nres (a write transaction) */
 	bool ready;          /* the group was synced: commit it with the others */
+	int base_mode;       /* where the group's diff finds its base (add_group: enum base_mode) */
+	bool chain;          /* commit_group: the database's base cache holds this group's base */
+	int64_t file_real;   /* BASE_CHAIN: the file's size (pages below it not cached are the file's) */
 	unsigned streak;     /* write locks taken since it last handed one off (turns) */
 	struct aconn *rnext; /* g_ready */
 	pthread_t rowner;    /* the thread that synced the group (ready_add) */
@@ -259,6 +288,7 @@ enum probe { PROBE_WRITER, PROBE_NOLOG, PROBE_CLEAN, PROBE_DIRTY };
  * bottom. */
 
 /* io.c */
+int sync_level_of(const char *z, int dflt);
 int x_close(sqlite3_file *f);
 extern const sqlite3_io_methods aio_methods;
 
@@ -280,6 +310,8 @@ int mf_open(sqlite3_vfs *real, const char *name, sqlite3_file *f, int flags, int
 int mf_delete(sqlite3_vfs *real, const char *name, int sync);
 
 /* group.c */
+enum base_mode { BASE_FILE, BASE_CHAIN, BASE_READ };
+void bc_drop(struct adb *d);
 int64_t base_read(void *ctx, void *buf, int64_t n, int64_t off);
 int64_t lazy_read(aconn *c, void *buf, int64_t n, int64_t off);
 bool journal_on_disk(struct adb *d);
@@ -321,7 +353,7 @@ extern pthread_mutex_t g_mu;
 extern struct adb *g_dbs;
 extern struct aconn *g_conns;
 struct adb *db_by_id(dev_t dev, ino_t ino);
-struct adb *get_db(int fd, const char *path, uint64_t log_size);
+struct adb *get_db(int fd, const char *path, uint64_t log_size, uint64_t lazy_us);
 extern pthread_once_t g_fork_once;
 void fork_register(void);
 void release_db(struct adb *d);

@@ -7,6 +7,7 @@
  * methods are lock.c's.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -267,20 +268,59 @@ static int x_sync(sqlite3_file *f, int flags)
 	return c->ready ? SQLITE_OK : commit_group(c, false);
 }
 
+/* SQLite's level for a PRAGMA synchronous value z, its own rule (pragma.c,
+ * getSafetyLevel and PragTyp_SYNCHRONOUS), as 0 OFF, 1 NORMAL, 2 FULL,
+ * 3 EXTRA (4..6: what SQLite's mask makes of larger numbers, EXTRA's
+ * syncs); a word it does not know is dflt.  Any level above NORMAL is a
+ * durable commit, so where this reading differed from SQLite's it could
+ * only be more durable than asked, except for a value SQLite refuses
+ * (inside a transaction: "Safety level may not be changed"): docs/SQLITE.md. */
+int sync_level_of(const char *z, int dflt)
+{
+	static const struct {
+		const char *w;
+		int v;
+	} words[] = {{"on", 1}, {"no", 0}, {"off", 0}, {"false", 0}, {"yes", 1}, {"true", 1}, {"extra", 3}, {"full", 2},
+					     {"normal", 1} /* SQLite's too: unknown, so its default 1 */};
+	long long v = dflt;
+	if (z && *z >= '0' && *z <= '9') {
+		v = 0;
+		for (const char *p = z; *p >= '0' && *p <= '9' && v <= INT32_MAX; p++)
+			v = v * 10 + (*p - '0');
+		if (v > INT32_MAX)
+			v = 0; /* sqlite3Atoi's answer to an overflow */
+	} else if (z) {
+		for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+			if (!sqlite3_stricmp(z, words[i].w))
+				v = words[i].v;
+	}
+	int level = (int)((v + 1) & 7);
+	return (level ? level : 1) - 1;
+}
+
 static int pragma(aconn *c, char **az)
 {
 	const char *name = az[1];
+	/* SQLite applies the level (to this database only: "PRAGMA
+	 * aux.synchronous" reaches aux's file) when it prepares the pragma, right
+	 * after this call; SQLITE_NOTFOUND from the unix VFS below lets it. */
+	if (!sqlite3_stricmp(name, "synchronous") && az[2])
+		c->sync_level = sync_level_of(az[2], 1);
 	if (!sqlite3_stricmp(name, "atomio_stats")) {
 		atomio *st = store_pin(c->db);
 		struct atomio_stats s = {0};
+		struct atomio_lazy_stats lz = {0};
 		if (st) {
 			atomio_stats(st, &s);
+			atomio_lazy_stats(st, &lz);
 			store_unpin(c->db);
 		}
-		az[0] = sqlite3_mprintf("writer=%d commits=%llu bytes_logged=%llu bytes_home=%llu "
+		az[0] = sqlite3_mprintf("writer=%d commits=%llu lazy_commits=%llu lazy_reads=%llu bytes_logged=%llu "
+					"bytes_home=%llu "
 					"log_syncs=%llu data_syncs=%llu checkpoints=%llu "
 					"groups_recovered=%llu",
 					st != NULL, (unsigned long long)s.commits,
+					(unsigned long long)lz.lazy_commits, (unsigned long long)lz.lazy_reads,
 					(unsigned long long)s.bytes_logged,
 					(unsigned long long)s.bytes_home, (unsigned long long)s.log_syncs,
 					(unsigned long long)s.data_syncs, (unsigned long long)s.checkpoints,

@@ -405,7 +405,7 @@ int open_store(struct adb *d)
 	err[0] = 0;
 	struct atomio_options o = {.log_size = d->log_size ? d->log_size : initial_log_size(d),
 				   .flags = ATOMIO_CREATE | ATOMIO_ACCEPT_COPIES, .errbuf = err,
-				   .errbuf_size = sizeof(d->store_err)};
+				   .errbuf_size = sizeof(d->store_err), .lazy_delay_us = d->lazy_us};
 	atomio *st;
 	int rc = check_log_age(d, false);
 	if (rc == SQLITE_OK && has_group_marker(d))
@@ -416,6 +416,15 @@ int open_store(struct adb *d)
 	if (r == ATOMIO_EIDENTITY && remove_replaced_log(d)) {
 		err[0] = 0;
 		r = atomio_open(d->log_path, &o, &st); /* a new log */
+	}
+	if (r == -EINVAL && o.lazy_delay_us) {
+		/* The store's lazy delay is store-wide, set by its first opener:
+		 * another process asked for another one.  Join with that. */
+		sqlite3_log(SQLITE_WARNING, "atomio: %s: atomio_lazy_ms= ignored (the store's first opener "
+			    "chose the delay)", d->db_path);
+		o.lazy_delay_us = 0;
+		err[0] = 0;
+		r = atomio_open(d->log_path, &o, &st);
 	}
 	if (r == -EBUSY)
 		return SQLITE_BUSY; /* a process holds it alone (ATOMIO_EXCLUSIVE: recover_release) */

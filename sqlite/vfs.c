@@ -19,6 +19,18 @@ static struct avfs *g_vfs;
 
 /* --- vfs methods ------------------------------------------------------------------ */
 
+/* SQLite's compiled default synchronous level (SQLITE_DEFAULT_SYNCHRONOUS:
+ * 2, FULL, in Debian's build and SQLite's own; 0..3). */
+static int default_sync_level(void)
+{
+	static const char *const opt[] = {"DEFAULT_SYNCHRONOUS=0", "DEFAULT_SYNCHRONOUS=1", "DEFAULT_SYNCHRONOUS=3"};
+	static const int level[] = {0, 1, 3};
+	for (int i = 0; i < 3; i++)
+		if (sqlite3_compileoption_used(opt[i]))
+			return level[i];
+	return 2;
+}
+
 static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
 {
 	sqlite3_vfs *rv = real_vfs(vfs);
@@ -46,7 +58,14 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
 	sqlite3_int64 log_size = sqlite3_uri_int64(name, "atomio_log_size", 0);
 	c->diff = sqlite3_uri_boolean(name, "atomio_diff", 1);
 	c->nolock = sqlite3_uri_boolean(name, "nolock", 0);
-	c->db = c->lockfd >= 0 ? get_db(c->lockfd, name, log_size > 0 ? (uint64_t)log_size : 0) : NULL;
+	/* The level SQLite starts the connection at (its compiled default:
+	 * FULL in Debian's build), or the URI's atomio_synchronous (the VFS's
+	 * only; SQLite keeps its own), until a PRAGMA synchronous (pragma). */
+	c->sync_level = sync_level_of(sqlite3_uri_parameter(name, "atomio_synchronous"), default_sync_level());
+	sqlite3_int64 lazy_ms = sqlite3_uri_int64(name, "atomio_lazy_ms", 0);
+	c->db = c->lockfd >= 0 ? get_db(c->lockfd, name, log_size > 0 ? (uint64_t)log_size : 0,
+					lazy_ms > 0 ? (uint64_t)lazy_ms * 1000 : 0)
+			       : NULL;
 	if (!c->db) {
 		rc = c->lockfd < 0 ? SQLITE_CANTOPEN : SQLITE_NOMEM;
 		goto fail;

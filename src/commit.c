@@ -1545,8 +1545,22 @@ static bool adopt_below_locked_drops(atomio *st, uint64_t below)
 
 void adopt_locked_drops(atomio *st) { (void)adopt_below_locked_drops(st, UINT64_MAX); }
 
-/* atomio_settle: until nothing is queued and every batch numbered so far
- * is home (or padded), lead what is queued -- groups of a process that died
+/* Every queued group is visible (lazy: indexed, so that every read atomio
+ * serves overlays it, in any process, whether its owner lives or not), or
+ * none is queued.  Mutex held. */
+static bool settle_queue_visible_locked(atomio *st)
+{
+	ASSERT_LOCKED(st);
+	const struct shm_state *S = st->S;
+	uint32_t i = S->q_head;
+	for (uint32_t n = 0; i && n < S->q_len; n++, i = ENT(i)->next)
+		if (!(atomic_load(&ENT(i)->flags) & ENT_VISIBLE))
+			return false;
+	return !i;
+}
+
+/* atomio_settle: until nothing but lazy groups is queued and every batch
+ * numbered so far is home (or padded), lead what is queued -- groups of a process that died
  * while they waited are committed all the same, and must be home before the
  * caller reads -- adopt what dead leaders held, else wait (a wait that runs
  * out reaps the dead: shm_wait_locked_drops; it holds no batch of its own, so it
@@ -1565,12 +1579,20 @@ int commit_settle(atomio *st)
 			r = ATOMIO_EFAILED;
 			break;
 		}
-		if (!S->q_head && S->home_next == S->batch_next)
+		/* Queued lazy groups are not waited for: reads overlay them (a
+		 * reader needs no group home, only none half home unseen), and
+		 * flushing them here would make every reader a sync, i.e. every
+		 * SQLite transaction at synchronous=NORMAL through the VFS a
+		 * device flush.  Batches in flight are waited for as before:
+		 * one may hold a group that is not visible. */
+		bool vis = settle_queue_visible_locked(st);
+		if (vis && S->home_next == S->batch_next)
 			break;
-		/* lazy groups too: settle waits for every group queued */
-		if (S->sync_want < S->tk_next - 1)
+		/* A group that is not visible is queued: lead it, and the lazy
+		 * groups before it with it (commit order). */
+		if (!vis && S->sync_want < S->tk_next - 1)
 			S->sync_want = S->tk_next - 1;
-		if (S->q_head && can_lead_locked(st))
+		if (!vis && can_lead_locked(st))
 			lead_locked_drops(st);
 		else if (S->orphans)
 			adopt_locked_drops(st);

@@ -19,10 +19,10 @@ echo "sqlite mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
 tmp=$(mktemp -d /var/tmp/atomio-sqmut-XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for m in separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync; do
+for m in separate nomarker nodirsync earlyunmark nockpt nopreckpt walnosync walnodirsync fulllazy lzbase; do
 	bin=build/mutants/t_sqlite_sim-$m
 	[ -x "$bin" ] || { echo "sqlite mutants: $bin missing (make test-bins)"; exit 1; }
-	case $m in wal*) only=wal ;; *) only=pair ;; esac
+	case $m in wal*) only=wal ;; fulllazy | lzbase) only=normal ;; *) only=pair ;; esac
 	start=$(date +%s.%N)
 	out=$(ATOMIO_SEED=$seed ATOMIO_TEST_DIR=$tmp "$bin" --tx "${SQ_MUTANT_TX:-12}" --only $only 2>&1)
 	rc=$?

@@ -26,6 +26,12 @@ nopreckpt) file=group.c expr='s/if \(o && o != st && \(r = atomio_checkpoint\(o\
 walnosync) file=io.c expr='s/\t\treturn c->db->dfd >= 0 && f_fdatasync\(c->db->dfd\) == 0 \? SQLITE_OK : SQLITE_IOERR_FSYNC;/\t\treturn SQLITE_OK;/' ;;
 # WAL: a new WAL file's name not made durable (its directory not synced at its first sync)
 walnodirsync) file=wal.c expr='s/\t\tsync_dir_of\(w->name\);/\t\t(void)sync_dir_of;/' ;;
+# synchronous=FULL commits lazily too: a COMMIT acknowledged at FULL that a power cut takes back
+fulllazy) file=group.c expr='s/\tbool lazy = fold && !to_wal && c->sync_level <= 1;/\tbool lazy = fold \&\& !to_wal;/' ;;
+# the diff compares pages with the mapped file, which lacks lazy groups not yet home: bytes a lazy group changed and this one changes back are not logged
+lzbase) file=group.c expr='s/\tc->base_mode = !st \|\| atomio_lazy_pending\(st, c->db->fid\) == 0 \? BASE_FILE : c->chain \? BASE_CHAIN : BASE_READ;/\tc->base_mode = BASE_FILE + 0 * (st != NULL);/' ;;
+# the diff's base cache kept across another process's commit (no change-counter check): a byte that commit changed and ours changes back is not logged
+bcnochain) file=group.c expr='s/\t\} else if \(!d->bc_ok \|\| ctr < 0 \|\| \(uint32_t\)ctr != d->bc_counter \+ 1\) \{/\t} else if (!d->bc_ok || ctr < 0) {/' ;;
 # a journal opened without SQLITE_OPEN_CREATE (a hot one SQLite rolls back) kept in memory too
 hotmem) file=journal.c expr='s/if \(!name \|\| !\(flags & SQLITE_OPEN_CREATE\) \|\| /if (!name || /' ;;
 # the super-journal always in memory, also where a journal of another VFS names it

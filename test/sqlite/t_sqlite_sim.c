@@ -36,6 +36,16 @@
  *    on the WAL file and its writes and syncs of a.db go through the same
  *    ops table; the shared-memory index does not (it is rebuilt from the
  *    WAL after a crash).
+ *    The NORMAL run (--only normal; half of --tx transactions): a.db alone,
+ *    PRAGMA synchronous=NORMAL or OFF, whose commits are lazy groups
+ *    (docs/SQLITE.md, "synchronous"), but FULL every fourth transaction,
+ *    the journal modes DELETE, MEMORY, OFF, TRUNCATE and PERSIST in turn,
+ *    the store's lazy delay 50 ms.  Its oracle: a.db as after some
+ *    transaction from the last FULL one acknowledged (lazy ones before it
+ *    durable with it) to the one in flight -- a prefix, never a later
+ *    transaction without an earlier one.  Its mutants (fulllazy: FULL
+ *    commits lazily; lzbase: the diff reads the file without the lazy
+ *    groups) are caught here.
  * 2. The replay.  The trace is replayed into simfs; at every crash point
  *    whose pending state is new (an fsync's point, before its effect, has the
  *    pending state of the point before it), crash images are built: pending
@@ -63,7 +73,7 @@
  * crash point) and the oracle do not.  test/t_sqlite_sim_mutants.sh checks
  * that this test catches each of the VFS's defences removed.
  *
- *   t_sqlite_sim [--tx N] [--images K] [--solo M] [--dump P.I]   ATOMIO_SEED=S
+ *   t_sqlite_sim [--tx N] [--images K] [--solo M] [--only pair|wal|normal] [--dump P.I]   ATOMIO_SEED=S
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -83,11 +93,28 @@
 
 static uint64_t seed = 1;
 static int ntx = 24, nimages = 4, solo = 4; /* make check-sqlite-sim: more */
+static int ntx_arg; /* --tx: ntx of the pair and WAL runs; the NORMAL run does half (its time) */
 /* The WAL run (--wal): a.db alone, its journal mode going between SQLite's
  * default (the VFS's groups) and WAL every WAL_SPAN transactions, WAL
  * checkpointing every few pages. */
 static bool wal_run;
 #define WAL_SPAN 5
+/* The NORMAL run (--only normal): a.db alone, PRAGMA synchronous NORMAL or
+ * OFF (lazy groups: docs/SQLITE.md, "synchronous") but FULL every
+ * FULL_EVERY-th transaction, the rollback journal modes in turn, the store's
+ * lazy delay 50 ms (flushes by time, by a FULL commit, by the close).  A
+ * crash may take back lazy transactions, but only a suffix: the database is
+ * as after some transaction from the last FULL one acknowledged (durable)
+ * to the one in flight. */
+static bool normal_run;
+#define FULL_EVERY 4
+static int durable = -1; /* the last transaction known durable (replay: a FULL one acknowledged) */
+
+/* One database (a.db) only: the WAL and NORMAL runs. */
+static bool one_db(void) { return wal_run || normal_run; }
+
+/* Transaction t of the NORMAL run commits at FULL. */
+static bool full_tx(int t) { return !normal_run || t % FULL_EVERY == FULL_EVERY - 1; }
 /* --dump P.I: write image I of crash point P into the run's directory,
  * unrecovered, and stop (to look at a failure). */
 static long long dump_point = -1, dump_image = -1;
@@ -100,7 +127,7 @@ static const char *const schema[2] = {"main", "b"}, *const name[2] = {"a.db", "b
 /* Does transaction t write database x (0: a, 1: b)? */
 static bool writes(int t, int x)
 {
-	if (wal_run)
+	if (one_db())
 		return x == 0;
 	if (t == 0 || solo <= 0 || t % solo)
 		return true;
@@ -121,7 +148,7 @@ static int last_write(int T, int x)
  * WAL run, every one of a.db's. */
 static int last_both(int T)
 {
-	if (wal_run)
+	if (one_db())
 		return T;
 	while (T >= 0 && !writes_both(T))
 		T--;
@@ -321,10 +348,18 @@ static void tx(sqlite3 *db, int t)
 	 * the journals, the super-journal too, in memory) and MEMORY in turn;
 	 * in the WAL run the default and WAL in turn, WAL_SPAN transactions
 	 * each, from transaction 2 on. */
+	static const char *const rollback[] = {"DELETE", "MEMORY", "OFF", "TRUNCATE", "PERSIST"};
 	const char *mode = wal_run ? (t >= 2 && (t - 2) / WAL_SPAN % 2 == 0 ? "WAL" : "DELETE")
-				   : t % 2 ? "DELETE" : "MEMORY";
+			   : normal_run ? rollback[t % 5]
+					: t % 2 ? "DELETE" : "MEMORY";
 	char got[16];
-	for (int x = 0; x < (wal_run ? 1 : 2); x++) {
+	if (normal_run) {
+		/* FULL must still acknowledge durably; OFF is lazy as NORMAL */
+		snprintf(sql, sizeof(sql), "PRAGMA main.synchronous=%s",
+			 full_tx(t) ? "FULL" : t % FULL_EVERY == 1 ? "OFF" : "NORMAL");
+		sq_ok(db, sql);
+	}
+	for (int x = 0; x < (one_db() ? 1 : 2); x++) {
 		snprintf(sql, sizeof(sql), "PRAGMA %s.journal_mode=%s", schema[x], mode);
 		sq_text(db, sql, got, sizeof(got));
 		CHECK(!strcasecmp(got, mode));
@@ -344,7 +379,7 @@ static void tx(sqlite3 *db, int t)
 				 schema[x], t, schema[x], t - KEEP_TX);
 		}
 		sq_ok(db, sql);
-		if (t > 0 && (wal_run || writes_both(t))) {
+		if (t > 0 && (one_db() || writes_both(t))) {
 			snprintf(sql, sizeof(sql), "UPDATE %s.s SET n = %d", schema[x], t);
 			sq_ok(db, sql);
 		}
@@ -360,15 +395,19 @@ static void writer(void)
 	trace_install();
 	/* The application creates the files (and syncs nothing): registering
 	 * a database with its store must make its name durable. */
-	for (int x = 0; x < (wal_run ? 1 : 2); x++) {
+	for (int x = 0; x < (one_db() ? 1 : 2); x++) {
 		int fd = atomio_sys->open(db_path[x], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		CHECK(fd >= 0);
 		atomio_sys->close(fd);
 		CHECK_OK(link(db_path[x], keep_path[x])); /* its identity, for the images */
 	}
-	sqlite3 *db = sq_open_vfs(db_path[0], "atomio", LOG_SIZE);
+	sqlite3 *db = normal_run ? NULL : sq_open_vfs(db_path[0], "atomio", LOG_SIZE);
 	char sql[PATH_MAX + 256];
-	if (wal_run)
+	if (normal_run) {
+		snprintf(sql, sizeof(sql), "file:%s?atomio_log_size=%d&atomio_lazy_ms=50", db_path[0], LOG_SIZE);
+		CHECK_EQ(sqlite3_open_v2(sql, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, "atomio"), SQLITE_OK);
+		sq_ok(db, "PRAGMA main.cache_size=10");
+	} else if (wal_run)
 		/* a checkpoint (writes to a.db, its sync) every few commits */
 		sq_ok(db, "PRAGMA main.synchronous=FULL; PRAGMA main.cache_size=10; PRAGMA wal_autocheckpoint=8");
 	else {
@@ -382,6 +421,10 @@ static void writer(void)
 		tx(db, t);
 		tr_mark(t);
 	}
+	if (normal_run)
+		printf("the writer: %lld lazy commits, %lld durable ones, %lld log syncs\n",
+		       sq_stat(db, "lazy_commits"), sq_stat(db, "commits"), sq_stat(db, "log_syncs"));
+	fflush(stdout);
 	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
 	tr_mark(-1); /* closed: everything checkpointed */
 	close(tr_fd);
@@ -456,7 +499,7 @@ struct dbst {
 
 static int acked = -1;       /* the last transaction acknowledged (marks replayed) */
 static bool closed;
-static uint64_t points, new_points, images, with_markers, in_flight, alone_first;
+static uint64_t points, new_points, images, with_markers, in_flight, alone_first, taken_back;
 static uint64_t last_pver = UINT64_MAX;
 static int last_acked = -2;
 
@@ -480,7 +523,7 @@ static void fail(const char *fmt, ...)
 	       "--tx %d --images %d --solo %d --only %s; --dump %llu.%llu to look at the image unrecovered)\n",
 	       cur_op ? (unsigned long long)cur_op->index : 0ull, cur_op ? (int)cur_op->kind : 0,
 	       cur_op && cur_op->path ? cur_op->path : "-", (unsigned long long)cur_idx, p ? p : "-", why,
-	       acked, dir, (unsigned long long)seed, ntx, nimages, solo, wal_run ? "wal" : "pair",
+	       acked, dir, (unsigned long long)seed, ntx_arg, nimages, solo, wal_run ? "wal" : normal_run ? "normal" : "pair",
 	       cur_op ? (unsigned long long)cur_op->index : 0ull, (unsigned long long)cur_idx);
 	free(p);
 	fflush(stdout);
@@ -717,15 +760,19 @@ static void check_image(struct simfs *img, const struct simfs_pick *pick, uint64
 		describe(&alone, d1, sizeof(d1));
 		fail("b.db opened alone: %s; then with a.db: %s", d1, db);
 	}
-	int T = -2;
-	for (int t = acked; t <= acked + 1 && t <= ntx && T == -2; t++)
+	/* The NORMAL run: a prefix from the last durable transaction on (the
+	 * latest first: lazy groups are usually all there); else the last
+	 * acknowledged or the one in flight. */
+	int lo = normal_run && !closed ? durable : acked, T = -2;
+	for (int t = acked + 1 <= ntx ? acked + 1 : ntx; t >= lo && T == -2; t--)
 		if (as_after(&st[0], 0, t) && as_after(&st[1], 1, t))
 			T = t;
 	if (T == -2)
-		fail("a.db: %s; b.db: %s; neither as after transaction %d nor as after %d", da, db, acked,
-		     acked + 1);
+		fail("a.db: %s; b.db: %s; not as after any transaction from %d to %d", da, db, lo, acked + 1);
 	if (T > acked)
 		in_flight++;
+	if (T < acked)
+		taken_back++; /* lazy transactions lost (the NORMAL run) */
 	if (markers_present())
 		fail("a marker is left after recovery");
 	read_pair(again);
@@ -778,6 +825,8 @@ static void mark(const struct tr_hdr *h, void *arg)
 	} else {
 		CHECK_EQ((int64_t)h->a, acked + 1);
 		acked = (int)h->a;
+		if (full_tx(acked))
+			durable = acked;
 	}
 }
 
@@ -801,26 +850,34 @@ static void replay(const uint8_t *t, size_t len)
 	simfs_free(fs);
 	printf("%llu trace records, %llu crash points (%llu with a new pending state), %llu images "
 	       "recovered through the VFS and checked: %llu with a group marker, %llu where the "
-	       "transaction in flight had committed, %llu opened b.db alone first\n",
+	       "transaction in flight had committed, %llu opened b.db alone first, %llu where the crash took "
+	       "back lazy transactions\n",
 	       (unsigned long long)ops, (unsigned long long)points, (unsigned long long)new_points,
 	       (unsigned long long)images, (unsigned long long)with_markers, (unsigned long long)in_flight,
-	       (unsigned long long)alone_first);
+	       (unsigned long long)alone_first, (unsigned long long)taken_back);
 }
 
 /* One run: the writer's, recorded, then replayed and checked. */
-static void run(bool wal)
+static void run(bool wal, bool normal)
 {
 	wal_run = wal;
-	acked = -1;
+	normal_run = normal;
+	ntx = normal && ntx_arg > 1 ? ntx_arg / 2 : ntx_arg;
+	acked = durable = -1;
 	closed = false;
-	points = new_points = images = with_markers = in_flight = alone_first = 0;
+	points = new_points = images = with_markers = in_flight = alone_first = taken_back = 0;
 	last_pver = UINT64_MAX;
 	last_acked = -2;
-	const char *name_ = wal ? "wal" : "pair";
+	const char *name_ = wal ? "wal" : normal ? "normal" : "pair";
 	int both = 0;
 	for (int t = 0; t <= ntx; t++)
 		both += writes_both(t);
-	if (wal)
+	if (normal)
+		printf("NORMAL run: transactions 0..%d on a.db alone, synchronous NORMAL or OFF (lazy groups, "
+		       "lazy delay 50 ms) but FULL every %d, the rollback journal modes in turn, up to %d images "
+		       "per crash point\n",
+		       ntx, FULL_EVERY, nimages);
+	else if (wal)
 		printf("WAL run: transactions 0..%d on a.db alone, journal_mode DELETE and WAL in turn every "
 		       "%d from transaction 2, a WAL checkpoint every 8 pages, up to %d images per crash point\n",
 		       ntx, WAL_SPAN, nimages);
@@ -884,7 +941,8 @@ int main(int argc, char **argv)
 			CHECK(sscanf(argv[i + 1], "%lld.%lld", &dump_point, &dump_image) == 2);
 	}
 	CHECK(ntx >= 1 && nimages >= 2);
-	CHECK(!only || !strcmp(only, "pair") || !strcmp(only, "wal"));
+	ntx_arg = ntx;
+	CHECK(!only || !strcmp(only, "pair") || !strcmp(only, "wal") || !strcmp(only, "normal"));
 
 	const char *td = t_dir();
 	CHECK(strlen(td) < sizeof(base) - 16);
@@ -905,9 +963,11 @@ int main(int argc, char **argv)
 	sq_register();
 
 	if (!only || !strcmp(only, "pair"))
-		run(false);
+		run(false, false);
 	if (!only || !strcmp(only, "wal"))
-		run(true);
+		run(true, false);
+	if (!only || !strcmp(only, "normal"))
+		run(false, true);
 	printf("ok\n");
 	return 0;
 }
