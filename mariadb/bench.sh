@@ -2,7 +2,9 @@
 # Speed and wear of MariaDB under sysbench (ledger.lua: oltp_write_only plus
 # a ledger row), modes side by side:
 #   mariadb/bench.sh [CONFIG] [MODES]
-#     MODES default "dw nodw atomio" (atomio only when PRELOAD is set)
+#     MODES default "dw nodw atomio" (atomio only when PRELOAD is set; heavy:
+#     also atomio+raw), each mode optionally with suffixes (mariadb/lib.sh:
+#     dw+aio, atomio+odirect+raw, ...)
 #     CONFIG  small  (default) 4 tables x 100,000 rows (about 100 MB) against
 #                    a 64M buffer pool, 4 threads: the data nearly fits
 #             heavy  where doublewrite costs (issue 37): 8 tables x 200,000
@@ -50,7 +52,11 @@ if [ "$CONFIG" = heavy ]; then
 	export MY_THREADS=${MY_THREADS:-16} MY_IMG=${MY_IMG:-8G} MY_ATOMIO_LOG_SIZE=${MY_ATOMIO_LOG_SIZE:-512M}
 fi
 export MY_TABLE_SIZE=${MY_TABLE_SIZE:-100000} MY_POOL=${MY_POOL:-64M} MY_REDO=${MY_REDO:-96M}
-MODES=${1:-dw nodw${PRELOAD:+ atomio}}
+if [ "$CONFIG" = heavy ]; then
+	MODES=${1:-dw nodw${PRELOAD:+ atomio atomio+raw}}
+else
+	MODES=${1:-dw nodw${PRELOAD:+ atomio}}
+fi
 command -v mariadbd >/dev/null && command -v sysbench >/dev/null \
 	|| { echo "SKIP: mariadb-server or sysbench is not installed (make mariadb-deps)" >&2; exit 77; }
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for the loop device" >&2; exit 77; }

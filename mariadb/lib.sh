@@ -14,11 +14,16 @@
 # Settings common to all modes, and why:
 #   innodb_use_native_aio=0    page writes are pwrite() calls from InnoDB's
 #                              I/O threads, which the preload library sees;
-#                              native AIO submits them with io_submit or
-#                              io_uring, which it does not intercept
+#                              native AIO submits them through io_uring
+#                              (10.11: "Using io_uring") or io_submit, where
+#                              no wrapper runs.  Under the library =1 ends the
+#                              same: it declines both (ENOSYS) and InnoDB
+#                              falls back to =OFF (mode suffix +aio)
 #   innodb_flush_method=fsync  buffered writes made durable by fsync, the
-#                              preload library's durability point (O_DIRECT
-#                              would need aligned log writes of its own)
+#                              preload library's durability point; O_DIRECT
+#                              (+odirect) is served too, but the library's
+#                              home writes and its reads while a page has a
+#                              lazy group go through the page cache anyway
 #   innodb_flush_log_at_trx_commit=1  a COMMIT returns once its redo is durable:
 #                              an acknowledged transaction must survive
 set -eu
