@@ -5,14 +5,25 @@
 #         nodw   innodb_doublewrite=0, nothing else: torn pages are possible
 #         atomio innodb_doublewrite=0 under LD_PRELOAD=$PRELOAD, with the
 #                InnoDB page files (ibdata1, undo*, *.ibd) protected
+#   and any of them with suffixes, for measuring (mariadb/bench.sh), e.g.
+#   dw+aio, atomio+odirect+raw:
+#         +aio       innodb_use_native_aio=1 (not with atomio: see below)
+#         +odirect   innodb_flush_method=O_DIRECT
+#         +raw       (atomio) ATOMIO_COMPRESS=0: the store's log records
+#                    uncompressed (no LZ4 per page write, twice the log bytes)
 # Settings common to all modes, and why:
 #   innodb_use_native_aio=0    page writes are pwrite() calls from InnoDB's
 #                              I/O threads, which the preload library sees;
-#                              native AIO submits them with io_submit or
-#                              io_uring, which it does not intercept
+#                              native AIO submits them through io_uring
+#                              (10.11: "Using io_uring") or io_submit, where
+#                              no wrapper runs.  Under the library =1 ends the
+#                              same: it declines both (ENOSYS) and InnoDB
+#                              falls back to =OFF (mode suffix +aio)
 #   innodb_flush_method=fsync  buffered writes made durable by fsync, the
-#                              preload library's durability point (O_DIRECT
-#                              would need aligned log writes of its own)
+#                              preload library's durability point; O_DIRECT
+#                              (+odirect) is served too, but the library's
+#                              home writes and its reads while a page has a
+#                              lazy group go through the page cache anyway
 #   innodb_flush_log_at_trx_commit=1  a COMMIT returns once its redo is durable:
 #                              an acknowledged transaction must survive
 set -eu
@@ -31,12 +42,22 @@ die() { echo "FAIL: $*" >&2; exit 1; }
 # my_config MODE DATA: write the configuration
 my_config() {
 	MY_MODE=$1; MY_DATA=$2
-	case $MY_MODE in
+	MY_BASE=${MY_MODE%%+*}
+	local aio=0 flush=fsync suf
+	case $MY_BASE in
 	dw) dw=1 ;;
 	nodw|atomio) dw=0 ;;
 	*) die "unknown mode $MY_MODE" ;;
 	esac
-	if [ "$MY_MODE" = atomio ]; then
+	for suf in $(echo "${MY_MODE#"$MY_BASE"}" | tr + ' '); do
+		case $suf in
+		aio) aio=1 ;;
+		odirect) flush=O_DIRECT ;;
+		raw) [ "$MY_BASE" = atomio ] || die "$MY_MODE: +raw is atomio's" ;;
+		*) die "unknown mode $MY_MODE" ;;
+		esac
+	done
+	if [ "$MY_BASE" = atomio ]; then
 		[ -n "$PRELOAD" ] && [ -f "$PRELOAD" ] || die "mode atomio needs PRELOAD=path/to/libatomio_preload.so"
 	fi
 	mkdir -p "$MY_D/tmp"
@@ -50,12 +71,13 @@ tmpdir=$MY_D/tmp
 skip-networking
 user=root
 innodb_doublewrite=$dw
-innodb_use_native_aio=0
-innodb_flush_method=fsync
+innodb_use_native_aio=$aio
+innodb_flush_method=$flush
 innodb_flush_log_at_trx_commit=1
 innodb_buffer_pool_size=${MY_POOL:-16M}
 innodb_log_file_size=${MY_REDO:-8M}
 innodb_fast_shutdown=1
+${MY_EXTRA:-}
 [client]
 socket=$MY_SOCK
 user=root
@@ -66,9 +88,11 @@ CNF
 # directory, on the same filesystem, and the InnoDB page files.  The log is
 # MY_ATOMIO_LOG_SIZE (256M: a few times this data set; the library's 1 GiB
 # default would not fit the benchmark's 4 GiB filesystem beside its copies).
+# MY_ATOMIO_ENV: more of the library's variables (e.g. ATOMIO_COMPRESS=0).
 my_env() {
-	if [ "$MY_MODE" = atomio ]; then
-		echo "LD_PRELOAD=$PRELOAD ATOMIO_LOG=$(dirname "$MY_DATA")/atomio.log ATOMIO_LOG_SIZE=${MY_ATOMIO_LOG_SIZE:-256M} ATOMIO_FILES=$MY_DATA/ibdata1:$MY_DATA/undo*:$MY_DATA/*/*.ibd ATOMIO_STATS=$MY_D/atomio.stats"
+	if [ "$MY_BASE" = atomio ]; then
+		case $MY_MODE in *+raw*) echo "ATOMIO_COMPRESS=0" ;; esac
+		echo "LD_PRELOAD=$PRELOAD ATOMIO_LOG=$(dirname "$MY_DATA")/atomio.log ATOMIO_LOG_SIZE=${MY_ATOMIO_LOG_SIZE:-256M} ATOMIO_FILES=$MY_DATA/ibdata1:$MY_DATA/undo*:$MY_DATA/*/*.ibd ATOMIO_STATS=$MY_D/atomio.stats ${MY_ATOMIO_ENV:-}"
 	fi
 }
 
@@ -110,6 +134,18 @@ my_kill() {
 }
 
 my_sql() { mariadb --defaults-file="$MY_CNF" -N -B "$@"; }
+
+# my_cpu_ticks: mysqld's user + system time so far, in clock ticks
+my_cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$MY_PID/stat"; }
+
+# my_status: InnoDB's counters: data fsyncs, redo fsyncs, pages written,
+# doublewrite pages written (one line, in that order)
+my_status() {
+	my_sql -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_data_fsyncs', 'Innodb_os_log_fsyncs',
+		'Innodb_pages_written', 'Innodb_dblwr_pages_written')" |
+		awk '{ v[$1] = $2 } END { print v["Innodb_data_fsyncs"] + 0, v["Innodb_os_log_fsyncs"] + 0,
+			v["Innodb_pages_written"] + 0, v["Innodb_dblwr_pages_written"] + 0 }'
+}
 
 # sysbench against the server: my_sysbench COMMAND [options]
 my_sysbench() {

@@ -3,6 +3,9 @@
 #   make check-mariadb       short: a few cuts and kills per mode, one bench round
 #   make mariadb-crash       MARIADB_MODE=atomio CUTS=200 KILLS=100 (or dw, nodw)
 #   make mariadb-bench       PAIRS=3 SECS=30: TPS and device bytes per transaction
+#   make mariadb-bench-heavy PAIRS=3 SECS=30: the same where doublewrite costs
+#                            (mariadb/bench.sh heavy: data 13x the buffer
+#                            pool, 16 threads; modes dw nodw atomio atomio+raw)
 # Mode atomio needs the preload library: PRELOAD (default build/libatomio_preload.so).
 
 PRELOAD ?= $(abspath $(BUILD)/libatomio_preload.so)
@@ -13,7 +16,7 @@ PAIRS ?= 3
 SECS ?= 30
 MARIADB_MODES = dw nodw $(if $(wildcard $(PRELOAD)),atomio)
 
-.PHONY: mariadb-deps check-mariadb mariadb-crash mariadb-bench
+.PHONY: mariadb-deps check-mariadb mariadb-crash mariadb-bench mariadb-bench-heavy
 mariadb-deps: deps
 	sh scripts/deps.sh mariadb
 
@@ -33,3 +36,6 @@ mariadb-crash: mariadb-deps
 
 mariadb-bench: mariadb-deps
 	PRELOAD=$(wildcard $(PRELOAD)) PAIRS=$(PAIRS) SECS=$(SECS) mariadb/bench.sh
+
+mariadb-bench-heavy: mariadb-deps
+	PRELOAD=$(wildcard $(PRELOAD)) PAIRS=$(PAIRS) SECS=$(SECS) mariadb/bench.sh heavy

@@ -392,6 +392,29 @@ static void t_aio(void)
 	close(fd);
 }
 
+/* Native AIO contexts are declined while files are protected: liburing's
+ * ring setup (loaded here as a program linked with it would have it: the
+ * library's functions found first) and libaio's io_setup return -ENOSYS,
+ * so that a program falls back to pwrite (MariaDB with
+ * innodb_use_native_aio=1 would else write its pages through io_uring,
+ * unseen).  Without the wrappers, liburing's own init makes a ring (0) and
+ * io_setup is not found. */
+static void t_aio_setup(void)
+{
+	(void)dlopen("liburing.so.2", RTLD_NOW | RTLD_GLOBAL); /* absent: only the wrappers answer */
+	int (*uinit)(unsigned, void *, unsigned) =
+		(int (*)(unsigned, void *, unsigned))dlsym(RTLD_DEFAULT, "io_uring_queue_init");
+	int (*uinitp)(unsigned, void *, void *) =
+		(int (*)(unsigned, void *, void *))dlsym(RTLD_DEFAULT, "io_uring_queue_init_params");
+	int (*setup)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(RTLD_DEFAULT, "io_setup");
+	CHECK(uinit && uinitp && setup);
+	_Alignas(64) char ring[1024] = {0}, params[512] = {0}; /* larger than struct io_uring, io_uring_params */
+	void *ctx = NULL;
+	CHECK(uinit(8, ring, 0) == -ENOSYS);
+	CHECK(uinitp(8, ring, params) == -ENOSYS);
+	CHECK(setup(8, &ctx) == -ENOSYS && ctx == NULL);
+}
+
 static bool group_mode(void)
 {
 	const char *g = getenv("ATOMIO_GROUP");
@@ -573,6 +596,7 @@ int main(int argc, char **argv)
 	t_rename_unlink();
 	t_stdio_copies();
 	t_aio();
+	t_aio_setup();
 	t_fork();
 	t_reader_size();
 	t_threads();
