@@ -746,6 +746,22 @@ int shm_arena_alloc_locked(atomio *st, uint64_t size, uint32_t idx1, uint64_t *o
 	uint64_t need = align_up(size, 64), tail = S->arena_tail, pos = tail % sh_arena;
 	if (need > sh_arena)
 		return -E2BIG;
+	/* When nothing lives in the arena, the ring starts again at its
+	 * beginning (nothing to skip: the head moves with the tail), so that
+	 * the arena's pages a process touches stay about those that one
+	 * stretch of groups in flight at once needs, not the whole arena:
+	 * each page is a page fault at its first touch in every process that
+	 * maps it (15 us here: docs/PERFORMANCE.md, "Processes as cheap as
+	 * threads"), and every process copies its groups in and leads
+	 * others'.  With the ring going round all 32 MiB, a new process
+	 * faulted on 4 pages per commit until it had touched all 8192.  Only
+	 * when empty: a lap cut short with groups still in it would leave the
+	 * next lap only the room up to them. */
+	if (pos && tail == S->arena_head) {
+		tail += sh_arena - pos;
+		S->arena_head = tail;
+		pos = 0;
+	}
 	/* The headers below go where the published state says nothing lives
 	 * (past the tail): a holder that dies before publishing leaves them
 	 * unread. */
