@@ -66,7 +66,7 @@
 #include "internal.h"
 
 #define SHM_MAGIC 0x4d48534f494d4f54ull /* "TOMIOSHM" */
-#define SHM_VERSION 4u
+#define SHM_VERSION 5u
 
 #define SHM_PROCS 128u     /* processes attached at once */
 #define SHM_ENTRIES 4096u  /* groups between their commit call and its return, at once */
@@ -260,10 +260,15 @@ struct dkey {
 	uint64_t blk1; /* block index + 1; 0 = empty */
 	uint32_t file, pad;
 };
+#define SHM_DCAP_MAX (1u << 20) /* keys per table, at most */
+#define SHM_DPAGE 256u           /* keys per 4 KiB of a table */
 struct dtab {
 	uint64_t used;
 	uint32_t overflow; /* a key found no room: count as over the limit */
 	uint32_t pad;
+	/* bit per SHM_DPAGE keys of the table that may hold one: the end of a
+	 * checkpoint reads and clears only those (checkpoint.c) */
+	uint64_t pages[SHM_DCAP_MAX / SHM_DPAGE / 64];
 };
 
 /* The fast path's guard (fastpath.c): (file, 4 KiB chunk) -> newest seq of
