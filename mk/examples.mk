@@ -43,3 +43,13 @@ $(BUILD)/pipeline: examples/pipeline.c $(BUILD)/libatomio.a
 .PHONY: pipeline
 pipeline: $(BUILD)/pipeline
 	$(BUILD)/pipeline -d $(BENCH_DIR) $(PIPELINE_ARGS)
+
+# What a process costs more than a thread here: a wake-up across processes, a
+# shared page's first touch (docs/PERFORMANCE.md, "Processes as cheap as
+# threads"): `make procs-floor`
+ALL_EXTRA += $(BUILD)/procs-floor
+$(BUILD)/procs-floor: examples/procs-floor.c | $(BUILD)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -pthread
+.PHONY: procs-floor
+procs-floor: $(BUILD)/procs-floor
+	$(BUILD)/procs-floor

@@ -151,9 +151,24 @@ static uint64_t dhash(uint32_t file, uint64_t blk)
 	return x ^ (x >> 31);
 }
 
+/* A block's first slot: the blocks of one 1 MiB piece of a file (SHM_DPAGE
+ * of them) share one 4 KiB page of the table, in block order, the pieces
+ * spread by the hash.  A process then touches about a page of the table
+ * per piece of the files written, not one per block: each page is a page
+ * fault at its first touch in each process (15 us here: shm.c,
+ * shm_arena_alloc_locked), and with one slot per block anywhere in the 16
+ * MiB table, a new process faulted on nearly every block its home stages
+ * counted (docs/PERFORMANCE.md, "Processes as cheap as threads").  Probes
+ * stay short: a piece that meets another's slots goes on into the next
+ * ones, and the table is at most half full (dset_add). */
+static uint64_t dslot(uint64_t cap, uint32_t file, uint64_t blk)
+{
+	return (dhash(file, blk / SHM_DPAGE) * SHM_DPAGE + blk % SHM_DPAGE) & (cap - 1);
+}
+
 static bool dset_has(const struct dkey *slot, uint64_t cap, uint32_t file, uint64_t blk)
 {
-	for (uint64_t i = dhash(file, blk) & (cap - 1), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
+	for (uint64_t i = dslot(cap, file, blk), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
 		const struct dkey *k = &slot[i];
 		if (!k->blk1)
 			return false;
@@ -166,7 +181,7 @@ static bool dset_has(const struct dkey *slot, uint64_t cap, uint32_t file, uint6
 /* Add one block; false when the table is too full (half: probes stay short). */
 static bool dset_add(struct dtab *d, struct dkey *slot, uint64_t cap, uint32_t file, uint64_t blk)
 {
-	uint64_t i = dhash(file, blk) & (cap - 1);
+	uint64_t i = dslot(cap, file, blk);
 	for (uint64_t n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
 		if (slot[i].blk1 == blk + 1 && slot[i].file == file)
 			return true;
@@ -175,6 +190,9 @@ static bool dset_add(struct dtab *d, struct dkey *slot, uint64_t cap, uint32_t f
 	}
 	if ((d->used + 1) * 2 > cap)
 		return false;
+	/* its page marked first: a holder that dies in between leaves a mark
+	 * on an empty page, never a key that dirty_ckpt_end would not clear */
+	d->pages[i / SHM_DPAGE / 64] |= 1ull << (i / SHM_DPAGE % 64);
 	slot[i] = (struct dkey){.blk1 = blk + 1, .file = file};
 	d->used++;
 	return true;
@@ -228,16 +246,25 @@ static struct dkey *dirty_ckpt_end(atomio *st, unsigned tab, bool synced, uint64
 	ASSERT_CKPT(st);
 	struct shm *sh = st->sh;
 	struct dkey *slot = shm_dtab(sh, tab);
-	uint64_t cap = sh->dcap, used = sh->dt[tab].used;
+	struct dtab *d = &sh->dt[tab];
+	uint64_t cap = sh->dcap, used = d->used;
 	struct dkey *v = synced && used ? malloc(used * sizeof(*v)) : NULL;
 	*n = 0;
-	for (uint64_t i = 0; v && i < cap && *n < used; i++)
-		if (slot[i].blk1)
-			v[(*n)++] = slot[i];
-	if (used)
-		memset(slot, 0, cap * sizeof(*slot));
-	sh->dt[tab].used = 0;
-	sh->dt[tab].overflow = 0;
+	/* Only the pages marked (dset_add): the whole table is 16 MiB at the
+	 * default log, all of it read and cleared by every checkpoint before,
+	 * in whichever process ran it.  A page's mark goes after it is clear. */
+	for (uint64_t p = 0; p < cap / SHM_DPAGE; p++) {
+		if (!(d->pages[p / 64] >> (p % 64) & 1))
+			continue;
+		struct dkey *pg = slot + p * SHM_DPAGE;
+		for (uint64_t i = 0; v && i < SHM_DPAGE && *n < used; i++)
+			if (pg[i].blk1)
+				v[(*n)++] = pg[i];
+		memset(pg, 0, SHM_DPAGE * sizeof(*pg));
+		d->pages[p / 64] &= ~(1ull << (p % 64));
+	}
+	d->used = 0;
+	d->overflow = 0;
 	if (!v)
 		return NULL;
 	qsort(v, *n, sizeof(*v), cmp_key);

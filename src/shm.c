@@ -176,7 +176,7 @@ void shm_file_unlink(atomio *st)
 static uint64_t dcap_for(uint64_t dirty_limit)
 {
 	uint64_t want = dirty_limit / 4096 * 4, cap = 1024;
-	while (cap < want && cap < (1u << 20))
+	while (cap < want && cap < SHM_DCAP_MAX)
 		cap *= 2;
 	return cap;
 }
@@ -359,7 +359,7 @@ int shm_join(atomio *st)
 		why = "no atomio shared state of this version";
 	else if (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE))
 		why = "never finished by the process that built it";
-	else if (sh->size != (uint64_t)fs.st_size || sh->dcap < 1024 || sh->dcap > (1u << 20) ||
+	else if (sh->size != (uint64_t)fs.st_size || sh->dcap < 1024 || sh->dcap > SHM_DCAP_MAX ||
 		 (sh->dcap & (sh->dcap - 1)) || sh->arena_size != arena_for(st->area_size))
 		why = "its sizes do not add up";
 	else if (sh->store_id != st->store_id || sh->log_dev != ls.st_dev || sh->log_ino != ls.st_ino)
@@ -699,10 +699,20 @@ bool shm_all_gone(atomio *st)
 
 /* --- entries and the arena --------------------------------------------------------- */
 
+/* Index + 1 of the entry this thread freed last: where its next search
+ * starts (a hint: any value is safe). */
+static _Thread_local uint32_t ent_last;
+
 int shm_ent_alloc(atomio *st, uint32_t *idx1)
 {
 	struct shm *sh = st->sh;
-	uint32_t start = atomic_fetch_add(&sh->ent_hint, 1);
+	/* From the entry this thread freed last, if any (usually free again):
+	 * a thread keeps to a few entries, and a process touches few of the
+	 * table's pages -- each a page fault at its first touch in each
+	 * process (shm_arena_alloc_locked says why that counts); round the
+	 * table, each commit took the next one and every process came to
+	 * touch all of its 120 pages. */
+	uint32_t start = ent_last ? ent_last - 1 : atomic_fetch_add(&sh->ent_hint, 1);
 	for (uint32_t n = 0; n < SHM_ENTRIES; n++) {
 		uint32_t i = (start + n) % SHM_ENTRIES;
 		struct shm_ent *e = &shm_ents(sh)[i];
@@ -738,6 +748,7 @@ void shm_ent_free(atomio *st, uint32_t idx1)
 	atomic_store(&e->state, ENT_FREE);
 	/* Last, one word: free from here on. */
 	atomic_store(&e->owner, 0);
+	ent_last = idx1;
 	shm_wake(st, &st->sh->ev_space);
 }
 
@@ -749,6 +760,22 @@ int shm_arena_alloc_locked(atomio *st, uint64_t size, uint32_t idx1, uint64_t *o
 	uint64_t need = align_up(size, 64), tail = S->arena_tail, pos = tail % sh_arena;
 	if (need > sh_arena)
 		return -E2BIG;
+	/* When nothing lives in the arena, the ring starts again at its
+	 * beginning (nothing to skip: the head moves with the tail), so that
+	 * the arena's pages a process touches stay about those that one
+	 * stretch of groups in flight at once needs, not the whole arena:
+	 * each page is a page fault at its first touch in every process that
+	 * maps it (15 us here: docs/PERFORMANCE.md, "Processes as cheap as
+	 * threads"), and every process copies its groups in and leads
+	 * others'.  With the ring going round all 32 MiB, a new process
+	 * faulted on 4 pages per commit until it had touched all 8192.  Only
+	 * when empty: a lap cut short with groups still in it would leave the
+	 * next lap only the room up to them. */
+	if (pos && tail == S->arena_head) {
+		tail += sh_arena - pos;
+		S->arena_head = tail;
+		pos = 0;
+	}
 	/* The headers below go where the published state says nothing lives
 	 * (past the tail): a holder that dies before publishing leaves them
 	 * unread. */

@@ -260,10 +260,15 @@ struct dkey {
 	uint64_t blk1; /* block index + 1; 0 = empty */
 	uint32_t file, pad;
 };
+#define SHM_DCAP_MAX (1u << 20) /* keys per table, at most */
+#define SHM_DPAGE 256u           /* keys per 4 KiB of a table */
 struct dtab {
 	uint64_t used;
 	uint32_t overflow; /* a key found no room: count as over the limit */
 	uint32_t pad;
+	/* bit per SHM_DPAGE keys of the table that may hold one: the end of a
+	 * checkpoint reads and clears only those (checkpoint.c) */
+	uint64_t pages[SHM_DCAP_MAX / SHM_DPAGE / 64];
 };
 
 /* The fast path's guard (fastpath.c): (file, 4 KiB chunk) -> newest seq of
