@@ -628,14 +628,20 @@ static int clip_to_group(const struct pofd *o, const struct iovec *iov, int cnt,
 	return vn;
 }
 
-/* One write of a protected descriptor.  off < 0 with at_pos: the position. */
-static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
-		       int rwf)
+/* ATOMIO_PRELOAD_TEST_WDELAY: a test's pause at the start of each write. */
+static void test_wdelay(void)
 {
 	if (g_test_wdelay_ms) {
 		struct timespec ts = {g_test_wdelay_ms / 1000, (long)(g_test_wdelay_ms % 1000) * 1000000};
 		nanosleep(&ts, NULL);
 	}
+}
+
+/* One write of a protected descriptor.  off < 0 with at_pos: the position. */
+static ssize_t p_write(int fd, struct pofd *o, const struct iovec *iov, int cnt, off_t off, bool at_pos,
+		       int rwf)
+{
+	test_wdelay();
 	struct pfile *f = o->f;
 	if (!pofd_live(fd, o))
 		return REAL(pwritev2)(fd, iov, cnt, at_pos ? -1 : off, rwf);

@@ -100,6 +100,23 @@ static inline void t_skip(const char *fmt, ...)
  * time, in page faults under memset.  Fixed thresholds keep the block in
  * the heap, reused from one open to the next (calloc clears it: a memset,
  * no fault).  Not under ASan, whose allocator ignores these. */
+/* A child process with two pipes: fork; in the child (0 returned) *rd is
+ * the read end of the parent's messages and *wr the write end of its
+ * answers, in the parent the other two ends; the unused ends closed. */
+static inline pid_t t_fork_piped(int *rd, int *wr)
+{
+	int down[2], up[2];
+	CHECK_OK(pipe(down));
+	CHECK_OK(pipe(up));
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	close(pid == 0 ? down[1] : down[0]);
+	close(pid == 0 ? up[0] : up[1]);
+	*rd = pid == 0 ? down[0] : up[0];
+	*wr = pid == 0 ? up[1] : down[1];
+	return pid;
+}
+
 static inline void t_heap_keep(void)
 {
 	mallopt(M_MMAP_THRESHOLD, 256 << 20);

@@ -152,33 +152,25 @@ int main(void)
 	int f = t_open_written(t_path("log"), &o, t_path("f"), "0123456789", &st);
 	memcpy(model, "0123456789", 10);
 	msize = 10;
-	int down[2], up[2];
-	CHECK_OK(pipe(down));
-	CHECK_OK(pipe(up));
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(down[1]);
-		close(up[0]);
-		child(down[0], up[1], seed, rounds);
-	}
-	close(down[0]);
-	close(up[1]);
+	int rd, wr;
+	pid_t pid = t_fork_piped(&rd, &wr);
+	if (pid == 0)
+		child(rd, wr, seed, rounds);
 	int raw = open(t_path("f"), O_RDONLY);
 	CHECK(raw >= 0);
 	char rb[32];
 
 	/* 1: at once, from the other process; the file still has old bytes */
-	say(down[1], 'g');
-	CHECK_EQ(hear(up[0]), '1');
+	say(wr, 'g');
+	CHECK_EQ(hear(rd), '1');
 	CHECK_EQ(atomio_lazy_pending(st, f), 1);
 	model_write(&(struct grange){2, 3}, 1, 1);
 	check_atomio(st, f, "one lazy group");
 	CHECK_EQ(pread(raw, rb, sizeof(rb), 0), 10);
 	CHECK(!memcmp(rb, "0123456789", 10));
 	/* 2: truncate to 5, write at 10: 5 zeros between, size 12 */
-	say(down[1], 'g');
-	CHECK_EQ(hear(up[0]), '2');
+	say(wr, 'g');
+	CHECK_EQ(hear(rd), '2');
 	memset(model + 5, 0, msize - 5);
 	msize = 5;
 	model_write(&(struct grange){10, 2}, 1, 2);
@@ -188,14 +180,14 @@ int main(void)
 	CHECK_OK(fstat(raw, &sb));
 	CHECK_EQ(sb.st_size, 10); /* the file: not yet */
 	/* 3: overlapping groups, the newest wins */
-	say(down[1], 'g');
-	CHECK_EQ(hear(up[0]), '3');
+	say(wr, 'g');
+	CHECK_EQ(hear(rd), '3');
 	model_write(&(struct grange){0, 4}, 1, 3);
 	model_write(&(struct grange){1, 2}, 1, 4);
 	check_atomio(st, f, "overlapping groups");
 	/* the child's sync: home, and the file has them */
-	say(down[1], 'g');
-	CHECK_EQ(hear(up[0]), 's');
+	say(wr, 'g');
+	CHECK_EQ(hear(rd), 's');
 	CHECK_EQ(atomio_lazy_pending(st, f), 0);
 	check_atomio(st, f, "synced");
 	CHECK_EQ(pread(raw, rb, sizeof(rb), 0), (ssize_t)msize);
@@ -211,15 +203,15 @@ int main(void)
 			group_ranges(&rng, gr);
 			model_write(gr, NR, tag_of(r, g));
 		}
-		say(down[1], 'g');
-		CHECK_EQ(hear(up[0]), 'c');
+		say(wr, 'g');
+		CHECK_EQ(hear(rd), 'c');
 		/* every group of the round committed: each read sees them all */
 		do {
 			overlaid += atomio_lazy_pending(st, f) == 1;
 			check_atomio(st, f, "racing the home writes");
 			reads++;
-		} while (!heard(up[0]));
-		CHECK_EQ(hear(up[0]), 's');
+		} while (!heard(rd));
+		CHECK_EQ(hear(rd), 's');
 		check_atomio(st, f, "round synced");
 	}
 	printf("%llu reads, %llu of them with groups pending\n", (unsigned long long)reads,

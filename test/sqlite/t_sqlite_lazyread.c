@@ -60,25 +60,17 @@ int main(void)
 	db = sq_open(path, 0);
 	sq_ok(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);");
 	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
-	int down[2], up[2];
-	CHECK_OK(pipe(down));
-	CHECK_OK(pipe(up));
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(down[1]);
-		close(up[0]);
-		child(path, down[0], up[1]);
-	}
-	close(down[0]);
-	close(up[1]);
+	int rd, wr;
+	pid_t pid = t_fork_piped(&rd, &wr);
+	if (pid == 0)
+		child(path, rd, wr);
 	char c;
-	CHECK_EQ(read(up[0], &c, 1), 1);
+	CHECK_EQ(read(rd, &c, 1), 1);
 	CHECK_EQ(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, "atomio"), SQLITE_OK);
 	sq_ok(db, "PRAGMA journal_mode=MEMORY; INSERT INTO t VALUES(2);"); /* the store joined */
 	CHECK_EQ(sq_int(db, "PRAGMA user_version"), 0);
-	CHECK_EQ(write(down[1], "g", 1), 1);
-	CHECK_EQ(read(up[0], &c, 1), 1);
+	CHECK_EQ(write(wr, "g", 1), 1);
+	CHECK_EQ(read(rd, &c, 1), 1);
 	/* the file has the old header; SQLite, through the VFS, the new one */
 	int fd = open(path, O_RDONLY);
 	CHECK(fd >= 0);
@@ -87,7 +79,7 @@ int main(void)
 	CHECK_EQ(rd32(h + 60), 0u);
 	CHECK_EQ(sq_int(db, "PRAGMA user_version"), 42);
 	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 2);
-	CHECK_EQ(write(down[1], "g", 1), 1);
+	CHECK_EQ(write(wr, "g", 1), 1);
 	int ws;
 	CHECK_EQ(waitpid(pid, &ws, 0), pid);
 	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);

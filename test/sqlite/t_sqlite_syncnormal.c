@@ -97,28 +97,20 @@ static void reader_child(int in, int out, long long rows)
 
 static void check_reader(sqlite3 *db, long long rows)
 {
-	int down[2], up[2];
-	CHECK_OK(pipe(down));
-	CHECK_OK(pipe(up));
 	long long syncs = sq_stat(db, "log_syncs");
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(down[1]);
-		close(up[0]);
-		reader_child(down[0], up[1], rows);
-	}
-	close(down[0]);
-	close(up[1]);
+	int rd, wr;
+	pid_t pid = t_fork_piped(&rd, &wr);
+	if (pid == 0)
+		reader_child(rd, wr, rows);
 	char c;
-	CHECK_EQ(read(up[0], &c, 1), 1);
+	CHECK_EQ(read(rd, &c, 1), 1);
 	CHECK_EQ(sq_stat(db, "log_syncs"), syncs);
-	CHECK_EQ(write(down[1], "g", 1), 1);
+	CHECK_EQ(write(wr, "g", 1), 1);
 	int ws;
 	CHECK_EQ(waitpid(pid, &ws, 0), pid);
 	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-	close(down[1]);
-	close(up[0]);
+	close(wr);
+	close(rd);
 }
 
 /* 9: another process's commit between two of ours. */
@@ -140,31 +132,23 @@ static void check_chain(void)
 	sqlite3 *db = open_uri(path2, "");
 	sq_ok(db, "PRAGMA synchronous=NORMAL; CREATE TABLE r(v); INSERT INTO r VALUES('o')");
 	sq_ok(db, "UPDATE r SET v = 'x'"); /* lazy: the chain begins (or goes on) */
-	int down[2], up[2];
-	CHECK_OK(pipe(down));
-	CHECK_OK(pipe(up));
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(down[1]);
-		close(up[0]);
-		other_writer(down[0], up[1]);
-	}
-	close(down[0]);
-	close(up[1]);
+	int rd, wr;
+	pid_t pid = t_fork_piped(&rd, &wr);
+	if (pid == 0)
+		other_writer(rd, wr);
 	char v[8];
-	CHECK_EQ(read(up[0], v, 1), 1);
+	CHECK_EQ(read(rd, v, 1), 1);
 	sq_text(db, "SELECT v FROM r", v, sizeof(v));
 	CHECK(!strcmp(v, "y"));
 	sq_ok(db, "UPDATE r SET v = 'x'");
 	sq_text(db, "SELECT v FROM r", v, sizeof(v));
 	CHECK(!strcmp(v, "x"));
-	CHECK_EQ(write(down[1], "g", 1), 1);
+	CHECK_EQ(write(wr, "g", 1), 1);
 	int ws;
 	CHECK_EQ(waitpid(pid, &ws, 0), pid);
 	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-	close(down[1]);
-	close(up[0]);
+	close(wr);
+	close(rd);
 	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
 	db = open_uri(path2, "");
 	sq_text(db, "SELECT v FROM r", v, sizeof(v));
