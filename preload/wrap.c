@@ -476,9 +476,9 @@ static int p_fcntl(int fd, int cmd, void *arg)
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_to(fd, r);
 	struct pofd *o HELD = NULL;
-	if (cmd == F_SETFL && g_active && pl_vfork_child())
+	if (cmd == F_SETFL && (o = pofd_get(fd)) && pl_vfork_child())
 		atomic_fetch_add(&g_forkgen, 1); /* the parent's F_GETFL per write again (shared_append) */
-	else if (cmd == F_SETFL && (o = pofd_get(fd))) {
+	else if (o) {
 		int e = errno;
 		int fl = REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0) {
