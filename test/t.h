@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "atomio.h"
@@ -115,6 +116,14 @@ static inline pid_t t_fork_piped(int *rd, int *wr)
 	*rd = pid == 0 ? down[0] : up[0];
 	*wr = pid == 0 ? up[1] : down[1];
 	return pid;
+}
+
+/* Wait for child pid (of t_fork_piped, say): it must have exited 0. */
+static inline void t_child_ok(pid_t pid)
+{
+	int ws;
+	CHECK_EQ(waitpid(pid, &ws, 0), pid);
+	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 }
 
 static inline void t_heap_keep(void)

@@ -217,9 +217,7 @@ int main(void)
 	printf("%llu reads, %llu of them with groups pending\n", (unsigned long long)reads,
 	       (unsigned long long)overlaid);
 	CHECK(overlaid > 0);
-	int ws;
-	CHECK_EQ(waitpid(pid, &ws, 0), pid);
-	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	t_child_ok(pid);
 	struct atomio_lazy_stats ls;
 	CHECK_OK(atomio_lazy_stats(st, &ls));
 	printf("lazy_commits %llu lazy_reads %llu\n", (unsigned long long)ls.lazy_commits,

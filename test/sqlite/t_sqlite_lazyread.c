@@ -80,9 +80,7 @@ int main(void)
 	CHECK_EQ(sq_int(db, "PRAGMA user_version"), 42);
 	CHECK_EQ(sq_int(db, "SELECT count(*) FROM t"), 2);
 	CHECK_EQ(write(wr, "g", 1), 1);
-	int ws;
-	CHECK_EQ(waitpid(pid, &ws, 0), pid);
-	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	t_child_ok(pid);
 	/* the child's close made it durable and home */
 	CHECK_EQ(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	CHECK_EQ(rd32(h + 60), 42u);

@@ -106,9 +106,7 @@ static void check_reader(sqlite3 *db, long long rows)
 	CHECK_EQ(read(rd, &c, 1), 1);
 	CHECK_EQ(sq_stat(db, "log_syncs"), syncs);
 	CHECK_EQ(write(wr, "g", 1), 1);
-	int ws;
-	CHECK_EQ(waitpid(pid, &ws, 0), pid);
-	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	t_child_ok(pid);
 	close(wr);
 	close(rd);
 }
@@ -144,9 +142,7 @@ static void check_chain(void)
 	sq_text(db, "SELECT v FROM r", v, sizeof(v));
 	CHECK(!strcmp(v, "x"));
 	CHECK_EQ(write(wr, "g", 1), 1);
-	int ws;
-	CHECK_EQ(waitpid(pid, &ws, 0), pid);
-	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	t_child_ok(pid);
 	close(wr);
 	close(rd);
 	CHECK_EQ(sqlite3_close(db), SQLITE_OK);
@@ -306,9 +302,7 @@ int main(void)
 		atomio_sys_set(&eio_ops);
 		failing_child();
 	}
-	int ws;
-	CHECK_EQ(waitpid(pid, &ws, 0), pid);
-	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	t_child_ok(pid);
 	printf("ok\n");
 	return 0;
 }
