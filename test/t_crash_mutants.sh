@@ -35,6 +35,11 @@
 cd "$(dirname "$0")/.." || exit 1
 seed=${ATOMIO_SEED:-1}
 echo "mutants: seed $seed (ATOMIO_SEED=$seed to repeat)"
+# A mutant's replay that fails again is the expected outcome: the crash image
+# it writes as evidence (a run not replayable by seed keeps one, in
+# /tmp/atomio-crash-fail-SEED unless told where) goes here, and with it.
+T=$(mktemp -d "${ATOMIO_TEST_DIR:-/var/tmp}/atomio-mutants-XXXXXX")
+trap 'rm -rf "$T"' EXIT
 fail=0
 one="seq epoch csum resync rfsync dsync resize ckptsync dirsync bgsync bgcut guardall sfrtrust zeroover ckptany lzhome lzsync lzread lzchunk"
 dying="pad paddsync homeredo reconcile sbsync syncall adoptlog padturn lzorder"
@@ -162,7 +167,7 @@ for m in $list; do
 			# need not.
 			again=0 ok=1
 			for i in 1 2 3 4 5 6; do
-				[ $again = 1 ] || eval "$bin $repro" >/dev/null 2>&1 || again=1
+				[ $again = 1 ] || eval "$bin $repro --dump '$T/img'" >/dev/null 2>&1 || again=1
 				eval "build/test/t_crash $repro" >/dev/null 2>&1 || ok=0
 			done
 			if [ $ok = 0 ]; then
