@@ -1545,20 +1545,6 @@ static bool adopt_below_locked_drops(atomio *st, uint64_t below)
 
 void adopt_locked_drops(atomio *st) { (void)adopt_below_locked_drops(st, UINT64_MAX); }
 
-/* Every queued group is visible (lazy: indexed, so that every read atomio
- * serves overlays it, in any process, whether its owner lives or not), or
- * none is queued.  Mutex held. */
-static bool settle_queue_visible_locked(atomio *st)
-{
-	ASSERT_LOCKED(st);
-	const struct shm_state *S = st->S;
-	uint32_t i = S->q_head;
-	for (uint32_t n = 0; i && n < S->q_len; n++, i = ENT(i)->next)
-		if (!(atomic_load(&ENT(i)->flags) & ENT_VISIBLE))
-			return false;
-	return !i;
-}
-
 /* atomio_settle: until nothing but lazy groups is queued and every batch
  * numbered so far is home (or padded), lead what is queued -- groups of a process that died
  * while they waited are committed all the same, and must be home before the
@@ -1585,7 +1571,12 @@ int commit_settle(atomio *st)
 		 * SQLite transaction at synchronous=NORMAL through the VFS a
 		 * device flush.  Batches in flight are waited for as before:
 		 * one may hold a group that is not visible. */
-		bool vis = settle_queue_visible_locked(st);
+		/* Every queued group is visible (lazy: indexed, so that every
+		 * read atomio serves overlays it, in any process, whether its
+		 * owner lives or not), or none is queued: none queued is not
+		 * lazy (a group is made lazy and visible together, at its
+		 * submit), which q_eager counts. */
+		bool vis = S->q_eager == 0;
 		if (vis && S->home_next == S->batch_next)
 			break;
 		/* A group that is not visible is queued: lead it, and the lazy
