@@ -143,14 +143,6 @@ void checkpoint_after_home_locked(atomio *st)
 
 /* --- the dirty set ------------------------------------------------------------- */
 
-static uint64_t dhash(uint32_t file, uint64_t blk)
-{
-	uint64_t x = blk * 0x9E3779B97F4A7C15ull ^ ((uint64_t)file << 32 | file);
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 /* A block's first slot: the blocks of one 1 MiB piece of a file (SHM_DPAGE
  * of them) share one 4 KiB page of the table, in block order, the pieces
  * spread by the hash.  A process then touches about a page of the table
@@ -163,7 +155,7 @@ static uint64_t dhash(uint32_t file, uint64_t blk)
  * ones, and the table is at most half full (dset_add). */
 static uint64_t dslot(uint64_t cap, uint32_t file, uint64_t blk)
 {
-	return (dhash(file, blk / SHM_DPAGE) * SHM_DPAGE + blk % SHM_DPAGE) & (cap - 1);
+	return (file_blk_hash(file, blk / SHM_DPAGE) * SHM_DPAGE + blk % SHM_DPAGE) & (cap - 1);
 }
 
 static bool dset_has(const struct dkey *slot, uint64_t cap, uint32_t file, uint64_t blk)

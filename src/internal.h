@@ -326,6 +326,16 @@ struct atomio {
  * goes through these, so that debug builds know the holder (LOCK CHECKS).
  * The lock order (docs/INTERNALS.md, "Locks"): sh->mu before st->lock;
  * cat_lock with neither held. */
+/* A well-mixed hash of a (file, block) key: the dirty set's slots
+ * (checkpoint.c) and the read index's chunk filter (lazy.c). */
+static inline uint64_t file_blk_hash(uint32_t file, uint64_t blk)
+{
+	uint64_t x = blk * 0x9E3779B97F4A7C15ull ^ ((uint64_t)file << 32 | file);
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
 static inline void own_lock(atomio *st)
 {
 	ASSERT_HELD(!HOLDS(st->own_holder), "st->lock taken twice");

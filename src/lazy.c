@@ -53,8 +53,7 @@ static struct lz_hdr *lzh(atomio *st) { return &st->sh->lz; }
 
 static uint32_t chunk_slot(uint32_t file, uint64_t chunk)
 {
-	uint64_t h = (chunk ^ ((uint64_t)file << 40)) * 0x9e3779b97f4a7c15ull;
-	return (uint32_t)(h >> 32) % SHM_LZCHUNKS;
+	return (uint32_t)(file_blk_hash(file, chunk) % SHM_LZCHUNKS);
 }
 
 /* The chunk filter's counters of a write [off, off + len) of file, by d
